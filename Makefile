@@ -1,0 +1,31 @@
+# The two commands: `make run` (set up, then run the default grid) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.numbench-installed
+CORES ?= 1
+
+.PHONY: run test lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): envs/requirements-cpu.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r envs/requirements-cpu.txt
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+run: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES)
+
+test: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src scripts tests benchmarks
+	$(BIN)/ruff format --check src scripts tests benchmarks
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --lint
+
+clean:
+	rm -rf results logs .snakemake

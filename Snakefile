@@ -1,0 +1,17 @@
+# numbench: which numerical library is fastest for my operation, size and device?
+# The data flow and the contract are described in README.md and config/README.md.
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/benchmark.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "results/benchmarks.parquet",
+        "results/summary.md",

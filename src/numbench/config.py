@@ -1,0 +1,275 @@
+"""The configuration: normalise what Snakemake hands over, validate it against the JSON
+Schema and the registries, and expand it into the grid of cells.
+
+Every problem is reported as one ``ConfigError`` that names the key, the bad value and what
+is allowed, so the workflow can stop before any job runs with a message and no traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from numbench import libraries, operations
+
+DEVICES = ("cpu", "gpu")
+DEVICE_CHOICES = ("cpu", "gpu", "all")
+DTYPES = ("float32", "float64")
+LIST_KEYS = ("libraries",)
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is meant to be shown as it is."""
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    library: str
+    device: str
+    operation: str
+    size: int
+
+    @property
+    def path(self) -> str:
+        return cell_path(self.library, self.device, self.operation, self.size)
+
+
+def cell_path(library: str, device: str, operation: str, size: int | str) -> str:
+    return f"results/cells/{library}/{device}/{operation}/{size}.parquet"
+
+
+def inputs_path(operation: str, size: int | str) -> str:
+    return f"results/inputs/{operation}/{size}.npz"
+
+
+def _split_list(value: Any) -> Any:
+    """``--config libraries=numpy,jax`` arrives as a string: accept it as a list."""
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
+
+
+def _parse_size(value: Any, where: str) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{where} = {value!r} is not a positive integer size")
+    if isinstance(value, int):
+        size = value
+    elif isinstance(value, float) and value.is_integer():
+        size = int(value)  # YAML reads 1e6 as a float: accept whole numbers
+    elif isinstance(value, str):
+        try:
+            f = float(value.strip())
+        except ValueError:
+            raise ConfigError(f"{where} = {value!r} is not a positive integer size") from None
+        if not f.is_integer():
+            raise ConfigError(f"{where} = {value!r} is not a positive integer size")
+        size = int(f)
+    else:
+        raise ConfigError(f"{where} = {value!r} is not a positive integer size")
+    if size < 1:
+        raise ConfigError(f"{where} = {value!r} is not a positive integer size")
+    return size
+
+
+def _normalise_operations(value: Any) -> Any:
+    """Accept a mapping name -> {sizes}, a list of names, or ``--config operations=a,b``
+    (names with their default sizes)."""
+    value = _split_list(value)
+    if isinstance(value, list):
+        out = {}
+        for name in value:
+            if not isinstance(name, str):
+                raise ConfigError(f"operations: {name!r} is not an operation name")
+            out[name] = None
+        value = out
+    if not isinstance(value, dict):
+        return value
+    result = {}
+    for name, entry in value.items():
+        if entry is None:
+            op = operations.OPERATIONS.get(name)
+            entry = {"sizes": list(op.default_sizes)} if op else {"sizes": [1]}
+        elif isinstance(entry, dict) and "sizes" in entry:
+            entry = dict(entry)
+            sizes = _split_list(entry["sizes"])
+            if isinstance(sizes, (int, float)):
+                sizes = [sizes]
+            if isinstance(sizes, list):
+                sizes = [
+                    _parse_size(s, f"operations.{name}.sizes[{i}]") for i, s in enumerate(sizes)
+                ]
+            entry["sizes"] = sizes
+        result[name] = entry
+    return result
+
+
+def normalise(config: dict) -> dict:
+    cfg = copy.deepcopy(dict(config))
+    for key in LIST_KEYS:
+        if key in cfg:
+            cfg[key] = _split_list(cfg[key])
+    if "operations" in cfg:
+        cfg["operations"] = _normalise_operations(cfg["operations"])
+    for key in ("threads", "seed"):
+        if isinstance(cfg.get(key), str) and cfg[key].strip().lstrip("-").isdigit():
+            cfg[key] = int(cfg[key])
+    if isinstance(cfg.get("cell_timeout_s"), str):
+        try:
+            cfg["cell_timeout_s"] = float(cfg["cell_timeout_s"])
+        except ValueError:
+            pass
+    return cfg
+
+
+def _describe_schema_error(err) -> str:
+    import jsonschema  # noqa: F401 - only for the error type
+
+    path = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+    validator, schema = err.validator, err.schema
+    if validator == "additionalProperties":
+        allowed = ", ".join(sorted(schema.get("properties", {})))
+        extra = sorted(set(err.instance) - set(schema.get("properties", {})))
+        where = "" if path == "(top level)" else f" under {path}"
+        return f"unknown key {', '.join(map(repr, extra))}{where}; allowed keys: {allowed}"
+    if validator == "enum":
+        allowed = ", ".join(map(str, schema["enum"]))
+        return f"{path} = {err.instance!r} is not allowed; allowed: {allowed}"
+    if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        bound = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+        return f"{path} = {err.instance!r} is out of range; it must be {bound[validator]} {err.validator_value}"
+    if validator == "type":
+        return f"{path} = {err.instance!r} has the wrong type; expected {err.validator_value}"
+    if validator == "minItems":
+        return f"{path} is empty; give at least {err.validator_value} item(s)"
+    if validator == "required":
+        return f"{path}: {err.message}"
+    return f"{path} = {err.instance!r}: {err.message}"
+
+
+def validate_schema(cfg: dict, schema_path: str | Path) -> dict:
+    """Validate against the JSON Schema, filling defaults for missing keys."""
+    import jsonschema
+
+    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
+    validator_cls = jsonschema.validators.validator_for(schema)
+
+    def set_defaults(validator, properties, instance, schema_):
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub and prop not in instance:
+                    instance[prop] = copy.deepcopy(sub["default"])
+        yield from validator_cls.VALIDATORS["properties"](validator, properties, instance, schema_)
+
+    filling = jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+    errors = sorted(filling(schema).iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ConfigError(_describe_schema_error(errors[0]))
+    return cfg
+
+
+def check_semantics(cfg: dict) -> None:
+    for i, lib in enumerate(cfg["libraries"]):
+        if lib not in libraries.ADAPTERS:
+            raise ConfigError(
+                f"libraries[{i}] = {lib!r} is not a known library; allowed: "
+                + ", ".join(libraries.ADAPTERS)
+            )
+    if len(set(cfg["libraries"])) != len(cfg["libraries"]):
+        raise ConfigError(f"libraries = {cfg['libraries']!r} lists a library twice")
+    if not cfg["operations"]:
+        raise ConfigError("operations is empty; give at least one operation")
+    for name in cfg["operations"]:
+        if name not in operations.OPERATIONS:
+            raise ConfigError(
+                f"operations.{name} is not a known operation; allowed: "
+                + ", ".join(operations.OPERATIONS)
+            )
+    timing = cfg["timing"]
+    if timing["min_samples"] > timing["max_samples"]:
+        raise ConfigError(
+            f"timing.min_samples = {timing['min_samples']} is larger than "
+            f"timing.max_samples = {timing['max_samples']}; it must be <= max_samples"
+        )
+    base = cfg["baseline"]
+    if base["library"] not in cfg["libraries"]:
+        raise ConfigError(
+            f"baseline.library = {base['library']!r} is not in the grid; it must be one of "
+            f"libraries: {', '.join(cfg['libraries'])}"
+        )
+    adapter = libraries.get(base["library"])
+    if base["device"] not in adapter.devices:
+        raise ConfigError(
+            f"baseline.device = {base['device']!r} is not a device {base['library']} runs on; "
+            f"allowed: {', '.join(adapter.devices)}"
+        )
+    if cfg["device"] == "cpu" and base["device"] != "cpu":
+        raise ConfigError(
+            f"baseline.device = {base['device']!r} is not in the grid (device = {cfg['device']!r}); "
+            "use device: all, or a cpu baseline"
+        )
+
+
+def resolve(config: dict, schema_path: str | Path, cli_configfiles=()) -> dict:
+    """Normalise and validate Snakemake's merged config.
+
+    Snakemake merges a ``--configfile`` into the default config key by key, so an
+    ``operations`` mapping in the user's file would be *added* to the default operations.
+    Here an ``operations`` mapping given in any command-line config file replaces the
+    default set instead: a file that lists fewer operations runs only those.
+    """
+    cfg = dict(config)
+    user_ops: dict | None = None
+    for path in cli_configfiles or ():
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        if isinstance(data, dict) and "operations" in data:
+            ops = data["operations"]
+            if isinstance(ops, dict) and isinstance(user_ops, dict):
+                user_ops.update(ops)
+            else:
+                user_ops = copy.deepcopy(ops)
+    if user_ops is not None and isinstance(cfg.get("operations"), dict):
+        cfg["operations"] = user_ops
+    cfg = normalise(cfg)
+    cfg = validate_schema(cfg, schema_path)
+    check_semantics(cfg)
+    return cfg
+
+
+def load_file(path: str | Path, schema_path: str | Path) -> dict:
+    return resolve(yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}, schema_path)
+
+
+def devices_for(cfg: dict) -> tuple[str, ...]:
+    return DEVICES if cfg["device"] == "all" else (cfg["device"],)
+
+
+def grid(cfg: dict) -> list[Cell]:
+    """Every (library, device, operation, size) cell of the config, plus the baseline cells.
+
+    A library is placed only on the devices it can run on (NumPy has no GPU cells); the
+    baseline library's cells on the baseline device are always included, so ``device=gpu``
+    still gives speedups against NumPy on the CPU of the same host.
+    """
+    wanted = devices_for(cfg)
+    base = cfg["baseline"]
+    cells: set[Cell] = set()
+    for lib in cfg["libraries"]:
+        adapter = libraries.get(lib)
+        for dev in wanted:
+            if dev in adapter.devices:
+                for op, entry in cfg["operations"].items():
+                    cells.update(Cell(lib, dev, op, int(s)) for s in entry["sizes"])
+    for op, entry in cfg["operations"].items():
+        cells.update(Cell(base["library"], base["device"], op, int(s)) for s in entry["sizes"])
+    return sorted(cells)
+
+
+def input_files(cfg: dict) -> list[str]:
+    return sorted({inputs_path(op, s) for op, e in cfg["operations"].items() for s in e["sizes"]})

@@ -1,0 +1,46 @@
+"""The adapter registry: library name -> adapter class. Adding a library is one adapter
+class here plus one builder per operation in ``numbench.operations``."""
+
+from __future__ import annotations
+
+from .base import Adapter, Unavailable, cpu_model, pin_cpus, thread_environment
+from .jax_ import JaxAdapter, JaxEagerAdapter
+from .numba_ import NumbaAdapter
+from .numpy_ import NumpyAdapter
+from .tensorflow_ import TensorflowAdapter, TensorflowEagerAdapter
+from .torch_ import TorchAdapter, TorchCompileAdapter
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    cls.name: cls
+    for cls in (
+        NumpyAdapter,
+        JaxAdapter,
+        TorchAdapter,
+        TensorflowAdapter,
+        NumbaAdapter,
+        JaxEagerAdapter,
+        TorchCompileAdapter,
+        TensorflowEagerAdapter,
+    )
+}
+
+DEFAULT_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
+
+
+def get(name: str) -> type[Adapter]:
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        raise KeyError(f"unknown library {name!r}; known: {', '.join(ADAPTERS)}") from None
+
+
+__all__ = [
+    "ADAPTERS",
+    "DEFAULT_LIBRARIES",
+    "Adapter",
+    "Unavailable",
+    "cpu_model",
+    "get",
+    "pin_cpus",
+    "thread_environment",
+]

@@ -1,0 +1,148 @@
+"""What a library adapter does: environment before import, import, device placement,
+compilation, sync, conversion back to NumPy, and the metadata a reviewer needs.
+
+Adapters are plain classes registered by name. A *variant* (``jax-eager``,
+``torch-compile``) is a subclass that overrides one or two methods, never a copy.
+Nothing here imports a numerical library at module level: the registry is read by
+Snakemake and by the light cell supervisor, which must stay cheap.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+from typing import Any
+
+
+class Unavailable(Exception):
+    """The library or the requested device is missing here; the message says why."""
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class Adapter:
+    #: registry name, as written in the config's ``libraries`` list
+    name: str = ""
+    #: which implementation of each operation it runs (operations key them by family)
+    family: str = ""
+    #: the import name whose version is reported
+    module: str = ""
+    #: devices the library can run on at all
+    devices: tuple[str, ...] = ("cpu",)
+    #: one line for the README and the summary
+    description: str = ""
+    #: test-only adapters are never in the defaults and are listed apart in docs
+    test_only: bool = False
+
+    def __init__(self, device: str, dtype: str, threads: int):
+        self.device = device
+        self.dtype = dtype
+        self.threads = threads
+
+    # -- before import ---------------------------------------------------------------
+    def environment(self) -> dict[str, str]:
+        """Environment variables this library needs set before it is imported."""
+        return {}
+
+    # -- import and set-up -----------------------------------------------------------
+    def load(self) -> None:
+        """Import the library and check the device; raise Unavailable with a reason."""
+        raise NotImplementedError
+
+    @property
+    def xp(self) -> Any:
+        """The array module handed to the operation's builder."""
+        raise NotImplementedError
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    # -- data and calls --------------------------------------------------------------
+    def to_device(self, array):
+        raise NotImplementedError
+
+    def compile(self, fn: Callable) -> Callable:
+        """Wrap the operation's plain function (jit, tf.function, njit); eager by default."""
+        return fn
+
+    #: ``sync(result)`` waits until the result is really computed; None when calls are
+    #: synchronous already (NumPy, Numba, PyTorch on the CPU), which keeps the timed loop bare.
+    sync: Callable[[Any], Any] | None = None
+
+    def to_numpy(self, result) -> Any:
+        if isinstance(result, (tuple, list)):
+            return tuple(self._to_numpy_one(r) for r in result)
+        return self._to_numpy_one(result)
+
+    def _to_numpy_one(self, value):
+        import numpy as np
+
+        return np.asarray(value)
+
+    # -- metadata --------------------------------------------------------------------
+    def device_name(self) -> str:
+        if self.device == "cpu":
+            return cpu_model()
+        raise NotImplementedError
+
+    def device_details(self) -> dict[str, str]:
+        """Driver, CUDA version and the like, where the library knows them."""
+        return {}
+
+    def reset_device_peak(self) -> None:
+        """Reset the device's peak-memory counter (GPU libraries), after inputs are placed."""
+
+    def device_peak_mb(self) -> float | None:
+        """Peak device memory during the cell, in MB; None on the CPU."""
+        return None
+
+    def blas(self) -> str:
+        return ""
+
+    def gpu_unavailable(self, reason: str) -> Unavailable:
+        return Unavailable(f"{reason} (device=gpu asked for {self.name})")
+
+
+def cpu_only_check(adapter: Adapter) -> None:
+    if adapter.device != "cpu":
+        raise Unavailable(f"{adapter.name} runs on the CPU only, not on {adapter.device}")
+
+
+def thread_environment(threads: int) -> dict[str, str]:
+    """The same thread limits for every library, set before any of them is imported."""
+    n = str(threads)
+    return {
+        "OMP_NUM_THREADS": n,
+        "OPENBLAS_NUM_THREADS": n,
+        "MKL_NUM_THREADS": n,
+        "BLIS_NUM_THREADS": n,
+        "VECLIB_MAXIMUM_THREADS": n,
+        "NUMEXPR_NUM_THREADS": n,
+        "NUMBA_NUM_THREADS": n,
+        "TF_NUM_INTRAOP_THREADS": n,
+        "TF_NUM_INTEROP_THREADS": "1",
+    }
+
+
+def pin_cpus(threads: int) -> list[int]:
+    """Restrict this process to ``threads`` of the CPUs it may use (inherited by children).
+
+    Thread-count variables do not bind every library (XLA sizes its pool from the CPUs it
+    may run on), so the affinity mask is what makes ``threads`` hold for all of them alike.
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        return []
+    allowed = sorted(os.sched_getaffinity(0))
+    chosen = allowed[: max(1, threads)]
+    os.sched_setaffinity(0, chosen)
+    return chosen

@@ -1,0 +1,43 @@
+"""NumPy: the baseline, eager, CPU only."""
+
+from __future__ import annotations
+
+from .base import Adapter, cpu_only_check
+
+
+class NumpyAdapter(Adapter):
+    name = "numpy"
+    family = "numpy"
+    module = "numpy"
+    description = "NumPy, eager"
+
+    def load(self) -> None:
+        cpu_only_check(self)
+        import numpy
+
+        self._np = numpy
+
+    @property
+    def xp(self):
+        return self._np
+
+    def version(self) -> str:
+        return self._np.__version__
+
+    def to_device(self, array):
+        return self._np.ascontiguousarray(array, dtype=self.dtype)
+
+    def blas(self) -> str:
+        return numpy_blas()
+
+
+def numpy_blas() -> str:
+    """The BLAS NumPy was built against, e.g. 'scipy-openblas 0.3.30'."""
+    try:
+        import numpy
+
+        cfg = numpy.show_config(mode="dicts")
+        blas = cfg["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001 - metadata only, never fatal
+        return ""

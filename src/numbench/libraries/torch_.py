@@ -1,0 +1,82 @@
+"""PyTorch: eager on the CPU or CUDA; ``torch-compile`` wraps the function in torch.compile."""
+
+from __future__ import annotations
+
+from .base import Adapter, Unavailable
+
+
+class TorchAdapter(Adapter):
+    name = "torch"
+    family = "torch"
+    module = "torch"
+    devices = ("cpu", "gpu")
+    description = "PyTorch, eager"
+
+    def load(self) -> None:
+        try:
+            import torch
+        except ImportError as exc:
+            raise Unavailable(f"torch cannot be imported: {exc}") from exc
+        torch.set_num_threads(self.threads)
+        if self.device == "gpu":
+            if not torch.cuda.is_available():
+                raise self.gpu_unavailable("no CUDA device visible to torch")
+            self._dev = torch.device("cuda", 0)
+        else:
+            self._dev = torch.device("cpu")
+        self._torch = torch
+        self._dtype = getattr(torch, self.dtype)
+
+    @property
+    def xp(self):
+        return self._torch
+
+    def version(self) -> str:
+        return self._torch.__version__
+
+    def to_device(self, array):
+        return self._torch.from_numpy(array.astype(self.dtype)).to(self._dev)
+
+    @property
+    def sync(self):  # type: ignore[override]
+        if self.device == "gpu":
+            cuda = self._torch.cuda
+            return lambda _result: cuda.synchronize()
+        return None
+
+    def _to_numpy_one(self, value):
+        return value.detach().cpu().numpy()
+
+    def device_name(self) -> str:
+        if self.device == "cpu":
+            return super().device_name()
+        return self._torch.cuda.get_device_name(self._dev)
+
+    def device_details(self) -> dict[str, str]:
+        if self.device == "cpu":
+            return {}
+        return {"cuda_version": str(self._torch.version.cuda)}
+
+    def reset_device_peak(self) -> None:
+        if self.device == "gpu":
+            self._torch.cuda.reset_peak_memory_stats(self._dev)
+
+    def device_peak_mb(self) -> float | None:
+        if self.device == "cpu":
+            return None
+        return self._torch.cuda.max_memory_allocated(self._dev) / 1e6
+
+    def blas(self) -> str:
+        cfg = self._torch.__config__.show()
+        for line in cfg.splitlines():
+            if "BLAS_INFO" in line:
+                return line.split("=", 1)[-1].strip().rstrip(",")
+        return ""
+
+
+class TorchCompileAdapter(TorchAdapter):
+    name = "torch-compile"
+    description = "PyTorch, torch.compile (compile time lands in first_call_s)"
+
+    def compile(self, fn):
+        return self._torch.compile(fn)

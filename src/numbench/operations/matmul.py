@@ -1,0 +1,63 @@
+"""Dense n x n by n x n matrix product."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Operation
+
+
+def make_inputs(size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"a": rng.standard_normal((size, size)), "b": rng.standard_normal((size, size))}
+
+
+def reference(a, b):
+    return a @ b
+
+
+def _numpy(np_, dtype):
+    def matmul(a, b):
+        return np_.matmul(a, b)
+
+    return matmul
+
+
+def _torch(torch, dtype):
+    def matmul(a, b):
+        return torch.matmul(a, b)
+
+    return matmul
+
+
+def _tensorflow(tf, dtype):
+    def matmul(a, b):
+        return tf.linalg.matmul(a, b)
+
+    return matmul
+
+
+def _numba(np_, dtype):
+    def matmul(a, b):
+        return np.dot(a, b)
+
+    return matmul
+
+
+OPERATION = Operation(
+    name="matmul",
+    summary="n x n by n x n matrix product",
+    default_sizes=(100, 250, 500, 1000, 2000),
+    input_names=("a", "b"),
+    make_inputs=make_inputs,
+    reference=reference,
+    flops=lambda n: 2.0 * n**3,
+    bytes_moved=lambda n, itemsize: 3.0 * n * n * itemsize,
+    tolerance={"float32": 1e-4, "float64": 1e-10},
+    implementations={
+        "numpy": _numpy,
+        "jax": _numpy,
+        "torch": _torch,
+        "tensorflow": _tensorflow,
+        "numba": _numba,
+    },
+)

@@ -1,0 +1,66 @@
+"""1-D ascending sort."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Operation
+
+
+def make_inputs(size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {"a": rng.standard_normal(size)}
+
+
+def reference(a):
+    return np.sort(a)
+
+
+def _numpy(np_, dtype):
+    def sort(a):
+        return np_.sort(a)
+
+    return sort
+
+
+def _torch(torch, dtype):
+    def sort(a):
+        return torch.sort(a).values
+
+    return sort
+
+
+def _tensorflow(tf, dtype):
+    def sort(a):
+        return tf.sort(a)
+
+    return sort
+
+
+def _numba(np_, dtype):
+    def sort(a):
+        return np.sort(a)
+
+    return sort
+
+
+OPERATION = Operation(
+    name="sort",
+    summary="ascending sort of a vector of n elements",
+    default_sizes=(1_000, 10_000, 100_000, 1_000_000),
+    input_names=("a",),
+    make_inputs=make_inputs,
+    reference=reference,
+    # Comparisons, not floating-point arithmetic: n log2 n is the work a comparison sort needs.
+    flops=lambda n: n * math.log2(n) if n > 1 else 0.0,
+    bytes_moved=lambda n, itemsize: 2.0 * n * itemsize,
+    tolerance={"float32": 1e-6, "float64": 1e-14},
+    implementations={
+        "numpy": _numpy,
+        "jax": _numpy,
+        "torch": _torch,
+        "tensorflow": _tensorflow,
+        "numba": _numba,
+    },
+)

@@ -1,0 +1,29 @@
+# Grid expansion, validated config and the paths rules share. No rule lives here.
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+from numbench.config import ConfigError, grid, input_files, resolve  # noqa: E402
+
+SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+try:
+    CFG = resolve(config, SCHEMA, workflow.overwrite_configfiles)
+except ConfigError as exc:
+    raise WorkflowError(f"config error: {exc}") from None
+
+GRID = grid(CFG)
+CELL_FILES = [cell.path for cell in GRID]
+INPUT_FILES = input_files(CFG)
+PYTHON = sys.executable
+SCRIPTS = Path(workflow.basedir) / "scripts"
+TIMING = CFG["timing"]
+
+
+wildcard_constraints:
+    library="[a-z0-9-]+",
+    device="cpu|gpu",
+    operation="[a-z_]+",
+    size="[0-9]+",
