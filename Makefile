@@ -12,7 +12,6 @@ venv: $(STAMP)
 $(STAMP): envs/requirements-cpu.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check -q -r envs/requirements-cpu.txt
-	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 run: $(STAMP)
