@@ -13,11 +13,9 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    """A copy of the workflow (no results) in a temporary folder, to run Snakemake in."""
-    dst = tmp_path / "wf"
-    dst.mkdir()
+def copy_workflow(dst: Path) -> Path:
+    """Copy the workflow (no results, no logs) into ``dst``, to run Snakemake in."""
+    dst.mkdir(parents=True, exist_ok=True)
     for name in ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs", "tests"):
         src = REPO / name
         if src.is_dir():
@@ -25,6 +23,12 @@ def workdir(tmp_path: Path) -> Path:
         elif src.exists():
             shutil.copy2(src, dst / name)
     return dst
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A fresh copy of the workflow in a temporary folder."""
+    return copy_workflow(tmp_path / "wf")
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None = None):

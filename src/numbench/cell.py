@@ -145,7 +145,9 @@ def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None)
     meta = host_metadata(spec)
     t0 = time.perf_counter()
     with timing_lock(lock):
+        meta["locked_from_unix"] = time.time()
         report = run_worker(spec)
+        meta["locked_until_unix"] = time.time()
     meta["wall_s"] = time.perf_counter() - t0
     samples_s = report.pop("samples_s", None) or []
     loops = report.pop("loops", None)

@@ -52,6 +52,9 @@ CELL_META_FIELDS = [
     pa.field("gb_per_s", pa.float64()),
     pa.field("wall_s", pa.float64()),
     pa.field("started_at", pa.string()),
+    # When this cell held the host's timing lock (Unix seconds): shows cells never overlap.
+    pa.field("locked_from_unix", pa.float64()),
+    pa.field("locked_until_unix", pa.float64()),
 ]
 STAT_FIELDS = [
     pa.field("median_s", pa.float64()),

@@ -1,0 +1,107 @@
+"""Inputs, operations and the supervised cell, run in-process on small sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from numbench import inputs, operations
+from numbench.cell import CellSpec, run_cell
+from numbench.tables import CELL_COLUMNS, CorruptFile, read_cell
+
+FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
+
+
+def test_inputs_are_seeded_and_hold_the_reference(tmp_path):
+    a = inputs.make("elementwise", 100, seed=7)
+    b = inputs.make("elementwise", 100, seed=7)
+    c = inputs.make("elementwise", 100, seed=8)
+    np.testing.assert_array_equal(a["a"], b["a"])
+    assert not np.array_equal(a["a"], c["a"])
+    assert int(a["n_outputs"]) == 3
+    np.testing.assert_allclose(a["ref_2"], np.sin(a["a"]))
+    inputs.write("sort", 50, 1, tmp_path / "x.npz")
+    with np.load(tmp_path / "x.npz") as d:
+        assert np.all(np.diff(d["ref_0"]) >= 0)
+
+
+@pytest.mark.parametrize("name", sorted(operations.OPERATIONS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_numpy_implementation_matches_reference(name, dtype):
+    op = operations.get(name)
+    size = op.default_sizes[0]
+    arrays = op.make_inputs(size, operations.input_rng(1, name, size))
+    args = [arrays[n] for n in op.input_names]
+    ref = op.reference(*args)
+    fn = op.implementations["numpy"](np, dtype)
+    out = fn(*[a.astype(dtype) for a in args])
+    assert operations.relative_error(out, ref) <= op.tolerance_for("numpy", dtype)
+
+
+def test_relative_error_detects_a_wrong_result():
+    ref = np.arange(1.0, 11.0)
+    assert operations.relative_error(ref, ref) == 0.0
+    assert operations.relative_error(ref[::-1], ref) > 0.1
+    assert operations.relative_error(np.full(10, np.nan), ref) == float("inf")
+    with pytest.raises(ValueError):
+        operations.relative_error(ref[:5], ref)
+
+
+def _spec(tmp_path, library, operation="sort", size=1000, dtype="float64", **kw):
+    path = tmp_path / f"{operation}-{size}.npz"
+    if not path.exists():
+        inputs.write(operation, size, 3, path)
+    return CellSpec(
+        library, "cpu", operation, size, dtype, 1, str(path), FAST, kw.get("timeout", 120)
+    )
+
+
+def test_numpy_cell_writes_samples_and_metadata(tmp_path):
+    out = tmp_path / "cell.parquet"
+    meta = run_cell(_spec(tmp_path, "numpy"), out, lock=str(tmp_path / "lock"))
+    assert meta["status"] == "ok", meta
+    table = read_cell(out)
+    assert table.column_names == CELL_COLUMNS
+    df = table.to_pandas()
+    assert len(df) == 3 and (df["seconds"] > 0).all() and (df["loops"] >= 1).all()
+    row = df.iloc[0]
+    assert row["status"] == "ok" and row["rel_error"] <= row["tolerance"]
+    assert row["library_version"] == np.__version__
+    assert row["import_s"] > 0 and row["first_call_s"] > 0 and row["peak_rss_mb"] > 0
+    assert row["threads"] == 1 and row["host"] and row["device_name"]
+    assert row["gflop_per_s"] > 0 and row["gb_per_s"] > 0
+    assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left nothing behind
+
+
+def test_unsupported_cell_says_why(tmp_path):
+    out = tmp_path / "fft.parquet"
+    meta = run_cell(_spec(tmp_path, "numba", "fft", 1024), out, lock=str(tmp_path / "lock"))
+    assert meta["status"] == "unsupported"
+    df = pq.read_table(out).to_pandas()
+    assert len(df) == 1 and df["seconds"].isna().all()
+    assert "FFT" in df["error"].iloc[0]
+
+
+def test_gpu_cell_is_unavailable_on_a_cpu_host(tmp_path):
+    spec = _spec(tmp_path, "torch")
+    spec.device = "gpu"
+    meta = run_cell(spec, tmp_path / "gpu.parquet", lock=str(tmp_path / "lock"))
+    assert meta["status"] == "unavailable"
+    assert "no CUDA device visible to torch" in meta["error"]
+
+
+def test_timeout_kills_the_worker(tmp_path):
+    spec = _spec(tmp_path, "numpy", "grad", 10000, timeout=0.5)
+    spec.timing = {**FAST, "min_samples": 100, "max_samples": 100, "budget_s": 100}
+    meta = run_cell(spec, tmp_path / "t.parquet", lock=str(tmp_path / "lock"))
+    assert meta["status"] == "timeout" and "cell_timeout_s" in meta["error"]
+
+
+def test_corrupt_cell_file_names_itself_and_the_fix(tmp_path):
+    bad = tmp_path / "results" / "cells" / "numpy" / "cpu" / "sort" / "10.parquet"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"not parquet")
+    with pytest.raises(CorruptFile) as err:
+        read_cell(bad)
+    assert str(bad) in str(err.value) and "snakemake" in str(err.value)

@@ -1,0 +1,96 @@
+"""Config normalisation, validation and the grid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from numbench.config import Cell, ConfigError, grid, input_files, resolve
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def cfg(**over):
+    c = {**DEFAULT, **over}
+    return resolve(c, SCHEMA)
+
+
+def test_default_config_is_valid_and_has_the_five_libraries():
+    c = cfg()
+    assert c["libraries"][:5] == ["numpy", "jax", "torch", "tensorflow", "numba"]
+    assert c["device"] == "cpu" and c["dtype"] == "float64"
+
+
+def test_grid_has_one_cell_per_library_operation_size():
+    c = cfg()
+    cells = grid(c)
+    n_sizes = sum(len(e["sizes"]) for e in c["operations"].values())
+    assert len(cells) == len(c["libraries"]) * n_sizes
+    assert len(set(cells)) == len(cells)
+    assert Cell("numpy", "cpu", "matmul", 100) in cells
+    assert Cell("numpy", "cpu", "matmul", 100).path == "results/cells/numpy/cpu/matmul/100.parquet"
+    assert len(input_files(c)) == n_sizes
+
+
+def test_gpu_grid_keeps_cpu_baseline_and_drops_cpu_only_libraries():
+    cells = grid(cfg(device="gpu"))
+    devices = {(c.library, c.device) for c in cells}
+    assert ("numpy", "cpu") in devices
+    assert ("torch", "gpu") in devices and ("jax", "gpu") in devices
+    assert ("numpy", "gpu") not in devices and ("numba", "cpu") not in devices
+    assert {d for _, d in devices} == {"cpu", "gpu"}
+
+
+def test_all_devices():
+    devices = {(c.library, c.device) for c in grid(cfg(device="all"))}
+    assert ("torch", "cpu") in devices and ("torch", "gpu") in devices
+
+
+def test_command_line_strings_become_lists():
+    c = cfg(libraries="numpy,torch", operations="matmul,sort")
+    assert c["libraries"] == ["numpy", "torch"]
+    assert list(c["operations"]) == ["matmul", "sort"]
+    assert c["operations"]["matmul"]["sizes"] == [100, 250, 500, 1000, 2000]
+
+
+def test_whole_float_sizes_are_accepted():
+    c = cfg(operations={"sort": {"sizes": [1e3, "1e4"]}})
+    assert c["operations"]["sort"]["sizes"] == [1000, 10000]
+
+
+def test_configfile_operations_replace_the_default_set(tmp_path):
+    user = tmp_path / "small.yaml"
+    user.write_text("operations:\n  sort:\n    sizes: [10]\n")
+    merged = {**DEFAULT, "operations": {**DEFAULT["operations"], "sort": {"sizes": [10]}}}
+    c = resolve(merged, SCHEMA, [str(user)])
+    assert list(c["operations"]) == ["sort"]
+
+
+@pytest.mark.parametrize(
+    "over, needle",
+    [
+        ({"libraries": ["numpy", "pandas"]}, "libraries[1] = 'pandas'"),
+        ({"libraries": []}, "libraries is empty"),
+        ({"dtype": "float16"}, "dtype = 'float16'"),
+        ({"device": "tpu"}, "device = 'tpu'"),
+        ({"operations": {"sort": {"sizes": [0]}}}, "operations.sort.sizes[0]"),
+        ({"operations": {"sort": {"sizes": [2.5]}}}, "not a positive integer"),
+        ({"operations": {"qr": {"sizes": [10]}}}, "operations.qr is not a known operation"),
+        (
+            {"baseline": {"library": "torch", "device": "cpu"}, "libraries": ["numpy"]},
+            "baseline.library",
+        ),
+        ({"timing": {"min_samples": 10, "max_samples": 2}}, "timing.min_samples"),
+        ({"timing": {"budget_s": -1}}, "timing.budget_s"),
+        ({"colour": "blue"}, "unknown key 'colour'"),
+        ({"threads": 0}, "threads = 0"),
+    ],
+)
+def test_bad_config_names_key_and_value(over, needle):
+    with pytest.raises(ConfigError) as err:
+        cfg(**over)
+    assert needle in str(err.value)

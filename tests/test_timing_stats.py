@@ -1,0 +1,100 @@
+"""The timer and the statistics, on functions whose cost is known."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from numbench.stats import median_ci, summarize
+from numbench.timing import Timer, TimingSettings
+
+
+class FakeClock:
+    """A clock that advances only when the timed function runs: exact, repeatable timings."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_fn(clock: FakeClock, cost_s: float, first_extra_s: float = 0.0):
+    calls = {"n": 0}
+
+    def fn():
+        calls["n"] += 1
+        clock.now += cost_s + (first_extra_s if calls["n"] == 1 else 0.0)
+        return calls["n"]
+
+    return fn, calls
+
+
+def test_first_call_is_timed_alone_and_kept_out_of_samples():
+    clock = FakeClock()
+    fn, _ = make_fn(clock, cost_s=1e-3, first_extra_s=2.0)
+    m = Timer(fn, clock=clock).measure(TimingSettings(0.01, 3, 5, 0.05))
+    assert m.first_call_s == pytest.approx(2.001)
+    assert all(s == pytest.approx(1e-3) for s in m.samples_s)
+
+
+def test_calibration_reaches_min_sample_time():
+    clock = FakeClock()
+    fn, _ = make_fn(clock, cost_s=1e-6)
+    loops = Timer(fn, clock=clock).calibrate(0.02)
+    assert loops * 1e-6 >= 0.02
+    assert loops * 1e-6 < 0.02 * 2.5  # not wildly past the target
+
+
+def test_sampling_stops_at_budget_after_min_samples():
+    clock = FakeClock()
+    fn, _ = make_fn(clock, cost_s=0.1)
+    m = Timer(fn, clock=clock).measure(TimingSettings(0.01, 3, 1000, 0.25))
+    # each sample is one 0.1 s call: 0.25 s of budget is spent after 3 samples
+    assert len(m.samples_s) == 3
+    m = Timer(fn, clock=clock).measure(TimingSettings(0.01, 2, 4, 100.0))
+    assert len(m.samples_s) == 4  # max_samples bounds it when the budget is large
+
+
+def test_sync_is_called_on_every_timed_call():
+    clock = FakeClock()
+    fn, calls = make_fn(clock, cost_s=1e-3)
+    synced = []
+    Timer(fn, sync=synced.append, clock=clock).measure(TimingSettings(0.005, 2, 2, 1.0))
+    assert len(synced) == calls["n"]
+
+
+def test_real_clock_measures_a_sleep():
+    m = Timer(time.sleep, (0.002,)).measure(TimingSettings(0.004, 3, 3, 0.01))
+    assert 0.0019 < np.median(m.samples_s) < 0.01
+
+
+def test_settings_reject_bad_values():
+    with pytest.raises(ValueError):
+        TimingSettings(min_samples=5, max_samples=2)
+    with pytest.raises(ValueError):
+        TimingSettings(min_sample_time_s=0)
+
+
+def test_summary_statistics():
+    s = summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s.median_s == 3.0
+    assert s.min_s == 1.0
+    assert s.iqr_s == pytest.approx(2.0)
+    assert s.n_samples == 5
+    assert s.ci_low_s <= s.median_s <= s.ci_high_s
+
+
+def test_median_ci_covers_the_true_median_and_shrinks_with_n():
+    rng = np.random.default_rng(1)
+    small = median_ci(rng.normal(10, 1, 20))
+    large = median_ci(rng.normal(10, 1, 2000))
+    assert small[0] < 10 < small[1]
+    assert large[0] < 10 < large[1]
+    assert (large[1] - large[0]) < (small[1] - small[0])
+
+
+def test_summary_of_no_samples_is_empty():
+    assert summarize([]).n_samples == 0

@@ -1,0 +1,93 @@
+"""The workflow end to end on a tiny grid: every library, every operation, one size each."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+from conftest import copy_workflow, snakemake
+
+pytestmark = pytest.mark.e2e
+
+E2E_CONFIG = """
+operations:
+  elementwise: {sizes: [2000]}
+  matmul: {sizes: [48]}
+  grad: {sizes: [64]}
+  fft: {sizes: [1024]}
+  sort: {sizes: [2000]}
+timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
+cell_timeout_s: 300
+"""
+LIBRARIES = ["numpy", "jax", "torch", "tensorflow", "numba"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """One full run with --cores 2, shared by the tests below."""
+    wd = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
+    (wd / "e2e.yaml").write_text(E2E_CONFIG)
+    proc = snakemake(wd, "--cores", "2", "--configfile", "e2e.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return wd
+
+
+def test_dry_run_plans_one_cell_job_per_cell(workdir):
+    (workdir / "e2e.yaml").write_text(E2E_CONFIG)
+    proc = snakemake(workdir, "-n", "--cores", "1", "--configfile", "e2e.yaml")
+    assert proc.returncode == 0, proc.stderr
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
+    assert int(counts["cell"]) == len(LIBRARIES) * 5
+    assert int(counts["inputs"]) == 5
+
+
+def test_every_cell_is_measured_or_explained(finished):
+    bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
+    assert len(bench) == len(LIBRARIES) * 5
+    assert set(bench["library"]) == set(LIBRARIES)
+    ok = bench[bench["status"] == "ok"]
+    assert (ok["rel_error"] <= ok["tolerance"]).all()
+    assert (ok["median_s"] > 0).all() and (ok["n_samples"] >= 3).all()
+    assert (ok["ci_low_s"] <= ok["median_s"]).all() and (ok["median_s"] <= ok["ci_high_s"]).all()
+    others = bench[bench["status"] != "ok"]
+    # Only Numba's FFT cannot be expressed; it says why.
+    assert list(zip(others["library"], others["operation"])) == [("numba", "fft")]
+    assert others["status"].iloc[0] == "unsupported" and "FFT" in others["error"].iloc[0]
+
+
+def test_summary_lists_every_cell(finished):
+    summary = (finished / "results" / "summary.md").read_text()
+    bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
+    for r in bench.itertuples():
+        assert re.search(rf"\| {r.library} \| {r.device} \| {r.operation} \| {r.size} \|", summary)
+
+
+def test_cells_never_overlap_even_with_two_cores(finished):
+    bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
+    spans = sorted(zip(bench["locked_from_unix"], bench["locked_until_unix"]))
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end
+
+
+def test_each_cell_has_its_own_log(finished):
+    logs = list((finished / "logs" / "cells").rglob("*.log"))
+    assert len(logs) == len(LIBRARIES) * 5
+
+
+def test_naming_one_cell_reruns_exactly_that_cell(finished):
+    target = finished / "results" / "cells" / "torch" / "cpu" / "sort" / "2000.parquet"
+    others = {
+        p: p.stat().st_mtime_ns
+        for p in (finished / "results" / "cells").rglob("*.parquet")
+        if p != target
+    }
+    target.unlink()
+    rel = str(target.relative_to(finished))
+    # The target goes before --configfile, which takes every argument after it.
+    proc = snakemake(finished, rel, "--cores", "1", "--configfile", "e2e.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert target.exists()
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stderr + proc.stdout, flags=re.M))
+    assert jobs.get("cell") == "1" and "inputs" not in jobs
+    assert {p: p.stat().st_mtime_ns for p in others} == others
