@@ -15,13 +15,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+from _report import write_section  # noqa: E402  (also puts src/ on the path)
 
 from numbench.libraries import pin_cpus, thread_environment  # noqa: E402
 
@@ -107,10 +105,12 @@ def main() -> None:
     )
     parser.add_argument("cells", nargs="*", default=DEFAULT_CELLS, help="library:operation:size")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per cell")
+    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
     args = parser.parse_args()
 
     from numbench import inputs
 
+    lines = ["| cell | workflow median | independent median | ratio |", "|---|---:|---:|---:|"]
     print(f"{'cell':34s} {'workflow':>12s} {'independent':>12s} {'ratio':>7s}")
     with tempfile.TemporaryDirectory() as tmp:
         for cell in args.cells:
@@ -127,6 +127,17 @@ def main() -> None:
                 inds.append(independent_median(library, operation, size, path))
             wf, ind = statistics.median(wfs), statistics.median(inds)
             print(f"{cell:34s} {wf * 1e6:10.2f}us {ind * 1e6:10.2f}us {wf / ind:7.3f}", flush=True)
+            lines.append(f"| {cell} | {wf * 1e6:.2f} µs | {ind * 1e6:.2f} µs | {wf / ind:.3f} |")
+    if args.write:
+        body = (
+            "## Accuracy: the workflow against independent timers\n\n"
+            + "\n".join(lines)
+            + "\n\nIndependent timers: `timeit` (NumPy, Numba), `torch.utils.benchmark.Timer` "
+            "(PyTorch), `timeit` around `block_until_ready()` (JAX) and around a materialised "
+            f"result (TensorFlow). Ratio = workflow / independent; medians of {args.rounds} "
+            "interleaved rounds."
+        )
+        write_section("accuracy", "python benchmarks/accuracy.py --write", body)
 
 
 if __name__ == "__main__":

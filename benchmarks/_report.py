@@ -1,0 +1,44 @@
+"""Shared by the benchmark scripts: the machine's description and docs/performance.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+REPORT = ROOT / "docs" / "performance.md"
+HEADER = """# Performance: accuracy of the timings and the workflow's own cost
+
+Each section below is written by a script in `benchmarks/` (scripts that print figures, not
+tests: these machines are shared and noisy, so compare ratios measured in one run). Rerun a
+script to refresh its section; the command and the machine are given with each.
+"""
+
+
+def machine() -> str:
+    from numbench.libraries import cpu_model
+
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu_model()}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM, "
+        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
+
+
+def write_section(name: str, command: str, body: str) -> None:
+    """Replace (or append) the section called ``name`` in docs/performance.md."""
+    text = REPORT.read_text(encoding="utf-8") if REPORT.exists() else HEADER
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    section = f"{start}\n{body.rstrip()}\n\nCommand: `{command}`  \nMachine: {machine()}\n{end}"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    text = (
+        pattern.sub(lambda _m: section, text)
+        if pattern.search(text)
+        else f"{text.rstrip()}\n\n{section}\n"
+    )
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(text, encoding="utf-8")

@@ -1,0 +1,96 @@
+"""The harness's own cost per call, measured with no-op operations (a benchmark, not a test).
+
+A no-op run through the Timer exactly as a cell runs an operation gives the per-call floor
+the harness adds (loop, argument unpacking, the call itself, and the sync call where the
+library has one). It is printed next to the smallest median of the default grid, read from
+results/benchmarks.parquet when a run exists, else measured here (NumPy elementwise at 1e3).
+
+    .venv/bin/python benchmarks/harness_floor.py [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from _report import ROOT, write_section
+
+from numbench.libraries import pin_cpus, thread_environment
+
+os.environ.update(thread_environment(1))
+pin_cpus(1)
+
+import numpy as np  # noqa: E402
+
+from numbench.timing import Timer, TimingSettings  # noqa: E402
+
+SETTINGS = TimingSettings(min_sample_time_s=0.02, min_samples=20, max_samples=20, budget_s=10)
+
+
+def per_call(fn, args, sync=None) -> float:
+    return float(np.median(Timer(fn, args, sync).measure(SETTINGS).samples_s))
+
+
+def smallest_default_median() -> tuple[float, str]:
+    bench = ROOT / "results" / "benchmarks.parquet"
+    if bench.exists():
+        import pandas as pd
+
+        df = pd.read_parquet(bench)
+        df = df[df["status"] == "ok"]
+        row = df.loc[df["median_s"].idxmin()]
+        return float(
+            row["median_s"]
+        ), f"{row['library']} {row['operation']} n={row['size']} (results/benchmarks.parquet)"
+    from numbench import operations
+
+    op = operations.get("elementwise")
+    arrays = op.make_inputs(1000, operations.input_rng(0, "elementwise", 1000))
+    fn = op.implementations["numpy"](np, "float64")
+    return per_call(fn, (arrays["a"], arrays["b"])), "numpy elementwise n=1000 (measured here)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    args = parser.parse_args()
+
+    a = np.ones(1000)
+
+    def noop(x):
+        return x
+
+    def noop_sync(result):
+        return result
+
+    rows = [
+        ("no-op Python function, bare loop (NumPy, Numba, PyTorch CPU)", per_call(noop, (a,))),
+        (
+            "no-op Python function + no-op sync (JAX, TensorFlow path)",
+            per_call(noop, (a,), noop_sync),
+        ),
+        ("no-op builtin (id), bare loop", per_call(id, (a,))),
+    ]
+    smallest, where = smallest_default_median()
+    lines = [
+        "| what | per call | share of the smallest cell |",
+        "|---|---:|---:|",
+    ]
+    for name, t in rows:
+        lines.append(f"| {name} | {t * 1e9:.1f} ns | {100 * t / smallest:.2f}% |")
+    body = (
+        "## Harness floor\n\n"
+        + "\n".join(lines)
+        + f"\n\nSmallest median of the default grid: {smallest * 1e6:.2f} µs, {where}. "
+        "The first row is what the harness adds to a synchronous library's call (the call of "
+        "a Python function included, which a user's code pays too); the second is the path of "
+        "libraries that sync every call."
+    )
+    print(body)
+    if args.write:
+        write_section("harness-floor", "python benchmarks/harness_floor.py --write", body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
