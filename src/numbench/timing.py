@@ -5,6 +5,11 @@ calls per sample, then takes samples until enough are taken or the budget is spe
 Every timed region ends with the adapter's sync, so asynchronous libraries are timed to
 completion. Where calls are synchronous (``sync is None``) the loop is a bare call loop, so
 the harness adds as little as a ``timeit`` loop does.
+
+On a GPU whose library offers CUDA events (torch, CuPy, Numba), the adapter hands the timer an
+``EventTimer``: the same loop (every call followed by the adapter's sync) is then timed by a
+pair of events recorded on the device's stream instead of the host clock. The first call is
+always timed on the host clock: it holds compilation, which happens on the host.
 """
 
 from __future__ import annotations
@@ -43,6 +48,31 @@ class Measurement:
     result: Any = None
 
 
+class EventTimer:
+    """Times a region between two device events (CUDA events), in seconds.
+
+    ``make_event()`` returns an event with ``record()`` and ``synchronize()``;
+    ``elapsed_ms(start, end)`` reads the milliseconds between two recorded events. The region
+    ends by waiting on the end event, so everything queued before it is complete.
+    """
+
+    def __init__(
+        self,
+        make_event: Callable[[], Any],
+        elapsed_ms: Callable[[Any, Any], float],
+        name: str = "cuda events",
+    ):
+        self.make_event, self.elapsed_ms, self.name = make_event, elapsed_ms, name
+
+    def elapsed_s(self, region: Callable[[], Any]) -> float:
+        start, end = self.make_event(), self.make_event()
+        start.record()
+        region()
+        end.record()
+        end.synchronize()
+        return self.elapsed_ms(start, end) / 1e3
+
+
 class Timer:
     def __init__(
         self,
@@ -50,8 +80,10 @@ class Timer:
         args: tuple = (),
         sync: Callable[[Any], Any] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        device_timer: EventTimer | None = None,
     ):
         self.fn, self.args, self.sync, self.clock = fn, tuple(args), sync, clock
+        self.device_timer = device_timer
 
     def first_call(self) -> tuple[float, Any]:
         """Time one call alone (tracing, compilation, caches): it never enters the samples."""
@@ -64,6 +96,8 @@ class Timer:
 
     def time_loops(self, loops: int) -> float:
         """Total seconds for ``loops`` synced calls, garbage collection held off."""
+        if self.device_timer is not None:
+            return self._time_loops_on_device(loops)
         fn, args, sync, clock = self.fn, self.args, self.sync, self.clock
         repeat = itertools.repeat(None, loops)
         gc_was_enabled = gc.isenabled()
@@ -83,6 +117,26 @@ class Timer:
             if gc_was_enabled:
                 gc.enable()
         return t1 - t0
+
+    def _time_loops_on_device(self, loops: int) -> float:
+        """The same loop as on the host (each call synced), timed by device events."""
+        fn, args, sync = self.fn, self.args, self.sync
+
+        def region() -> None:
+            if sync is None:
+                for _ in itertools.repeat(None, loops):
+                    fn(*args)
+            else:
+                for _ in itertools.repeat(None, loops):
+                    sync(fn(*args))
+
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self.device_timer.elapsed_s(region)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
 
     def calibrate(self, min_sample_time_s: float, max_loops: int = 1_000_000) -> int:
         """Fewest calls per sample such that one sample lasts at least ``min_sample_time_s``."""

@@ -74,7 +74,8 @@ def measure(spec: dict) -> dict:
 
     settings = TimingSettings(**spec["timing"])
     try:
-        m = Timer(fn, args, adapter.sync).measure(settings)
+        timer = Timer(fn, args, adapter.sync, device_timer=adapter.device_timer())
+        m = timer.measure(settings)
     except Exception as exc:  # noqa: BLE001 - the library's own error is the message
         traceback.print_exc()
         out.update(status="failed", error=f"{type(exc).__name__}: {exc}")

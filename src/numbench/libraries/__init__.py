@@ -4,6 +4,7 @@ class here plus one builder per operation in ``numbench.operations``."""
 from __future__ import annotations
 
 from .base import Adapter, Unavailable, cpu_model, pin_cpus, thread_environment
+from .cupy_ import CupyAdapter
 from .jax_ import JaxAdapter, JaxEagerAdapter
 from .numba_ import NumbaAdapter
 from .numpy_ import NumpyAdapter
@@ -18,6 +19,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         TorchAdapter,
         TensorflowAdapter,
         NumbaAdapter,
+        CupyAdapter,
         JaxEagerAdapter,
         TorchCompileAdapter,
         TensorflowEagerAdapter,

@@ -99,6 +99,11 @@ class Adapter:
         """Driver, CUDA version and the like, where the library knows them."""
         return {}
 
+    def device_timer(self) -> Any:
+        """A ``numbench.timing.EventTimer`` where the library offers device (CUDA) events;
+        None times on the host clock. Only GPU cells of torch, CuPy and Numba return one."""
+        return None
+
     def reset_device_peak(self) -> None:
         """Reset the device's peak-memory counter (GPU libraries), after inputs are placed."""
 
@@ -111,6 +116,52 @@ class Adapter:
 
     def gpu_unavailable(self, reason: str) -> Unavailable:
         return Unavailable(f"{reason} (device=gpu asked for {self.name})")
+
+
+def _c_library(*names: str):
+    import ctypes
+
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def cuda_driver_details() -> dict[str, str]:
+    """The NVIDIA driver version (NVML) and the CUDA version the driver supports (libcuda).
+
+    Read through ctypes, so they are the same whichever library runs the cell; a key is left
+    out when its library cannot be loaded (no driver), and nothing here raises.
+    """
+    import ctypes
+
+    details: dict[str, str] = {}
+    nvml = _c_library("libnvidia-ml.so.1", "libnvidia-ml.so")
+    if nvml is not None:
+        try:
+            if nvml.nvmlInit_v2() == 0:
+                buf = ctypes.create_string_buffer(96)
+                if nvml.nvmlSystemGetDriverVersion(buf, 96) == 0:
+                    details["driver_version"] = buf.value.decode()
+                nvml.nvmlShutdown()
+        except (AttributeError, OSError):
+            pass
+    cuda = _c_library("libcuda.so.1", "libcuda.so")
+    if cuda is not None:
+        version = ctypes.c_int(0)
+        try:
+            if cuda.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value:
+                details["cuda_driver_version"] = cuda_version_string(version.value)
+        except (AttributeError, OSError):
+            pass
+    return details
+
+
+def cuda_version_string(version: int) -> str:
+    """CUDA's integer version (12040) as '12.4'."""
+    return f"{version // 1000}.{(version % 1000) // 10}"
 
 
 def cpu_only_check(adapter: Adapter) -> None:

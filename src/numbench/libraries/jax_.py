@@ -1,8 +1,30 @@
-"""JAX: ``jax.jit`` on the CPU or CUDA backend; ``jax-eager`` runs op by op."""
+"""JAX: ``jax.jit`` on the CPU or CUDA backend; ``jax-eager`` runs op by op.
+
+On the GPU: inputs are committed to the CUDA device (``device_put``, waited for) before any
+timing, so jitted calls run there; every call is waited for with ``block_until_ready`` (JAX
+offers no CUDA events); preallocation is off (``XLA_PYTHON_CLIENT_PREALLOCATE=false``) so the
+cell holds only what it uses, and the device's ``peak_bytes_in_use`` is the peak memory. XLA
+cannot reset that counter, so it covers the whole cell, inputs included.
+"""
 
 from __future__ import annotations
 
-from .base import Adapter, Unavailable
+import importlib.util
+
+from .base import Adapter, Unavailable, cuda_driver_details
+
+#: modules of the JAX CUDA plugins (jax[cuda12] / jax[cuda13])
+JAX_CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins.xla_cuda12")
+
+
+def jax_cuda_plugin() -> str | None:
+    for name in JAX_CUDA_PLUGINS:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except (ImportError, ValueError):
+            continue
+    return None
 
 
 class JaxAdapter(Adapter):
@@ -14,7 +36,9 @@ class JaxAdapter(Adapter):
 
     def environment(self) -> dict[str, str]:
         env = {
-            "JAX_PLATFORMS": "cpu" if self.device == "cpu" else "cuda",
+            # "cuda" alone makes jax.devices() fail with a bare AssertionError when no CUDA
+            # plugin is installed; with "cuda,cpu" the absence is a readable RuntimeError.
+            "JAX_PLATFORMS": "cpu" if self.device == "cpu" else "cuda,cpu",
             "JAX_ENABLE_X64": "1" if self.dtype == "float64" else "0",
             "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
             "TF_CPP_MIN_LOG_LEVEL": "2",
@@ -30,12 +54,21 @@ class JaxAdapter(Adapter):
         except ImportError as exc:
             raise Unavailable(f"jax cannot be imported: {exc}") from exc
         jax.config.update("jax_enable_x64", self.dtype == "float64")
-        try:
-            devices = jax.devices()
-        except RuntimeError as exc:
-            raise self.gpu_unavailable(f"no CUDA device visible to jax: {exc}") from exc
-        if self.device == "gpu" and not any(d.platform == "gpu" for d in devices):
-            raise self.gpu_unavailable("no CUDA device visible to jax")
+        if self.device == "gpu":
+            try:
+                devices = jax.devices("cuda")
+            except Exception as exc:  # noqa: BLE001 - RuntimeError, or AssertionError
+                plugin = jax_cuda_plugin()
+                why = (
+                    f"jax's CUDA plugin ({plugin}) found no usable GPU"
+                    if plugin
+                    else "no CUDA plugin installed (pip install 'jax[cuda12]')"
+                )
+                raise self.gpu_unavailable(
+                    f"no CUDA device visible to jax: {why}; jax says: {exc or type(exc).__name__}"
+                ) from exc
+        else:
+            devices = jax.devices("cpu")
         self._jax, self._jnp, self._dev = jax, jnp, devices[0]
 
     @property
@@ -46,7 +79,10 @@ class JaxAdapter(Adapter):
         return self._jax.__version__
 
     def to_device(self, array):
-        return self._jax.device_put(array.astype(self.dtype), self._dev)
+        # Committed to the device, and waited for: the copy is never inside a timed region.
+        return self._jax.block_until_ready(
+            self._jax.device_put(array.astype(self.dtype), self._dev)
+        )
 
     def compile(self, fn):
         return self._jax.jit(fn)
@@ -58,6 +94,24 @@ class JaxAdapter(Adapter):
         if self.device == "cpu":
             return super().device_name()
         return self._dev.device_kind
+
+    def device_details(self) -> dict[str, str]:
+        if self.device == "cpu":
+            return {}
+        details = {
+            **cuda_driver_details(),
+            "timer": "perf_counter; block_until_ready after every call",
+            "peak_memory": "XLA peak_bytes_in_use over the whole cell (no reset in XLA)",
+            "preallocate": "false",
+        }
+        try:
+            details["platform_version"] = str(self._dev.client.platform_version)
+        except Exception:  # noqa: BLE001 - metadata only
+            pass
+        cc = getattr(self._dev, "compute_capability", None)
+        if cc:
+            details["compute_capability"] = str(cc)
+        return details
 
     def device_peak_mb(self) -> float | None:
         if self.device == "cpu":

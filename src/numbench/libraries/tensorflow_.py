@@ -1,8 +1,14 @@
-"""TensorFlow: ``tf.function`` graphs on the CPU or GPU; ``tensorflow-eager`` runs eagerly."""
+"""TensorFlow: ``tf.function`` graphs on the CPU or GPU; ``tensorflow-eager`` runs eagerly.
+
+On the GPU: inputs are created on the device and waited for before any timing; every call is
+followed by ``tf.test.experimental.sync_devices()`` (TensorFlow offers no CUDA events); memory
+growth is on (``TF_FORCE_GPU_ALLOW_GROWTH``), so TensorFlow does not take the whole card, and
+the peak is the allocator's ``peak`` since the reset after placement.
+"""
 
 from __future__ import annotations
 
-from .base import Adapter, Unavailable
+from .base import Adapter, Unavailable, cuda_driver_details
 
 
 class TensorflowAdapter(Adapter):
@@ -16,6 +22,8 @@ class TensorflowAdapter(Adapter):
         env = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "1"}
         if self.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = "-1"
+        else:
+            env["TF_FORCE_GPU_ALLOW_GROWTH"] = "true"
         return env
 
     def load(self) -> None:
@@ -27,7 +35,12 @@ class TensorflowAdapter(Adapter):
         tf.config.threading.set_inter_op_parallelism_threads(1)
         if self.device == "gpu":
             if not tf.config.list_physical_devices("GPU"):
-                raise self.gpu_unavailable("no GPU visible to tensorflow")
+                why = (
+                    "this tensorflow is built without CUDA (tensorflow-cpu?)"
+                    if not tf.test.is_built_with_cuda()
+                    else "tf.config.list_physical_devices('GPU') is empty"
+                )
+                raise self.gpu_unavailable(f"no GPU visible to tensorflow: {why}")
             self._dev_name = "/GPU:0"
         else:
             self._dev_name = "/CPU:0"
@@ -42,7 +55,10 @@ class TensorflowAdapter(Adapter):
 
     def to_device(self, array):
         with self._tf.device(self._dev_name):
-            return self._tf.identity(self._tf.constant(array.astype(self.dtype)))
+            placed = self._tf.identity(self._tf.constant(array.astype(self.dtype)))
+        if self.device == "gpu":
+            self._tf.test.experimental.sync_devices()  # the copy is never inside a timed region
+        return placed
 
     def compile(self, fn):
         tf, dev = self._tf, self._dev_name
@@ -66,6 +82,25 @@ class TensorflowAdapter(Adapter):
             self._tf.config.list_physical_devices("GPU")[0]
         )
         return details.get("device_name", "GPU")
+
+    def device_details(self) -> dict[str, str]:
+        if self.device == "cpu":
+            return {}
+        tf = self._tf
+        build = tf.sysconfig.get_build_info()
+        details = {
+            **cuda_driver_details(),
+            "cuda_runtime_version": str(build.get("cuda_version", "")),
+            "cudnn_version": str(build.get("cudnn_version", "")),
+            "timer": "perf_counter; tf.test.experimental.sync_devices() after every call",
+            "peak_memory": "tf.config.experimental.get_memory_info peak since the reset",
+        }
+        cc = tf.config.experimental.get_device_details(
+            tf.config.list_physical_devices("GPU")[0]
+        ).get("compute_capability")
+        if cc:
+            details["compute_capability"] = ".".join(map(str, cc))
+        return details
 
     def reset_device_peak(self) -> None:
         if self.device == "gpu":

@@ -1,8 +1,14 @@
-"""PyTorch: eager on the CPU or CUDA; ``torch-compile`` wraps the function in torch.compile."""
+"""PyTorch: eager on the CPU or CUDA; ``torch-compile`` wraps the function in torch.compile.
+
+On the GPU: inputs are copied to the CUDA device and synchronized before any timing; every
+call is followed by ``torch.cuda.synchronize()``; samples are timed by CUDA events
+(``torch.cuda.Event``); the peak is ``torch.cuda.max_memory_allocated`` since the reset after
+the inputs were placed (the inputs stay allocated, so they count).
+"""
 
 from __future__ import annotations
 
-from .base import Adapter, Unavailable
+from .base import Adapter, Unavailable, cuda_driver_details
 
 
 class TorchAdapter(Adapter):
@@ -20,7 +26,12 @@ class TorchAdapter(Adapter):
         torch.set_num_threads(self.threads)
         if self.device == "gpu":
             if not torch.cuda.is_available():
-                raise self.gpu_unavailable("no CUDA device visible to torch")
+                why = (
+                    f"torch {torch.__version__} is a CPU-only build"
+                    if torch.version.cuda is None
+                    else f"torch {torch.__version__} (CUDA {torch.version.cuda}) found no GPU"
+                )
+                raise self.gpu_unavailable(f"no CUDA device visible to torch: {why}")
             self._dev = torch.device("cuda", 0)
         else:
             self._dev = torch.device("cpu")
@@ -35,7 +46,10 @@ class TorchAdapter(Adapter):
         return self._torch.__version__
 
     def to_device(self, array):
-        return self._torch.from_numpy(array.astype(self.dtype)).to(self._dev)
+        placed = self._torch.from_numpy(array.astype(self.dtype)).to(self._dev)
+        if self.device == "gpu":
+            self._torch.cuda.synchronize(self._dev)  # the copy is never inside a timed region
+        return placed
 
     @property
     def sync(self):  # type: ignore[override]
@@ -43,6 +57,18 @@ class TorchAdapter(Adapter):
             cuda = self._torch.cuda
             return lambda _result: cuda.synchronize()
         return None
+
+    def device_timer(self):
+        if self.device != "gpu":
+            return None
+        from numbench.timing import EventTimer
+
+        cuda = self._torch.cuda
+        return EventTimer(
+            lambda: cuda.Event(enable_timing=True),
+            lambda start, end: start.elapsed_time(end),
+            "torch.cuda.Event",
+        )
 
     def _to_numpy_one(self, value):
         return value.detach().cpu().numpy()
@@ -55,7 +81,16 @@ class TorchAdapter(Adapter):
     def device_details(self) -> dict[str, str]:
         if self.device == "cpu":
             return {}
-        return {"cuda_version": str(self._torch.version.cuda)}
+        props = self._torch.cuda.get_device_properties(self._dev)
+        return {
+            **cuda_driver_details(),
+            "cuda_runtime_version": str(self._torch.version.cuda),
+            "cudnn_version": str(self._torch.backends.cudnn.version()),
+            "compute_capability": f"{props.major}.{props.minor}",
+            "memory_total_mb": f"{props.total_memory / 1e6:.0f}",
+            "timer": "torch.cuda.Event; torch.cuda.synchronize() after every call",
+            "peak_memory": "torch.cuda.max_memory_allocated since the reset after placement",
+        }
 
     def reset_device_peak(self) -> None:
         if self.device == "gpu":

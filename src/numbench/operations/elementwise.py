@@ -43,6 +43,19 @@ def _numba(np_, dtype):
     return elementwise
 
 
+def _numba_cuda(cuda, dtype):
+    """One kernel (see ``_numba_cuda.py``): each thread writes the three outputs of its elements."""
+    from ._numba_cuda import elementwise_kernel, grid_1d
+
+    def elementwise(a, b):
+        outputs = tuple(cuda.device_array_like(a) for _ in range(3))
+        blocks, threads = grid_1d(a.shape[0])
+        elementwise_kernel[blocks, threads](a, b, *outputs)
+        return outputs
+
+    return elementwise
+
+
 OPERATION = Operation(
     name="elementwise",
     summary="a + b, a * b and sin(a) on two vectors of n elements, in one call",
@@ -59,5 +72,7 @@ OPERATION = Operation(
         "torch": _torch,
         "tensorflow": _tensorflow,
         "numba": _numba,
+        "cupy": _numpy,
+        "numba-cuda": _numba_cuda,
     },
 )

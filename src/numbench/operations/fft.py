@@ -49,8 +49,15 @@ OPERATION = Operation(
     flops=lambda n: 2.5 * n * math.log2(n) if n > 1 else 0.0,
     bytes_moved=lambda n, itemsize: (n + 2 * (n // 2 + 1)) * itemsize,
     tolerance={"float32": 1e-4, "float64": 1e-10},
-    implementations={"numpy": _numpy, "jax": _numpy, "torch": _torch, "tensorflow": _tensorflow},
+    implementations={
+        "numpy": _numpy,
+        "jax": _numpy,
+        "torch": _torch,
+        "tensorflow": _tensorflow,
+        "cupy": _numpy,
+    },
     unsupported={
         "numba": "Numba's nopython mode has no FFT (numpy.fft is not supported by numba.njit)",
+        "numba-cuda": "numba.cuda has no FFT (cuFFT is reached through CuPy, not numba.cuda)",
     },
 )

@@ -1,13 +1,15 @@
 """Gradient of L(w) = sum((w_i * x_i)^2) with respect to w.
 
-JAX, PyTorch and TensorFlow differentiate automatically. NumPy and Numba have no autodiff,
-so, as the published comparison does, they use forward finite differences: one forward pass
-of L per parameter (n + 1 passes in all, O(n^2) work). The step is h = sqrt(eps * max(L, 1)),
+JAX, PyTorch and TensorFlow differentiate automatically. NumPy, Numba and CuPy have no
+autodiff, so, as the published comparison does, they use forward finite differences: one
+forward pass of L per parameter (n + 1 passes in all, O(n^2) work). The step is h = sqrt(eps * max(L, 1)),
 which balances truncation against rounding; the finite-difference result is therefore checked
 against a looser tolerance (``approx_tolerance``) than the exact autodiff result.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -36,6 +38,33 @@ def _finite_differences(np_, dtype):
             step = wp[i] - old  # the step actually taken after rounding
             g[i] = (np.sum((wp * x) ** 2) - base) / step
             wp[i] = old
+        return g
+
+    return grad
+
+
+def _finite_differences_xp(xp, dtype):
+    """The same forward differences, written against the array module ``xp`` (CuPy).
+
+    The parameters are read to the host once, so the steps are exact host arithmetic in the
+    dtype and no scalar travels back from the device inside the loop; each of the n passes is
+    a device-side update of one parameter and a device-side reduction.
+    """
+    eps = DTYPE_EPS[dtype]
+    to_host = getattr(xp, "asnumpy", np.asarray)
+
+    def grad(w, x):
+        base = xp.sum((w * x) ** 2)
+        h = math.sqrt(eps * max(float(base), 1.0))
+        w_host = to_host(w)
+        stepped = (w_host + np.asarray(h, dtype=w_host.dtype)).astype(w_host.dtype)
+        steps = stepped - w_host  # the steps actually taken after rounding
+        g = xp.empty_like(w)
+        wp = w.copy()
+        for i in range(w.shape[0]):
+            wp[i] = stepped[i]
+            g[i] = (xp.sum((wp * x) ** 2) - base) / steps[i]
+            wp[i] = w_host[i]
         return g
 
     return grad
@@ -73,7 +102,7 @@ def _tensorflow(tf, dtype):
 OPERATION = Operation(
     name="grad",
     summary="gradient of sum((w * x)^2) w.r.t. w: autodiff, or finite differences "
-    "(one forward pass per parameter) in NumPy and Numba",
+    "(one forward pass per parameter) in NumPy, Numba and CuPy",
     default_sizes=(100, 1_000, 10_000),
     input_names=("w", "x"),
     make_inputs=make_inputs,
@@ -89,7 +118,12 @@ OPERATION = Operation(
         "jax": _jax,
         "torch": _torch,
         "tensorflow": _tensorflow,
+        "cupy": _finite_differences_xp,
     },
-    approximate=frozenset({"numpy", "numba"}),
+    unsupported={
+        "numba-cuda": "numba.cuda has no autodiff, and finite differences need a reduction "
+        "per parameter: not a simple kernel",
+    },
+    approximate=frozenset({"numpy", "numba", "cupy"}),
     approx_tolerance={"float32": 1e-1, "float64": 1e-5},
 )

@@ -59,5 +59,10 @@ OPERATION = Operation(
         "torch": _torch,
         "tensorflow": _tensorflow,
         "numba": _numba,
+        "cupy": _numpy,
+    },
+    unsupported={
+        "numba-cuda": "numba.cuda has no BLAS: a hand-written kernel would measure a teaching "
+        "example, not the library (CuPy, torch, JAX and TensorFlow call cuBLAS)",
     },
 )

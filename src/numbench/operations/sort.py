@@ -62,5 +62,9 @@ OPERATION = Operation(
         "torch": _torch,
         "tensorflow": _tensorflow,
         "numba": _numba,
+        "cupy": _numpy,
+    },
+    unsupported={
+        "numba-cuda": "numba.cuda has no device sort; a parallel sort is not a simple kernel",
     },
 )
