@@ -15,6 +15,7 @@ $(STAMP): envs/requirements-cpu.txt pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
+	$(BIN)/python scripts/unlock_stale.py
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES)
 
 test: $(STAMP)

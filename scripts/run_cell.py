@@ -12,6 +12,7 @@ for name in ("library", "device", "operation", "dtype", "inputs", "output"):
 parser.add_argument("--size", type=int, required=True)
 parser.add_argument("--threads", type=int, default=1)
 parser.add_argument("--timeout-s", type=float, default=600.0)
+parser.add_argument("--memory-limit-mb", type=float, default=0.0, help="0: no limit")
 parser.add_argument("--min-sample-time-s", type=float, default=0.02)
 parser.add_argument("--min-samples", type=int, default=5)
 parser.add_argument("--max-samples", type=int, default=50)
@@ -27,6 +28,7 @@ spec = CellSpec(
     threads=args.threads,
     inputs=args.inputs,
     timeout_s=args.timeout_s,
+    memory_limit_mb=args.memory_limit_mb or None,
     timing={
         "min_sample_time_s": args.min_sample_time_s,
         "min_samples": args.min_samples,

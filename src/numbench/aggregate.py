@@ -1,11 +1,19 @@
-"""results/benchmarks.parquet: one row per cell, its statistics and its metadata."""
+"""results/benchmarks.parquet: one row per cell, its statistics and its metadata.
+
+Nothing is skipped: a cell file or an inputs file that cannot be read stops the aggregation
+with a ``CorruptFile`` that names the file and the command that remakes it.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pyarrow as pa
 
+from numbench import inputs as inputs_file
+from numbench.config import inputs_path
+from numbench.errors import corrupt
 from numbench.stats import summarize
 from numbench.tables import (
     BENCHMARKS_SCHEMA,
@@ -27,7 +35,34 @@ def cell_row(table: pa.Table) -> dict:
     return {**first, **stats}
 
 
-def aggregate(cell_paths: list[str | os.PathLike], output: str | os.PathLike) -> pa.Table:
+def inputs_of(cell_paths: list[str | os.PathLike]) -> list[str]:
+    """The inputs files the cells were measured on, from the layout
+    ``<root>/cells/{library}/{device}/{operation}/{size}.parquet`` ->
+    ``<root>/inputs/{operation}/{size}.npz`` (``<root>`` is ``results`` in the workflow)."""
+    found = set()
+    for p in map(Path, cell_paths):
+        if len(p.parents) < 5 or p.parents[3].name != "cells":
+            raise ValueError(f"{p} is not a cell file path (results/cells/LIB/DEV/OP/SIZE.parquet)")
+        rel = inputs_path(p.parent.name, p.stem)  # results/inputs/{operation}/{size}.npz
+        found.add(str(p.parents[4] / Path(rel).relative_to("results")))
+    return sorted(found)
+
+
+def check_inputs(paths: list[str | os.PathLike]) -> None:
+    """Every inputs file must exist and read back intact (CRC of each array)."""
+    for path in paths:
+        if not Path(path).exists():
+            raise corrupt("inputs", path, "it is missing")
+        inputs_file.check(path)
+
+
+def aggregate(
+    cell_paths: list[str | os.PathLike],
+    output: str | os.PathLike,
+    inputs: list[str | os.PathLike] = (),
+) -> pa.Table:
+    """One row per cell; ``inputs`` (the cells' inputs files) are checked first."""
+    check_inputs(list(inputs))
     rows = [cell_row(read_cell(p)) for p in cell_paths]
     table = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA)
     write_atomic(table, output)

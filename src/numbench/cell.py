@@ -4,8 +4,15 @@ measuring worker as a child and always writes the cell's Parquet with a status.
 It sets the same thread limits for every library before the worker imports anything, holds
 a host-wide lock so that timing cells never overlap on one host whatever Snakemake's
 ``--cores`` says, and turns every way the worker can end into a status: its own report,
-a timeout past ``cell_timeout_s``, death by a signal (``crashed``, the signal named), or an
-exit without a report (``failed``).
+a timeout past ``cell_timeout_s`` (``timeout``), memory beyond ``cell_memory_limit_mb``
+(``crashed``, said as out of memory), death by a signal (``crashed``, the signal named), or
+an exit without a report (``failed``). Whatever happens, the cell's Parquet is written and
+the supervisor exits 0, so the workflow goes on.
+
+The memory limit is enforced by watching the resident memory (RSS, from ``/proc``) of the
+worker and its children every ``POLL_S`` seconds, not by ``RLIMIT_AS``: JAX, TensorFlow and
+CUDA reserve far more address space than they touch, so an address-space limit would fail
+them at import while they use little memory.
 """
 
 from __future__ import annotations
@@ -27,9 +34,11 @@ from pathlib import Path
 
 from numbench import libraries, operations
 from numbench.stats import summarize
-from numbench.tables import cell_table, write_atomic
+from numbench.tables import STATUSES, cell_table, write_atomic
+from numbench.worker import SUPERVISOR_ENV
 
 LOCK_ENV = "NUMBENCH_TIMING_LOCK"
+POLL_S = 0.05
 
 
 def default_lock_path() -> Path:
@@ -59,6 +68,8 @@ class CellSpec:
     inputs: str
     timing: dict = field(default_factory=dict)
     timeout_s: float = 600.0
+    #: RSS limit of the worker (and its children) in MB; None or 0: no limit
+    memory_limit_mb: float | None = None
 
     @property
     def key(self) -> dict:
@@ -80,6 +91,7 @@ def worker_environment(spec: CellSpec) -> dict[str, str]:
     env.update(libraries.thread_environment(spec.threads))
     env.update(adapter.environment())
     env["PYTHONUNBUFFERED"] = "1"
+    env[SUPERVISOR_ENV] = str(os.getpid())
     # The worker imports numbench too, installed or not.
     src = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
@@ -108,6 +120,79 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
+def _children(pid: int) -> list[int]:
+    kids: list[int] = []
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with open(f"{task.path}/children", encoding="ascii") as fh:
+                kids.extend(int(k) for k in fh.read().split())
+    except OSError:
+        pass
+    return kids
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants, in MB (0 where /proc lacks it)."""
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += _rss_mb(p)
+        todo.extend(_children(p))
+    return total
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def supervise(
+    proc: subprocess.Popen, timeout_s: float, memory_limit_mb: float | None
+) -> dict | None:
+    """Wait for the worker; kill its whole session past the time or memory limit.
+
+    Returns the status of a kill, or None when the worker ended by itself.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if memory_limit_mb:
+            rss = tree_rss_mb(proc.pid)
+            if rss > memory_limit_mb:
+                _kill_group(proc)
+                return {
+                    "status": "crashed",
+                    "error": f"out of memory: the worker used {rss:.0f} MB, over "
+                    f"cell_memory_limit_mb = {memory_limit_mb:g}; worker killed",
+                    "peak_rss_mb": rss,
+                }
+        if time.monotonic() >= deadline:
+            _kill_group(proc)
+            return {
+                "status": "timeout",
+                "error": f"no result within cell_timeout_s = {timeout_s:g} s; worker killed",
+            }
+
+
 def run_worker(spec: CellSpec, python: str = sys.executable) -> dict:
     """Run the worker in its own session; return its report or a status for how it ended."""
     with tempfile.TemporaryDirectory(prefix="numbench-cell-") as tmp:
@@ -118,21 +203,28 @@ def run_worker(spec: CellSpec, python: str = sys.executable) -> dict:
         sys.stderr.flush()
         proc = subprocess.Popen(cmd, env=worker_environment(spec), start_new_session=True)
         try:
-            returncode = proc.wait(timeout=spec.timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return {
-                "status": "timeout",
-                "error": f"no result within cell_timeout_s = {spec.timeout_s:g} s; worker killed",
-            }
+            killed = supervise(proc, spec.timeout_s, spec.memory_limit_mb)
+        except BaseException:
+            _kill_group(proc)  # the supervisor itself is stopped: take the worker along
+            raise
+        if killed is not None:
+            return killed
+        returncode = proc.returncode
         if result_path.exists():
-            return json.loads(result_path.read_text(encoding="utf-8"))
+            try:
+                return json.loads(result_path.read_text(encoding="utf-8"))
+            except ValueError as exc:
+                return {"status": "failed", "error": f"the worker's result is unreadable: {exc}"}
         if returncode < 0:
+            name = _signal_name(returncode)
+            hint = ""
+            if -returncode == signal.SIGKILL:
+                hint = (
+                    "; a SIGKILL nobody sent by hand is usually the kernel's out-of-memory killer"
+                )
             return {
                 "status": "crashed",
-                "error": f"worker died by {_signal_name(returncode)} (exit {returncode})",
+                "error": f"worker died by {name} (exit {returncode}){hint}",
             }
         return {
             "status": "failed",
@@ -141,17 +233,31 @@ def run_worker(spec: CellSpec, python: str = sys.executable) -> dict:
 
 
 def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None) -> dict:
-    """Measure one cell under the host lock and write its Parquet. Returns the metadata."""
-    meta = host_metadata(spec)
+    """Measure one cell under the host lock and write its Parquet. Returns the metadata.
+
+    Every outcome writes the Parquet, an error of the supervisor itself included.
+    """
     t0 = time.perf_counter()
-    with timing_lock(lock):
-        meta["locked_from_unix"] = time.time()
-        report = run_worker(spec)
-        meta["locked_until_unix"] = time.time()
+    try:
+        meta = host_metadata(spec)
+        with timing_lock(lock):
+            meta["locked_from_unix"] = time.time()
+            report = run_worker(spec)
+            meta["locked_until_unix"] = time.time()
+    except Exception as exc:  # noqa: BLE001 - still write the cell, with the reason
+        meta = {
+            "host": socket.gethostname(),
+            "threads": spec.threads,
+            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        report = {"status": "failed", "error": f"supervisor error: {type(exc).__name__}: {exc}"}
     meta["wall_s"] = time.perf_counter() - t0
     samples_s = report.pop("samples_s", None) or []
     loops = report.pop("loops", None)
     meta.update(report)
+    if meta.get("status") not in STATUSES:
+        meta["error"] = f"the worker reported an unknown status {meta.get('status')!r}"
+        meta["status"] = "failed"
     samples = [(loops, s) for s in samples_s] if meta["status"] in ("ok", "mismatch") else []
     if meta["status"] == "ok" and samples:
         median = summarize(samples_s).median_s

@@ -107,21 +107,48 @@ def _normalise_operations(value: Any) -> Any:
     return result
 
 
+TIMING_INTS = ("min_samples", "max_samples")
+TIMING_FLOATS = ("min_sample_time_s", "budget_s")
+NULL_WORDS = ("", "null", "none", "~")
+
+
+def _number(value: Any, kind: type) -> Any:
+    """``--config`` hands numbers over as strings (nested ones too): convert where clean."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    try:
+        return int(text) if kind is int else float(text)
+    except ValueError:
+        return value
+
+
 def normalise(config: dict) -> dict:
     cfg = copy.deepcopy(dict(config))
     for key in LIST_KEYS:
         if key in cfg:
-            cfg[key] = _split_list(cfg[key])
+            cfg[key] = [] if cfg[key] is None else _split_list(cfg[key])
     if "operations" in cfg:
         cfg["operations"] = _normalise_operations(cfg["operations"])
     for key in ("threads", "seed"):
-        if isinstance(cfg.get(key), str) and cfg[key].strip().lstrip("-").isdigit():
-            cfg[key] = int(cfg[key])
-    if isinstance(cfg.get("cell_timeout_s"), str):
-        try:
-            cfg["cell_timeout_s"] = float(cfg["cell_timeout_s"])
-        except ValueError:
-            pass
+        if key in cfg:
+            cfg[key] = _number(cfg[key], int)
+    if "cell_timeout_s" in cfg:
+        cfg["cell_timeout_s"] = _number(cfg["cell_timeout_s"], float)
+    if "cell_memory_limit_mb" in cfg:
+        limit = cfg["cell_memory_limit_mb"]
+        if isinstance(limit, str) and limit.strip().lower() in NULL_WORDS:
+            limit = None
+        cfg["cell_memory_limit_mb"] = _number(limit, float)
+    if isinstance(cfg.get("timing"), dict):
+        timing = dict(cfg["timing"])
+        for key in TIMING_INTS:
+            if key in timing:
+                timing[key] = _number(timing[key], int)
+        for key in TIMING_FLOATS:
+            if key in timing:
+                timing[key] = _number(timing[key], float)
+        cfg["timing"] = timing
     return cfg
 
 
@@ -142,7 +169,9 @@ def _describe_schema_error(err) -> str:
         bound = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
         return f"{path} = {err.instance!r} is out of range; it must be {bound[validator]} {err.validator_value}"
     if validator == "type":
-        return f"{path} = {err.instance!r} has the wrong type; expected {err.validator_value}"
+        expected = err.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return f"{path} = {err.instance!r} has the wrong type; expected {expected}"
     if validator == "minItems":
         return f"{path} is empty; give at least {err.validator_value} item(s)"
     if validator == "required":

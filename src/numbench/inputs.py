@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from numbench import operations
+from numbench.errors import corrupt
 from numbench.operations import as_outputs, input_rng
 
 
@@ -36,3 +39,32 @@ def write(operation: str, size: int, seed: int, path: str | os.PathLike) -> None
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def load(path: str | os.PathLike, input_names: tuple[str, ...]) -> tuple[list[np.ndarray], Any]:
+    """Read a cell's inputs and reference output; raise CorruptFile naming the file and the
+    command that remakes it when the file cannot be read."""
+    try:
+        with np.load(path) as data:
+            arrays = [np.array(data[name]) for name in input_names]
+            n_refs = int(data["n_outputs"])
+            refs = tuple(np.array(data[f"ref_{i}"]) for i in range(n_refs))
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
+        raise corrupt("inputs", path, f"{type(exc).__name__}: {exc}") from exc
+    return arrays, refs[0] if n_refs == 1 else refs
+
+
+def check(path: str | os.PathLike) -> None:
+    """Check every array of an inputs file (CRC of each zip member); raise CorruptFile."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+            if bad is not None:
+                raise ValueError(f"member {bad} fails its CRC check")
+            names = {n.removesuffix(".npy") for n in zf.namelist()}
+        if "n_outputs" not in names:
+            raise ValueError("it lacks the array n_outputs")
+    except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
+        raise corrupt("inputs", path, f"{type(exc).__name__}: {exc}") from exc

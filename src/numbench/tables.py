@@ -2,7 +2,9 @@
 
 A cell file holds one row per sample; a cell that could not measure holds one row with
 ``status`` and ``error`` set and null sample columns. Files are written to a temporary name in
-the same folder and renamed into place, so no partial file is ever visible.
+the same folder and renamed into place, so no partial file is ever visible. The temporary
+name starts with a dot and ends in ``.tmp`` (``.{name}.XXXX.tmp``): no rule's output pattern
+and no ``*.parquet`` glob ever matches it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from numbench.errors import CorruptFile, corrupt, remake_command  # noqa: F401 - re-exported
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -122,22 +126,22 @@ def write_text_atomic(text: str, path: str | os.PathLike) -> None:
         raise
 
 
-class CorruptFile(Exception):
-    """A results file cannot be read; the message names it and the command that remakes it."""
-
-
 def read_cell(path: str | os.PathLike) -> pa.Table:
+    """Read one cell file; raise CorruptFile (file named, remake command given) if unusable."""
     try:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
-        raise CorruptFile(
-            f"cannot read cell file {path}: {exc}. Remake it with: "
-            f"snakemake --cores 1 --forcerun {path} {path}"
-        ) from exc
+        raise corrupt("cell", path, f"{type(exc).__name__}: {exc}") from exc
     missing = [c for c in CELL_COLUMNS if c not in table.column_names]
     if missing:
-        raise CorruptFile(
-            f"cell file {path} lacks columns {missing}. Remake it with: "
-            f"snakemake --cores 1 --forcerun {path} {path}"
-        )
-    return table.select(CELL_COLUMNS).cast(CELL_SCHEMA)
+        raise corrupt("cell", path, f"it lacks the columns {missing}")
+    if table.num_rows == 0:
+        raise corrupt("cell", path, "it has no rows")
+    try:
+        table = table.select(CELL_COLUMNS).cast(CELL_SCHEMA)
+    except Exception as exc:  # noqa: BLE001 - wrong column types: unusable as well
+        raise corrupt("cell", path, f"its columns have the wrong types ({exc})") from exc
+    bad = sorted(set(table.column("status").to_pylist()) - set(STATUSES))
+    if bad:
+        raise corrupt("cell", path, f"unknown status {bad}; allowed: {', '.join(STATUSES)}")
+    return table

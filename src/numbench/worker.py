@@ -3,8 +3,11 @@
 Usage: ``python -m numbench.worker SPEC.json RESULT.json``. It pins the CPUs and imports the
 library first (the supervisor has already set the environment), then loads inputs, places
 them on the device, compiles, measures, checks the output and writes its result as JSON.
-Anything that goes wrong inside is caught and reported as a status; a crash or hang is
-seen by the supervisor instead.
+Anything that goes wrong inside is caught and reported as a status (a ``MemoryError`` is
+said as out of memory; an inputs file that cannot be read names itself and the command that
+remakes it); a crash, a hang or memory beyond the limit is seen by the supervisor instead.
+The worker dies with its supervisor (``PR_SET_PDEATHSIG``), so a killed run leaves no
+orphan measuring on.
 """
 
 from __future__ import annotations
@@ -14,6 +17,34 @@ import os
 import sys
 import time
 import traceback
+
+SUPERVISOR_ENV = "NUMBENCH_SUPERVISOR_PID"
+
+
+def die_with_supervisor() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (a killed run or job)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    expected = os.environ.get(SUPERVISOR_ENV)
+    if expected and os.getppid() != int(expected):
+        os._exit(1)  # the supervisor died before the request took effect
+
+
+def error_report(exc: BaseException) -> dict:
+    """The status of an exception: ``failed`` with its message, said as out of memory when
+    it is a MemoryError."""
+    message = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError):
+        return {"status": "failed", "error": f"out of memory: {message}"}
+    return {"status": "failed", "error": message}
 
 
 def _write_json(obj: dict, path: str) -> None:
@@ -58,15 +89,14 @@ def measure(spec: dict) -> dict:
     out["device_details"] = json.dumps(adapter.device_details()) if adapter.device_details() else ""
     out["blas"] = adapter.blas()
 
-    import numpy as np
-
+    from numbench import inputs as inputs_file
+    from numbench.errors import CorruptFile
     from numbench.timing import Timer, TimingSettings
 
-    with np.load(spec["inputs"]) as data:
-        inputs = [data[name] for name in op.input_names]
-        n_refs = int(data["n_outputs"])
-        reference = tuple(data[f"ref_{i}"] for i in range(n_refs))
-    reference = reference[0] if n_refs == 1 else reference
+    try:
+        inputs, reference = inputs_file.load(spec["inputs"], op.input_names)
+    except CorruptFile as exc:
+        return {**out, "status": "failed", "error": str(exc)}
 
     args = tuple(adapter.to_device(a) for a in inputs)
     fn = adapter.compile(op.implementations[adapter.family](adapter.xp, spec["dtype"]))
@@ -78,7 +108,7 @@ def measure(spec: dict) -> dict:
         m = timer.measure(settings)
     except Exception as exc:  # noqa: BLE001 - the library's own error is the message
         traceback.print_exc()
-        out.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+        out.update(error_report(exc))
         return out
 
     tolerance = op.tolerance_for(adapter.family, spec["dtype"])
@@ -112,13 +142,14 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m numbench.worker SPEC.json RESULT.json", file=sys.stderr)
         return 2
     spec_path, result_path = argv
+    die_with_supervisor()
     with open(spec_path, encoding="utf-8") as fh:
         spec = json.load(fh)
     try:
         result = measure(spec)
     except Exception as exc:  # noqa: BLE001 - reported as the cell's status
         traceback.print_exc()
-        result = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        result = error_report(exc)
     result["peak_rss_mb"] = _peak_rss_mb()
     _write_json(result, result_path)
     print(

@@ -34,6 +34,7 @@ rule cell:
         script=SCRIPTS / "run_cell.py",
         dtype=CFG["dtype"],
         timeout=CFG["cell_timeout_s"],
+        memory_limit=CFG["cell_memory_limit_mb"] or 0,
         min_sample_time=TIMING["min_sample_time_s"],
         min_samples=TIMING["min_samples"],
         max_samples=TIMING["max_samples"],
@@ -43,5 +44,6 @@ rule cell:
         " --device {wildcards.device} --operation {wildcards.operation}"
         " --size {wildcards.size} --dtype {params.dtype} --threads {threads}"
         " --inputs {input} --output {output} --timeout-s {params.timeout}"
+        " --memory-limit-mb {params.memory_limit}"
         " --min-sample-time-s {params.min_sample_time} --min-samples {params.min_samples}"
         " --max-samples {params.max_samples} --budget-s {params.budget} > {log} 2>&1"

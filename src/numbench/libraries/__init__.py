@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .base import Adapter, Unavailable, cpu_model, pin_cpus, thread_environment
 from .cupy_ import CupyAdapter
+from .faults import FAULT_ADAPTERS
 from .jax_ import JaxAdapter, JaxEagerAdapter
 from .numba_ import NumbaAdapter
 from .numpy_ import NumpyAdapter
@@ -25,6 +26,7 @@ ADAPTERS: dict[str, type[Adapter]] = {
         TensorflowEagerAdapter,
     )
 }
+ADAPTERS.update({cls.name: cls for cls in FAULT_ADAPTERS})  # test only: never in the defaults
 
 DEFAULT_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
 
