@@ -52,7 +52,12 @@ CELL_META_FIELDS = [
     pa.field("gb_per_s", pa.float64()),
     pa.field("wall_s", pa.float64()),
     pa.field("started_at", pa.string()),
+    pa.field("cpu_count", pa.int64()),
+    pa.field("ram_gb", pa.float64()),
 ]
+# Metadata columns added after the first cell files were written: a file without them reads
+# with nulls there instead of being refused, so old results stay usable.
+LATER_META_COLUMNS = ("cpu_count", "ram_gb")
 STAT_FIELDS = [
     pa.field("median_s", pa.float64()),
     pa.field("iqr_s", pa.float64()),
@@ -66,6 +71,40 @@ STAT_FIELDS = [
 
 CELL_SCHEMA = pa.schema(KEY_FIELDS + SAMPLE_FIELDS + CELL_META_FIELDS)
 BENCHMARKS_SCHEMA = pa.schema(KEY_FIELDS + STAT_FIELDS + CELL_META_FIELDS)
+SPEEDUPS_SCHEMA = pa.schema(
+    [
+        pa.field("library", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("operation", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("dtype", pa.string()),
+        pa.field("host", pa.string()),
+        pa.field("baseline_library", pa.string()),
+        pa.field("baseline_device", pa.string()),
+        pa.field("speedup", pa.float64()),
+        pa.field("speedup_ci_low", pa.float64()),
+        pa.field("speedup_ci_high", pa.float64()),
+        pa.field("significant", pa.bool_()),
+    ]
+)
+CROSSOVER_KINDS = ("crosses", "always_faster", "never_faster", "crosses_back", "insufficient")
+CROSSOVERS_SCHEMA = pa.schema(
+    [
+        pa.field("library", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("operation", pa.string()),
+        pa.field("dtype", pa.string()),
+        pa.field("host", pa.string()),
+        pa.field("baseline_library", pa.string()),
+        pa.field("baseline_device", pa.string()),
+        pa.field("crossover_size", pa.float64()),
+        pa.field("kind", pa.string()),
+        pa.field("ci_low", pa.float64()),
+        pa.field("ci_high", pa.float64()),
+        pa.field("below_size", pa.int64()),
+        pa.field("above_size", pa.int64()),
+    ]
+)
 CELL_COLUMNS = [f.name for f in CELL_SCHEMA]
 KEY_COLUMNS = [f.name for f in KEY_FIELDS]
 META_COLUMNS = [f.name for f in CELL_META_FIELDS]
@@ -131,6 +170,11 @@ def read_cell(path: str | os.PathLike) -> pa.Table:
             f"cannot read cell file {path}: {exc}. Remake it with: "
             f"snakemake --cores 1 --forcerun {path} {path}"
         ) from exc
+    for name in LATER_META_COLUMNS:
+        if name not in table.column_names:
+            table = table.append_column(
+                CELL_SCHEMA.field(name), pa.nulls(table.num_rows, CELL_SCHEMA.field(name).type)
+            )
     missing = [c for c in CELL_COLUMNS if c not in table.column_names]
     if missing:
         raise CorruptFile(
