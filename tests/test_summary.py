@@ -150,3 +150,27 @@ def test_html_twin_has_the_tables(text):
     tables = len(re.findall(r"^\|---", text, flags=re.M))
     assert tables > 5 and html.count("<table>") == tables
     assert "<h2>Key findings</h2>" in html
+
+
+def sentence(points) -> str:
+    from test_crossovers import curve
+
+    from numbench.crossovers import find_crossovers
+    from numbench.summary import crossover_sentence
+
+    speedups = curve(points, sizes=[10, 100, 1000])
+    row = next(find_crossovers(speedups).itertuples())
+    return crossover_sentence(row, speedups, "NumPy", multi_device=False)
+
+
+def test_ties_are_named_as_ties_in_words():
+    text = sentence([(1.02, 0.9, 1.2), 2.0, 3.0])
+    assert text.startswith("PyTorch beats NumPy on fft at n = 100, 10^3 and is never slower")
+    assert "tied at n = 10, where the CI contains 1" in text
+    text = sentence([0.2, 0.3, (0.9, 0.7, 1.1)])
+    assert "never faster" in text and "slower at n = 10, 100" in text
+    # the best point is a tie: no 'i.e. ... slower' claim about it
+    assert text.endswith("at best 0.9× at n = 10^3 (0.7 to 1.1), a tie.")
+    assert "1.11× slower" not in text
+    text = sentence([0.2, 0.3, 0.4])
+    assert text.endswith("at best 0.4× at n = 10^3 (0.38 to 0.42), i.e. 2.5× slower.")

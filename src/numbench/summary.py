@@ -225,7 +225,7 @@ def crossover_sentence(row, speedups: pd.DataFrame, baseline: str, multi_device:
             f"{at_last}."
         )
     ties = g[~g["significant"]]
-    tie_text = f"; tied at n = {_sizes(ties['size'])} (CI contains 1)" if not ties.empty else ""
+    tie_text = f"; tied at n = {_sizes(ties['size'])}, where the CI contains 1" if not ties.empty else ""
     if row.kind == "always_faster":
         if ties.empty:
             return f"{name} beats {baseline} on {row.operation} at every size ({span}), {at_last}."
@@ -242,7 +242,7 @@ def crossover_sentence(row, speedups: pd.DataFrame, baseline: str, multi_device:
             f"{name} is never faster than {baseline} on {row.operation} {where}; at best "
             f"{format_speedup(best.speedup)} at n = {format_size(best['size'])} "
             f"{format_ci(best.speedup_ci_low, best.speedup_ci_high)}".rstrip()
-            + f"{slowdown(best.speedup)}."
+            + (f"{slowdown(best.speedup)}." if best.significant else ", a tie.")
         )
     if row.kind == "crosses_back":
         faster = g[g["significant"] & (g["speedup_ci_low"] > 1)]["size"]
