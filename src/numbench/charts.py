@@ -306,12 +306,16 @@ def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
         .mark_line(point=True)
         .encode(
             x=alt.X(
-                "size:Q", scale=alt.Scale(type="log"), axis=alt.Axis(title="size (n)", format="~s")
+                "size:Q",
+                scale=alt.Scale(type="log", nice=False, padding=14),
+                axis=alt.Axis(title="size (n)", format="~s", labelOverlap=True),
             ),
             y=_log_y("seconds:Q", "time (s; m = 10^-3, µ = 10^-6)", fmt="~s"),
             color=_color(domain),
             strokeDash=alt.StrokeDash(
-                "measure:N", title=None, legend=alt.Legend(symbolType="stroke")
+                "measure:N",
+                sort=["first call (includes compile)", "steady state (median)"],
+                legend=None,
             ),
             tooltip=[
                 alt.Tooltip("series:N", title="library"),
@@ -326,7 +330,9 @@ def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
         .resolve_scale(y="independent", x="independent")
         .properties(
             title=alt.Title(
-                title, subtitle="the gap is tracing and compilation (JIT libraries) or warm-up"
+                title,
+                subtitle="solid: first call (includes tracing and compilation); "
+                "dashed: steady-state median",
             )
         )
     )

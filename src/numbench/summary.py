@@ -225,7 +225,9 @@ def crossover_sentence(row, speedups: pd.DataFrame, baseline: str, multi_device:
             f"{at_last}."
         )
     ties = g[~g["significant"]]
-    tie_text = f"; tied at n = {_sizes(ties['size'])}, where the CI contains 1" if not ties.empty else ""
+    tie_text = (
+        f"; tied at n = {_sizes(ties['size'])}, where the CI contains 1" if not ties.empty else ""
+    )
     if row.kind == "always_faster":
         if ties.empty:
             return f"{name} beats {baseline} on {row.operation} at every size ({span}), {at_last}."
