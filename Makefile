@@ -1,11 +1,12 @@
-# The two commands: `make run` (set up, then run the default grid) and `make test`.
+# The two commands: `make run` (set up, then run the default grid) and `make test`;
+# `make report` bundles the results into results/report.html.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.numbench-installed
 CORES ?= 1
 
-.PHONY: run test lint venv clean
+.PHONY: run report test lint venv clean
 
 venv: $(STAMP)
 
@@ -17,6 +18,10 @@ $(STAMP): envs/requirements-cpu.txt pyproject.toml
 run: $(STAMP)
 	$(BIN)/python scripts/unlock_stale.py
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES)
+
+# The charts and the summary with captions, in one HTML file (after `make run`).
+report: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/report.html
 
 test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -14,4 +14,7 @@ rule all:
     default_target: True
     input:
         "results/benchmarks.parquet",
+        "results/speedups.parquet",
+        "results/crossovers.parquet",
+        CHARTS_DIR,
         "results/summary.md",

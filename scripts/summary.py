@@ -1,4 +1,4 @@
-"""Entry point of rule summary: results/summary.md."""
+"""Entry point of rule summary: results/summary.md (and its HTML twin for the report)."""
 
 import argparse
 
@@ -8,7 +8,18 @@ from numbench.summary import write_summary
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--benchmarks", required=True)
+parser.add_argument("--speedups", required=True)
+parser.add_argument("--crossovers", required=True)
+parser.add_argument("--charts-dir", required=True, help="where the charts are, for the links")
 parser.add_argument("--output", required=True)
+parser.add_argument("--html-output")
 args = parser.parse_args()
-write_summary(args.benchmarks, args.output)
+write_summary(
+    args.benchmarks,
+    args.speedups,
+    args.crossovers,
+    args.output,
+    args.charts_dir,
+    html_output=args.html_output,
+)
 print(f"summary -> {args.output}")

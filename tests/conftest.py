@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,3 +48,127 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
         text=True,
         timeout=timeout,
     )
+
+
+# -- constructed results: benchmarks, speedups and crossovers without running a cell --------------
+def _cell_row(library, device, operation, size, status="ok", samples=None, error=None):
+    from numbench.stats import summarize
+    from numbench.tables import STAT_FIELDS
+
+    row = {
+        "library": library,
+        "device": device,
+        "operation": operation,
+        "size": size,
+        "dtype": "float64",
+        "status": status,
+        "error": error,
+        "first_call_s": None,
+        "import_s": 0.5,
+        "rel_error": None,
+        "tolerance": 1e-10,
+        "library_version": {"numpy": "2.4.6", "torch": "2.13.0", "jax": "0.10.2"}.get(
+            library, "1.0"
+        ),
+        "device_name": "Test CPU 9000" if device == "cpu" else "",
+        "device_details": "",
+        "host": "testhost",
+        "cpu_model": "Test CPU 9000",
+        "threads": 1,
+        "blas": "openblas" if library == "numpy" else "",
+        "python_version": "3.11.2",
+        "platform": "Linux-6.1-x86_64-with-glibc2.36",
+        "peak_rss_mb": 100.0,
+        "device_peak_mb": None,
+        "flops": 5.0 * size * np.log2(size),
+        "bytes": 16.0 * size,
+        "gflop_per_s": None,
+        "gb_per_s": None,
+        "wall_s": 1.0,
+        "started_at": "2026-01-01T00:00:00+00:00",
+        "cpu_count": 16,
+        "ram_gb": 135.1,
+    }
+    if samples is None:
+        row.update({f.name: None for f in STAT_FIELDS})
+        row["n_samples"] = 0
+    else:
+        row.update(summarize(samples).as_dict())
+        row["first_call_s"] = float(np.median(samples)) * (50 if library == "jax" else 1.5)
+        row["rel_error"] = 1e-15
+        row["gflop_per_s"] = row["flops"] / row["median_s"] / 1e9
+        row["gb_per_s"] = row["bytes"] / row["median_s"] / 1e9
+    return row
+
+
+# Speedup of each library over NumPy, by operation, at SIZES (the constructed truth).
+CONSTRUCTED_SIZES = (1000, 10_000, 100_000)
+CONSTRUCTED_SPEEDUPS = {
+    ("torch", "fft"): (0.5, 2.0, 4.0),  # crosses between 10^3 and 10^4, at 10^3.5
+    ("jax", "fft"): (1.5, 1.5, 1.5),  # always faster
+    ("torch", "sort"): (0.5, 0.4, 0.3),  # never faster
+}
+
+
+def constructed_results(gpu: str | None = None):
+    """(benchmarks, speedups, crossovers) frames built from constructed samples.
+
+    ``gpu``: None (no GPU cells), "unavailable" (every GPU cell unavailable) or "ok" (one
+    GPU cell measured, the rest unavailable)."""
+
+    from numbench.crossovers import find_crossovers
+    from numbench.speedups import compute_speedups
+    from numbench.tables import BENCHMARKS_SCHEMA
+
+    rng = np.random.default_rng(1)
+    rows, samples = [], {}
+
+    def add(library, device, op, size, median, noise=0.01):
+        x = median * np.exp(rng.normal(0.0, noise, 25))
+        samples[(library, device, op, size, "float64", "testhost")] = x
+        rows.append(_cell_row(library, device, op, size, samples=x))
+
+    for op in ("fft", "sort"):
+        for i, size in enumerate(CONSTRUCTED_SIZES):
+            base = 1e-9 * size * np.log2(size)
+            # the NumPy sort at 10^5 is noisy: IQR far above 10% of the median
+            add(
+                "numpy",
+                "cpu",
+                op,
+                size,
+                base,
+                noise=0.3 if (op, size) == ("sort", 100_000) else 0.01,
+            )
+            for (lib, o), speedups in CONSTRUCTED_SPEEDUPS.items():
+                if o == op:
+                    add(lib, "cpu", op, size, base / speedups[i])
+    rows.append(
+        _cell_row(
+            "jax", "cpu", "sort", 1000, status="unsupported", error="jax has no stable sort here"
+        )
+    )
+    rows.append(
+        _cell_row("jax", "cpu", "sort", 10_000, status="mismatch", error="rel_error 1e-3 > 1e-10")
+    )
+    if gpu is not None:
+        for op in ("fft", "sort"):
+            for size in CONSTRUCTED_SIZES:
+                rows.append(
+                    _cell_row(
+                        "torch", "gpu", op, size, status="unavailable", error="no CUDA device found"
+                    )
+                )
+        if gpu == "ok":
+            rows.pop()
+            add("torch", "gpu", "sort", CONSTRUCTED_SIZES[-1], 1e-5)
+            rows[-1]["device_name"] = "Test GPU 80GB"
+    bench = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA).to_pandas()
+    speedups = compute_speedups(bench, samples, "numpy", "cpu")
+    crossovers = find_crossovers(speedups)
+    return bench, speedups, crossovers
+
+
+@pytest.fixture
+def results():
+    return constructed_results()

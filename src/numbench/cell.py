@@ -110,7 +110,17 @@ def host_metadata(spec: CellSpec) -> dict:
         "flops": float(op.flops(spec.size)),
         "bytes": float(op.bytes_moved(spec.size, itemsize)),
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "cpu_count": os.cpu_count(),
+        "ram_gb": ram_gb(),
     }
+
+
+def ram_gb() -> float | None:
+    """Physical memory of the host in GB (10^9 bytes), where the OS tells."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _signal_name(returncode: int) -> str:

@@ -56,9 +56,14 @@ CELL_META_FIELDS = [
     pa.field("gb_per_s", pa.float64()),
     pa.field("wall_s", pa.float64()),
     pa.field("started_at", pa.string()),
+    pa.field("cpu_count", pa.int64()),
+    pa.field("ram_gb", pa.float64()),
     # When this cell held the host's timing lock (Unix seconds): shows cells never overlap.
     pa.field("locked_from_unix", pa.float64()),
     pa.field("locked_until_unix", pa.float64()),
+    # Seconds the worker spent calibrating and sampling (with import_s and first_call_s,
+    # the cell's in-process time).
+    pa.field("sampling_s", pa.float64()),
 ]
 STAT_FIELDS = [
     pa.field("median_s", pa.float64()),
@@ -73,6 +78,40 @@ STAT_FIELDS = [
 
 CELL_SCHEMA = pa.schema(KEY_FIELDS + SAMPLE_FIELDS + CELL_META_FIELDS)
 BENCHMARKS_SCHEMA = pa.schema(KEY_FIELDS + STAT_FIELDS + CELL_META_FIELDS)
+SPEEDUPS_SCHEMA = pa.schema(
+    [
+        pa.field("library", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("operation", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("dtype", pa.string()),
+        pa.field("host", pa.string()),
+        pa.field("baseline_library", pa.string()),
+        pa.field("baseline_device", pa.string()),
+        pa.field("speedup", pa.float64()),
+        pa.field("speedup_ci_low", pa.float64()),
+        pa.field("speedup_ci_high", pa.float64()),
+        pa.field("significant", pa.bool_()),
+    ]
+)
+CROSSOVER_KINDS = ("crosses", "always_faster", "never_faster", "crosses_back", "insufficient")
+CROSSOVERS_SCHEMA = pa.schema(
+    [
+        pa.field("library", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("operation", pa.string()),
+        pa.field("dtype", pa.string()),
+        pa.field("host", pa.string()),
+        pa.field("baseline_library", pa.string()),
+        pa.field("baseline_device", pa.string()),
+        pa.field("crossover_size", pa.float64()),
+        pa.field("kind", pa.string()),
+        pa.field("ci_low", pa.float64()),
+        pa.field("ci_high", pa.float64()),
+        pa.field("below_size", pa.int64()),
+        pa.field("above_size", pa.int64()),
+    ]
+)
 CELL_COLUMNS = [f.name for f in CELL_SCHEMA]
 KEY_COLUMNS = [f.name for f in KEY_FIELDS]
 META_COLUMNS = [f.name for f in CELL_META_FIELDS]

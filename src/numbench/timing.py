@@ -46,6 +46,7 @@ class Measurement:
     loops: int
     samples_s: list[float] = field(default_factory=list)  # seconds per call, one per sample
     result: Any = None
+    sampling_s: float = 0.0  # calibration and sampling, after the first call
 
 
 class EventTimer:
@@ -154,6 +155,7 @@ class Timer:
 
     def measure(self, settings: TimingSettings) -> Measurement:
         first_call_s, result = self.first_call()
+        calibration_started = self.clock()
         loops = self.calibrate(settings.min_sample_time_s, settings.max_loops)
         samples: list[float] = []
         started = self.clock()
@@ -161,4 +163,10 @@ class Timer:
             samples.append(self.time_loops(loops) / loops)
             if len(samples) >= settings.min_samples and self.clock() - started >= settings.budget_s:
                 break
-        return Measurement(first_call_s=first_call_s, loops=loops, samples_s=samples, result=result)
+        return Measurement(
+            first_call_s=first_call_s,
+            loops=loops,
+            samples_s=samples,
+            result=result,
+            sampling_s=self.clock() - calibration_started,
+        )

@@ -119,6 +119,7 @@ def measure(spec: dict) -> dict:
         out["error"] = f"output does not match the reference: {exc}"
     out.update(
         first_call_s=m.first_call_s,
+        sampling_s=m.sampling_s,
         loops=m.loops,
         samples_s=m.samples_s,
         rel_error=rel_error,

@@ -20,6 +20,8 @@ INPUT_FILES = input_files(CFG)
 PYTHON = sys.executable
 SCRIPTS = Path(workflow.basedir) / "scripts"
 TIMING = CFG["timing"]
+BASELINE = CFG["baseline"]
+CHARTS_DIR = "results/charts"
 
 
 wildcard_constraints:

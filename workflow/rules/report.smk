@@ -3,6 +3,9 @@
 
 localrules:
     aggregate,
+    speedups,
+    crossovers,
+    charts,
     summary,
 
 
@@ -22,11 +25,83 @@ rule aggregate:
         "{params.python} {params.script} --output {output} {input} > {log} 2>&1"
 
 
+rule speedups:
+    input:
+        benchmarks="results/benchmarks.parquet",
+        cells=CELL_FILES,
+    output:
+        "results/speedups.parquet",
+    log:
+        "logs/speedups.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        python=PYTHON,
+        script=SCRIPTS / "speedups.py",
+        baseline_library=BASELINE["library"],
+        baseline_device=BASELINE["device"],
+    shell:
+        "{params.python} {params.script} --benchmarks {input.benchmarks}"
+        " --baseline-library {params.baseline_library}"
+        " --baseline-device {params.baseline_device}"
+        " --output {output} {input.cells} > {log} 2>&1"
+
+
+rule crossovers:
+    input:
+        "results/speedups.parquet",
+    output:
+        "results/crossovers.parquet",
+    log:
+        "logs/crossovers.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        python=PYTHON,
+        script=SCRIPTS / "crossovers.py",
+    shell:
+        "{params.python} {params.script} --speedups {input} --output {output} > {log} 2>&1"
+
+
+rule charts:
+    input:
+        benchmarks="results/benchmarks.parquet",
+        speedups="results/speedups.parquet",
+        crossovers="results/crossovers.parquet",
+    output:
+        report(
+            directory(CHARTS_DIR),
+            patterns=["{name}.svg"],
+            caption="../report/charts.rst",
+            category="Charts",
+            labels={"chart": "{name}"},
+        ),
+    log:
+        "logs/charts.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        python=PYTHON,
+        script=SCRIPTS / "charts.py",
+    shell:
+        "{params.python} {params.script} --benchmarks {input.benchmarks}"
+        " --speedups {input.speedups} --crossovers {input.crossovers}"
+        " --outdir {output} > {log} 2>&1"
+
+
 rule summary:
     input:
-        "results/benchmarks.parquet",
+        benchmarks="results/benchmarks.parquet",
+        speedups="results/speedups.parquet",
+        crossovers="results/crossovers.parquet",
     output:
-        "results/summary.md",
+        markdown="results/summary.md",
+        html=report(
+            "results/summary.html",
+            caption="../report/summary.rst",
+            category="Summary",
+            labels={"document": "summary"},
+        ),
     log:
         "logs/summary.log",
     conda:
@@ -34,5 +109,9 @@ rule summary:
     params:
         python=PYTHON,
         script=SCRIPTS / "summary.py",
+        charts=CHARTS_DIR,
     shell:
-        "{params.python} {params.script} --benchmarks {input} --output {output} > {log} 2>&1"
+        "{params.python} {params.script} --benchmarks {input.benchmarks}"
+        " --speedups {input.speedups} --crossovers {input.crossovers}"
+        " --charts-dir {params.charts} --output {output.markdown}"
+        " --html-output {output.html} > {log} 2>&1"

@@ -1,0 +1,16 @@
+"""Entry point of rule charts: every chart as .html, .svg and .png under one folder."""
+
+import argparse
+
+import _path  # noqa: F401
+
+from numbench.charts import write_charts
+
+parser = argparse.ArgumentParser(description=__doc__)
+parser.add_argument("--benchmarks", required=True)
+parser.add_argument("--speedups", required=True)
+parser.add_argument("--crossovers", required=True)
+parser.add_argument("--outdir", required=True)
+args = parser.parse_args()
+written = write_charts(args.benchmarks, args.speedups, args.crossovers, args.outdir)
+print(f"charts: {len(written)} files -> {args.outdir}")

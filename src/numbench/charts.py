@@ -1,0 +1,393 @@
+"""results/charts/: Altair charts, each written as .html (JavaScript inlined, opens offline),
+.svg and .png.
+
+Charts (``chart_names`` lists them for a set of operations):
+
+* ``time_{operation}``: median time per call against size, log-log, a 95% CI band per
+  library and device.
+* ``speedup_{operation}``: speedup over the baseline against size, log-log, with its CI band,
+  the 1x line, and each crossover as a diamond on the 1x line with its CI as a bar.
+* ``throughput_{operation}``: achieved GFLOP/s and GB/s against size.
+* ``speedup_heatmap``: speedup by operation and library at each operation's smallest and
+  largest size.
+* ``first_call``: first call (tracing, compilation) against steady-state median time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import altair as alt
+import pandas as pd
+
+FORMATS = ("html", "svg", "png")
+WIDTH, HEIGHT = 460, 300
+FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
+
+
+def chart_names(operations: Iterable[str]) -> list[str]:
+    names = []
+    for op in sorted(operations):
+        names += [f"time_{op}", f"speedup_{op}", f"throughput_{op}"]
+    return names + ["speedup_heatmap", "first_call"]
+
+
+def chart_files(operations: Iterable[str]) -> list[str]:
+    """File names (relative to the charts folder) of every chart in every format."""
+    return [f"{name}.{fmt}" for name in chart_names(operations) for fmt in FORMATS]
+
+
+def series_labels(df: pd.DataFrame) -> pd.Series:
+    """'torch', or 'torch (gpu)' when the results hold more than one device."""
+    if df.empty:
+        return pd.Series([], dtype=str, index=df.index)
+    if df["device"].nunique() > 1:
+        return df["library"] + " (" + df["device"] + ")"
+    return df["library"].astype(str)
+
+
+def _no_data(title: str, why: str) -> alt.Chart:
+    return (
+        alt.Chart(pd.DataFrame({"text": [why]}))
+        .mark_text(size=14)
+        .encode(text="text:N")
+        .properties(title=title, width=WIDTH, height=80)
+    )
+
+
+def _log_x(sizes, title: str = "size (n)") -> alt.X:
+    """A log size axis fitted to the measured sizes, with a tick at each of them."""
+    sizes = sorted({int(s) for s in sizes})
+    domain = [sizes[0] / 1.25, sizes[-1] * 1.25] if sizes else None
+    return alt.X(
+        "size:Q",
+        scale=alt.Scale(type="log", domain=domain, nice=False),
+        axis=alt.Axis(title=title, values=sizes, format="~s", labelOverlap=True),
+    )
+
+
+def _log_y(field: str, title: str, fmt: str = "~g") -> alt.Y:
+    return alt.Y(
+        field, scale=alt.Scale(type="log"), axis=alt.Axis(title=title, tickCount=6, format=fmt)
+    )
+
+
+def _color(domain: list[str]) -> alt.Color:
+    return alt.Color(
+        "series:N",
+        title="library",
+        scale=alt.Scale(domain=domain),
+        legend=alt.Legend(symbolOpacity=1, symbolType="stroke", symbolStrokeWidth=3),
+    )
+
+
+def time_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
+    title = f"{operation}: time per call against size"
+    d = bench[(bench["operation"] == operation) & (bench["status"] == "ok")].copy()
+    if d.empty:
+        return _no_data(title, f"no ok cells for {operation}")
+    d["series"] = series_labels(d)
+    domain = sorted(d["series"].unique())
+    base = alt.Chart(d).encode(x=_log_x(d["size"]), color=_color(domain))
+    y = _log_y("median_s:Q", "time per call (s; m = 10^-3, µ = 10^-6)", fmt="~s")
+    band = base.mark_area(opacity=0.2).encode(
+        y=alt.Y("ci_low_s:Q", scale=alt.Scale(type="log")),
+        y2="ci_high_s:Q",
+    )
+    tooltip = [
+        alt.Tooltip("series:N", title="library"),
+        alt.Tooltip("size:Q"),
+        alt.Tooltip("median_s:Q", title="median s", format=".3e"),
+        alt.Tooltip("ci_low_s:Q", title="CI low s", format=".3e"),
+        alt.Tooltip("ci_high_s:Q", title="CI high s", format=".3e"),
+        alt.Tooltip("iqr_s:Q", title="IQR s", format=".3e"),
+        alt.Tooltip("n_samples:Q", title="samples"),
+    ]
+    line = base.mark_line(point=True).encode(y=y, tooltip=tooltip)
+    return (band + line).properties(
+        title=alt.Title(title, subtitle="median of the samples; band: 95% bootstrap CI"),
+        width=WIDTH,
+        height=HEIGHT,
+    )
+
+
+def speedup_chart(
+    speedups: pd.DataFrame, crossovers: pd.DataFrame, operation: str, baseline: str
+) -> alt.TopLevelMixin:
+    title = f"{operation}: speedup over {baseline}"
+    d = speedups[(speedups["operation"] == operation) & speedups["speedup"].notna()].copy()
+    if d.empty:
+        return _no_data(title, f"no speedups for {operation}")
+    d["series"] = series_labels(d)
+    d["significant"] = d["significant"].map({True: "yes", False: "no (CI contains 1)"})
+    domain = sorted(d["series"].unique())
+    lo = min(d["speedup_ci_low"].min(), d["speedup"].min(), 1.0)
+    hi = max(d["speedup_ci_high"].max(), d["speedup"].max(), 1.0)
+    yscale = alt.Scale(type="log", domain=[lo / 1.2, hi * 1.2])
+    base = alt.Chart(d).encode(x=_log_x(d["size"]), color=_color(domain))
+    band = base.mark_area(opacity=0.2).encode(
+        y=alt.Y("speedup_ci_low:Q", scale=yscale),
+        y2="speedup_ci_high:Q",
+    )
+    line = base.mark_line(point=True).encode(
+        y=alt.Y(
+            "speedup:Q",
+            scale=yscale,
+            axis=alt.Axis(title=f"speedup over {baseline} (×)", tickCount=6),
+        ),
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            alt.Tooltip("size:Q"),
+            alt.Tooltip("speedup:Q", format=".3g"),
+            alt.Tooltip("speedup_ci_low:Q", title="CI low", format=".3g"),
+            alt.Tooltip("speedup_ci_high:Q", title="CI high", format=".3g"),
+            alt.Tooltip("significant:N"),
+        ],
+    )
+    one = (
+        alt.Chart(pd.DataFrame({"y": [1.0]}))
+        .mark_rule(strokeDash=[6, 4], color="black")
+        .encode(y="y:Q")
+    )
+    layers = [band, line, one]
+    c = crossovers[
+        (crossovers["operation"] == operation) & (crossovers["kind"] == "crosses")
+    ].copy()
+    if not c.empty:
+        c["series"] = series_labels(c)
+        c["y"] = 1.0
+        cbase = alt.Chart(c).encode(color=_color(domain))
+        layers.append(
+            cbase.mark_rule(strokeWidth=3, opacity=0.7).encode(
+                x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q", y="y:Q"
+            )
+        )
+        layers.append(
+            cbase.mark_point(shape="diamond", size=160, filled=True, stroke="black").encode(
+                x=alt.X("crossover_size:Q", scale=alt.Scale(type="log")),
+                y="y:Q",
+                tooltip=[
+                    alt.Tooltip("series:N", title="library"),
+                    alt.Tooltip("crossover_size:Q", title="crossover n", format=".3~s"),
+                    alt.Tooltip("ci_low:Q", title="CI low", format=".3~s"),
+                    alt.Tooltip("ci_high:Q", title="CI high", format=".3~s"),
+                ],
+            )
+        )
+    return alt.layer(*layers).properties(
+        title=alt.Title(
+            title,
+            subtitle="above the dashed 1× line is faster; band: 95% CI; diamond: crossover, with its CI as a bar",
+        ),
+        width=WIDTH,
+        height=HEIGHT,
+    )
+
+
+def throughput_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
+    title = f"{operation}: achieved throughput"
+    d = bench[(bench["operation"] == operation) & (bench["status"] == "ok")].copy()
+    d["series"] = series_labels(d)
+    domain = sorted(d["series"].unique()) if not d.empty else []
+    panels = []
+    for column, label in (("gflop_per_s", "GFLOP/s"), ("gb_per_s", "GB/s")):
+        p = d[d[column].notna() & (d[column] > 0)] if not d.empty else d
+        if p.empty:
+            continue
+        panels.append(
+            alt.Chart(p)
+            .mark_line(point=True)
+            .encode(
+                x=_log_x(p["size"]),
+                y=_log_y(f"{column}:Q", label),
+                color=_color(domain),
+                tooltip=[
+                    alt.Tooltip("series:N", title="library"),
+                    alt.Tooltip("size:Q"),
+                    alt.Tooltip(f"{column}:Q", title=label, format=".3g"),
+                ],
+            )
+            .properties(width=WIDTH * 0.75, height=HEIGHT)
+        )
+    if not panels:
+        return _no_data(title, f"no throughput for {operation}")
+    return alt.hconcat(*panels).properties(
+        title=alt.Title(title, subtitle="from the operation's cost model and the median time")
+    )
+
+
+def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
+    d = speedups[speedups["speedup"].notna()].copy()
+    if d.empty:
+        return d
+    d["series"] = series_labels(d)
+    parts = []
+    for op, g in d.groupby("operation"):
+        for end, size in (("smallest size", g["size"].min()), ("largest size", g["size"].max())):
+            part = g[g["size"] == size].copy()
+            part["end"] = end
+            part["row"] = f"{op} (n = {size:,})"
+            parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    out["label"] = [
+        f"{s:.2g}×" if sig else f"{s:.2g}× ns"
+        for s, sig in zip(out["speedup"], out["significant"], strict=True)
+    ]
+    return out
+
+
+def heatmap_chart(speedups: pd.DataFrame, baseline: str) -> alt.TopLevelMixin:
+    title = f"speedup over {baseline} at each operation's smallest and largest size"
+    d = heatmap_frame(speedups)
+    if d.empty:
+        return _no_data(title, "no speedups")
+    m = max(abs(math.log10(v)) for v in d["speedup"] if v > 0) or 1.0
+    color = alt.Color(
+        "speedup:Q",
+        title="speedup (×)",
+        scale=alt.Scale(type="log", scheme="redblue", domain=[10**-m, 10**m], domainMid=1),
+    )
+    base = alt.Chart(d).encode(
+        x=alt.X("series:N", title="library"),
+        y=alt.Y("row:N", title=None),
+    )
+    rect = base.mark_rect().encode(
+        color=color,
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            alt.Tooltip("operation:N"),
+            alt.Tooltip("size:Q"),
+            alt.Tooltip("speedup:Q", format=".3g"),
+            alt.Tooltip("speedup_ci_low:Q", title="CI low", format=".3g"),
+            alt.Tooltip("speedup_ci_high:Q", title="CI high", format=".3g"),
+        ],
+    )
+    text = base.mark_text(fontSize=11).encode(
+        text="label:N",
+        color=alt.condition(
+            f"abs(log(datum.speedup) / LN10) > {0.6 * m}", alt.value("white"), alt.value("black")
+        ),
+    )
+    return (
+        alt.layer(rect, text, data=d)
+        .properties(width=70 * d["series"].nunique(), height=28 * d["operation"].nunique())
+        .facet(column=alt.Column("end:N", title=None, sort=["smallest size", "largest size"]))
+        .resolve_scale(y="independent")
+        .properties(
+            title=alt.Title(
+                title, subtitle="blue: faster than the baseline, red: slower; ns: CI contains 1"
+            )
+        )
+    )
+
+
+def first_call_frame(bench: pd.DataFrame) -> pd.DataFrame:
+    d = bench[(bench["status"] == "ok") & bench["first_call_s"].notna()].copy()
+    if d.empty:
+        return d
+    d["series"] = series_labels(d)
+    steady = d.assign(measure="steady state (median)", seconds=d["median_s"])
+    first = d.assign(measure="first call (includes compile)", seconds=d["first_call_s"])
+    out = pd.concat([first, steady], ignore_index=True)
+    return out[out["seconds"] > 0]
+
+
+def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "first call against steady-state time"
+    d = first_call_frame(bench)
+    if d.empty:
+        return _no_data(title, "no ok cells")
+    domain = sorted(d["series"].unique())
+    return (
+        alt.Chart(d)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "size:Q",
+                scale=alt.Scale(type="log", nice=False, padding=14),
+                axis=alt.Axis(title="size (n)", format="~s", labelOverlap=True),
+            ),
+            y=_log_y("seconds:Q", "time (s; m = 10^-3, µ = 10^-6)", fmt="~s"),
+            color=_color(domain),
+            strokeDash=alt.StrokeDash(
+                "measure:N",
+                sort=["first call (includes compile)", "steady state (median)"],
+                legend=None,
+            ),
+            tooltip=[
+                alt.Tooltip("series:N", title="library"),
+                alt.Tooltip("operation:N"),
+                alt.Tooltip("size:Q"),
+                alt.Tooltip("measure:N"),
+                alt.Tooltip("seconds:Q", format=".3e"),
+            ],
+        )
+        .properties(width=220, height=200)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .resolve_scale(y="independent", x="independent")
+        .properties(
+            title=alt.Title(
+                title,
+                subtitle="solid: first call (includes tracing and compilation); "
+                "dashed: steady-state median",
+            )
+        )
+    )
+
+
+def build_charts(
+    bench: pd.DataFrame, speedups: pd.DataFrame, crossovers: pd.DataFrame, baseline: str
+) -> dict[str, alt.TopLevelMixin]:
+    operations = sorted(bench["operation"].unique())
+    charts: dict[str, alt.TopLevelMixin] = {}
+    for op in operations:
+        charts[f"time_{op}"] = time_chart(bench, op)
+        charts[f"speedup_{op}"] = speedup_chart(speedups, crossovers, op, baseline)
+        charts[f"throughput_{op}"] = throughput_chart(bench, op)
+    charts["speedup_heatmap"] = heatmap_chart(speedups, baseline)
+    charts["first_call"] = first_call_chart(bench)
+    return charts
+
+
+def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
+    """Write ``name``.html (inlined JavaScript), .svg and .png into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    chart = chart.configure(font=FONT)
+    paths = []
+    for fmt in FORMATS:
+        path = folder / f"{name}.{fmt}"
+        if fmt == "html":
+            chart.save(path, format="html", inline=True)
+        elif fmt == "png":
+            chart.save(path, format="png", scale_factor=2)
+        else:
+            chart.save(path, format=fmt)
+        paths.append(path)
+    return paths
+
+
+def baseline_label(speedups: pd.DataFrame, default: str) -> str:
+    if speedups.empty:
+        return default
+    lib, dev = speedups["baseline_library"].iloc[0], speedups["baseline_device"].iloc[0]
+    return f"{lib} ({dev})"
+
+
+def write_charts(
+    benchmarks: str | os.PathLike,
+    speedups: str | os.PathLike,
+    crossovers: str | os.PathLike,
+    outdir: str | os.PathLike,
+    baseline: str = "numpy (cpu)",
+) -> list[Path]:
+    bench = pd.read_parquet(benchmarks)
+    sp = pd.read_parquet(speedups)
+    cr = pd.read_parquet(crossovers)
+    charts = build_charts(bench, sp, cr, baseline_label(sp, baseline))
+    written = []
+    for name, chart in charts.items():
+        written += save_chart(chart, Path(outdir), name)
+    return written

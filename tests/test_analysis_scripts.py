@@ -1,0 +1,83 @@
+"""The analysis entry points chained on constructed cell files, as the rules call them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from numbench.config import cell_path
+from numbench.tables import cell_table, write_atomic
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_cell(root: Path, library: str, operation: str, size: int, median: float) -> str:
+    samples = median * np.exp(np.random.default_rng(size).normal(0.0, 0.02, 20))
+    key = {"library": library, "device": "cpu", "operation": operation, "size": size}
+    key["dtype"] = "float64"
+    meta = {"status": "ok", "host": "h", "cpu_model": "cpu", "threads": 1, "cpu_count": 4}
+    path = root / cell_path(library, "cpu", operation, size)
+    write_atomic(cell_table(key, meta, [(1, float(s)) for s in samples]), path)
+    return str(path)
+
+
+def run(script: str, *args: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_scripts_chain_from_cells_to_summary(tmp_path):
+    cells = []
+    for size, torch_speedup in ((100, 0.5), (1000, 1.0), (10_000, 2.0)):
+        cells.append(write_cell(tmp_path, "numpy", "fft", size, 1e-6 * size))
+        cells.append(write_cell(tmp_path, "torch", "fft", size, 1e-6 * size / torch_speedup))
+    res = tmp_path / "results"
+    run("aggregate.py", "--output", str(res / "benchmarks.parquet"), *cells)
+    run(
+        "speedups.py",
+        "--benchmarks",
+        str(res / "benchmarks.parquet"),
+        "--baseline-library",
+        "numpy",
+        "--baseline-device",
+        "cpu",
+        "--output",
+        str(res / "speedups.parquet"),
+        *cells,
+    )
+    run(
+        "crossovers.py",
+        "--speedups",
+        str(res / "speedups.parquet"),
+        "--output",
+        str(res / "crossovers.parquet"),
+    )
+    tables = ["--benchmarks", str(res / "benchmarks.parquet"), "--speedups"]
+    tables += [str(res / "speedups.parquet"), "--crossovers", str(res / "crossovers.parquet")]
+    run(
+        "summary.py",
+        *tables,
+        "--charts-dir",
+        str(res / "charts"),
+        "--output",
+        str(res / "summary.md"),
+        "--html-output",
+        str(res / "summary.html"),
+    )
+
+    speedups = pd.read_parquet(res / "speedups.parquet")
+    assert len(speedups) == 3 and set(speedups["library"]) == {"torch"}
+    crossover = pd.read_parquet(res / "crossovers.parquet").iloc[0]
+    assert crossover["kind"] == "crosses"
+    assert 100 < crossover["crossover_size"] < 10_000
+    summary = (res / "summary.md").read_text(encoding="utf-8")
+    assert "PyTorch beats NumPy on fft from n ≈" in summary
+    assert "[time_fft](charts/time_fft.html)" in summary  # links relative to the summary
+    assert "| Cores (logical) | 4 |" in summary
+    assert "<h2>Crossovers</h2>" in (res / "summary.html").read_text(encoding="utf-8")

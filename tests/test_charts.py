@@ -1,0 +1,140 @@
+"""Charts: every file is written, and every .html renders offline in headless Chromium.
+
+Chromium comes from Debian's ``chromium`` package: the session fixture installs it with apt
+when it is missing and we are root, and skips the browser tests with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import constructed_results
+
+from numbench.charts import FORMATS, build_charts, chart_names, save_chart
+
+OPERATIONS = ["fft", "sort"]
+# A console message as Chromium logs it with --enable-logging=stderr, e.g.
+# [1:1:1121/161110.8:INFO:CONSOLE:1] "Uncaught ReferenceError: ...", source: file:///... (1)
+# Chromium logs console.error, console.warn and uncaught exceptions alike at INFO, so a chart
+# page must log nothing at all: Vega reports its own problems through the console too.
+CONSOLE_MESSAGE = re.compile(r":CONSOLE(:\d+|\(\d+\))\]")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    exe = shutil.which("chromium")
+    if exe is None:
+        if os.name != "posix" or os.geteuid() != 0:
+            pytest.skip("chromium is not installed and installing it needs root (apt-get)")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        try:
+            subprocess.run(
+                "apt-get update && apt-get install -y --no-install-recommends chromium",
+                shell=True,
+                check=True,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            out = getattr(exc, "stderr", "") or ""
+            pytest.skip(f"could not install chromium with apt-get: {exc}; {out[-500:]}")
+        exe = shutil.which("chromium")
+        if exe is None:
+            pytest.skip("apt-get install chromium succeeded but no chromium on PATH")
+    return exe
+
+
+def open_in_chromium(exe: str, page: Path, profile: Path) -> tuple[str, str]:
+    """Load ``page`` headless with the network cut off; return (rendered DOM, stderr)."""
+    cmd = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        # every host name fails to resolve: a chart that needs the network cannot render
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={profile}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        page.resolve().as_uri(),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return proc.stdout, proc.stderr
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if CONSOLE_MESSAGE.search(line)]
+
+
+def rendered_chart(dom: str) -> bool:
+    """A Vega view renders into an <svg> or a <canvas> of class "marks" (vega-embed's menu
+    icon is an <svg> too, so a bare <svg> proves nothing)."""
+    return bool(re.search(r"<(svg|canvas)\b[^>]*\bclass=\"marks\"", dom))
+
+
+@pytest.fixture(scope="module")
+def charts_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("charts")
+    bench, speedups, crossovers = constructed_results()
+    for name, chart in build_charts(bench, speedups, crossovers, "numpy (cpu)").items():
+        save_chart(chart, folder, name)
+    return folder
+
+
+def test_every_chart_is_written_in_every_format(charts_dir):
+    expected = {f"{n}.{f}" for n in chart_names(OPERATIONS) for f in FORMATS}
+    assert {p.name for p in charts_dir.iterdir()} == expected
+    for name in chart_names(OPERATIONS):
+        assert (charts_dir / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert "<svg" in (charts_dir / f"{name}.svg").read_text(encoding="utf-8")[:500]
+
+
+@pytest.mark.parametrize("name", chart_names(OPERATIONS))
+def test_html_has_its_javascript_inlined(charts_dir, name):
+    html = (charts_dir / f"{name}.html").read_text(encoding="utf-8")
+    assert not re.search(r"<script[^>]+src=", html), "a script is loaded from elsewhere"
+    assert len(html) > 100_000  # Vega, Vega-Lite and vega-embed are in the page
+
+
+def test_speedup_chart_marks_the_crossover(charts_dir):
+    svg = (charts_dir / "speedup_fft.svg").read_text(encoding="utf-8")
+    # the constructed torch curve crosses 1 (a diamond); the sort chart has no crossing
+    assert "diamond" in (charts_dir / "speedup_fft.html").read_text(encoding="utf-8")
+    assert svg.count("<path") > (charts_dir / "speedup_sort.svg").read_text().count("<path")
+
+
+@pytest.mark.parametrize("name", chart_names(OPERATIONS))
+def test_chart_renders_in_chromium_without_console_messages(chromium, charts_dir, tmp_path, name):
+    dom, stderr = open_in_chromium(chromium, charts_dir / f"{name}.html", tmp_path / "profile")
+    assert rendered_chart(dom), f"no svg or canvas in the rendered page; stderr:\n{stderr[-2000:]}"
+    assert console_messages(stderr) == []
+
+
+def test_the_browser_check_catches_a_broken_page(chromium, tmp_path):
+    """The checks above can fail: a page that throws and renders nothing is caught."""
+    page = tmp_path / "broken.html"
+    page.write_text(
+        "<!DOCTYPE html><html><body><div id='vis'></div><script>"
+        "console.error('chart failed'); vegaEmbed('#vis', {});"
+        "</script></body></html>",
+        encoding="utf-8",
+    )
+    dom, stderr = open_in_chromium(chromium, page, tmp_path / "profile")
+    assert not rendered_chart(dom)
+    errors = console_messages(stderr)
+    assert any("chart failed" in e for e in errors), stderr[-2000:]
+    assert any("vegaEmbed is not defined" in e for e in errors), stderr[-2000:]

@@ -1,0 +1,176 @@
+"""The Markdown summary rendered from constructed results."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import constructed_results
+
+from numbench.summary import format_size, render, to_html
+
+
+def section(text: str, title: str) -> str:
+    """The body of the '## title' section."""
+    m = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M)
+    assert m, f"no section {title!r}"
+    return m.group(1)
+
+
+@pytest.fixture(scope="module")
+def text():
+    bench, speedups, crossovers = constructed_results()
+    return render(bench, speedups, crossovers)
+
+
+def test_format_size():
+    assert format_size(10_000) == "10^4"
+    assert format_size(1024) == "1,024"
+    assert format_size(3160.26, approx=True) == "≈ 3,200"
+
+
+def test_sections_in_order(text):
+    titles = re.findall(r"^## (.+)$", text, flags=re.M)
+    assert titles == [
+        "Key findings",
+        "Environment",
+        "Results by operation",
+        "Crossovers",
+        "Warnings",
+        "Charts",
+        "Methodology",
+        "Every cell",
+    ]
+
+
+def test_findings_name_the_fastest_library_at_both_ends(text):
+    findings = section(text, "Key findings")
+    fft = next(line for line in findings.splitlines() if line.startswith("- **fft**"))
+    # at 10^3 JAX (1.5x) beats NumPy and PyTorch (0.5x); at 10^5 PyTorch (4x) wins
+    small, large = fft.split("; ")
+    assert "n = 10^3: **JAX**" in small
+    assert "n = 10^5: **PyTorch**" in large
+    sort = next(line for line in findings.splitlines() if line.startswith("- **sort**"))
+    assert "n = 10^3: **NumPy**" in sort
+
+
+def test_findings_put_every_crossover_in_words(text):
+    findings = section(text, "Key findings")
+    crossing = re.search(
+        r"PyTorch beats NumPy on fft from n ≈ ([\d,]+) \(between 10\^3 and 10\^4", findings
+    )
+    assert crossing, findings
+    assert 3000 <= int(crossing.group(1).replace(",", "")) <= 3300  # 10^3.5 = 3,162
+    at_largest = re.search(r"([\d.]+)× at n = 10\^5 \(([\d.]+) to ([\d.]+)\)\.", findings)
+    assert at_largest, findings
+    speedup, low, high = map(float, at_largest.groups())
+    assert low < speedup < high and speedup == pytest.approx(4.0, rel=0.03)
+    assert "JAX beats NumPy on fft at every size (n = 10^3 to 10^5)" in findings
+    assert "PyTorch is never faster than NumPy on sort" in findings
+
+
+def test_largest_speedups_come_with_their_ci(text):
+    block = section(text, "Key findings").split("### Largest speedups")[1]
+    first = next(line for line in block.splitlines() if line.startswith("- "))
+    assert first.startswith("- PyTorch on fft at n = 10^5: **")
+    assert re.search(r"\(\d\.\d+ to \d\.\d+\)$", first)
+
+
+def test_environment_table(text):
+    env = section(text, "Environment")
+    for expected in (
+        "| CPU model | Test CPU 9000 |",
+        "| Cores (logical) | 16 |",
+        "| RAM | 135.1 GB |",
+        "| GPU | not asked for (device: cpu) |",
+        "| Python | 3.11.2 |",
+        "| dtype | float64 |",
+        "| NumPy | 2.4.6; BLAS: openblas |",
+        "| PyTorch | 2.13.0 |",
+    ):
+        assert expected in env
+
+
+def test_per_operation_tables(text):
+    body = section(text, "Results by operation")
+    fft = body.split("### fft")[1].split("### sort")[0]
+    assert "| n | jax | numpy | torch |" in fft
+    # the fastest at 10^5 is bold, and its speedup with the CI is in the second table
+    assert re.search(r"\| 10\^5 \| [^|]+ \| [^|]+ \| \*\*[\d.]+ µs\*\* \|", fft)
+    assert re.search(r"\| 10\^5 \| 1\.5\d*× \([\d.]+ to [\d.]+\) \| (3\.9|4\.0)\d*× \(", fft)
+    sort = body.split("### sort")[1]
+    assert "unsupported" in sort and "mismatch" in sort
+
+
+def test_crossover_table_has_one_row_per_group(text):
+    table = section(text, "Crossovers")
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == 1 + 3
+    assert any("| crosses |" in r and "10^3 to 10^4" in r for r in rows)
+
+
+def test_warnings_list_every_gap_with_its_reason(text):
+    warn = section(text, "Warnings")
+    assert "`unsupported`: jax (cpu) sort n = 10^3: jax has no stable sort here" in warn
+    assert "`mismatch`: jax (cpu) sort n = 10^4: rel_error 1e-3 > 1e-10" in warn
+    assert re.search(r"- numpy \(cpu\) sort n = 10\^5: IQR .* of the median", warn)
+
+
+def test_chart_links_and_every_cell(text):
+    charts = section(text, "Charts")
+    for name in ("time_fft", "speedup_sort", "throughput_fft", "speedup_heatmap", "first_call"):
+        assert f"[{name}](charts/{name}.html)" in charts
+    cells = section(text, "Every cell")
+    # a header and one row per cell (the separator line starts with '|---')
+    assert len([line for line in cells.splitlines() if line.startswith("| ")]) == 1 + 17
+
+
+def test_no_gpu_notice_without_gpu_cells(text):
+    assert "No GPU was found" not in text
+
+
+def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
+    text = render(*constructed_results(gpu="unavailable"))
+    top = text.split("## Key findings")[0]
+    assert "**No GPU was found.** The config asked for 6 GPU cells" in top
+    assert "> - PyTorch on gpu: fft (n = 10^3, 10^4, 10^5); sort (n = 10^3, 10^4, 10^5)" in top
+    assert "no CUDA device found" in top
+    assert "| GPU | none found (every GPU cell unavailable) |" in text
+
+
+def test_no_gpu_notice_when_a_gpu_cell_ran():
+    text = render(*constructed_results(gpu="ok"))
+    assert "No GPU was found" not in text
+    assert "| GPU | Test GPU 80GB |" in text
+
+
+def test_html_twin_has_the_tables(text):
+    html = to_html(text)
+    assert html.startswith("<!DOCTYPE html>")
+    tables = len(re.findall(r"^\|---", text, flags=re.M))
+    assert tables > 5 and html.count("<table>") == tables
+    assert "<h2>Key findings</h2>" in html
+
+
+def sentence(points) -> str:
+    from test_crossovers import curve
+
+    from numbench.crossovers import find_crossovers
+    from numbench.summary import crossover_sentence
+
+    speedups = curve(points, sizes=[10, 100, 1000])
+    row = next(find_crossovers(speedups).itertuples())
+    return crossover_sentence(row, speedups, "NumPy", multi_device=False)
+
+
+def test_ties_are_named_as_ties_in_words():
+    text = sentence([(1.02, 0.9, 1.2), 2.0, 3.0])
+    assert text.startswith("PyTorch beats NumPy on fft at n = 100, 10^3 and is never slower")
+    assert "tied at n = 10, where the CI contains 1" in text
+    text = sentence([0.2, 0.3, (0.9, 0.7, 1.1)])
+    assert "never faster" in text and "slower at n = 10, 100" in text
+    # the best point is a tie: no 'i.e. ... slower' claim about it
+    assert text.endswith("at best 0.9× at n = 10^3 (0.7 to 1.1), a tie.")
+    assert "1.11× slower" not in text
+    text = sentence([0.2, 0.3, 0.4])
+    assert text.endswith("at best 0.4× at n = 10^3 (0.38 to 0.42), i.e. 2.5× slower.")
