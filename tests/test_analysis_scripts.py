@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from numbench.config import cell_path
+from numbench import inputs
+from numbench.config import cell_path, inputs_path
 from numbench.tables import cell_table, write_atomic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,6 +22,8 @@ def write_cell(root: Path, library: str, operation: str, size: int, median: floa
     key["dtype"] = "float64"
     meta = {"status": "ok", "host": "h", "cpu_model": "cpu", "threads": 1, "cpu_count": 4}
     path = root / cell_path(library, "cpu", operation, size)
+    if not (root / inputs_path(operation, size)).exists():  # aggregate checks the inputs too
+        inputs.write(operation, size, 1, root / inputs_path(operation, size))
     write_atomic(cell_table(key, meta, [(1, float(s)) for s in samples]), path)
     return str(path)
 
