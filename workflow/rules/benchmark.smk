@@ -29,6 +29,9 @@ rule cell:
     threads: CFG["threads"]
     resources:
         timing_slots=1,
+        runtime=CELL_RUNTIME_MIN,
+        cpus_per_task=CFG["threads"],
+        gpu=cell_gpus,
     params:
         python=PYTHON,
         script=SCRIPTS / "run_cell.py",

@@ -1,4 +1,5 @@
 # Grid expansion, validated config and the paths rules share. No rule lives here.
+import math
 import sys
 from pathlib import Path
 
@@ -22,6 +23,17 @@ SCRIPTS = Path(workflow.basedir) / "scripts"
 TIMING = CFG["timing"]
 BASELINE = CFG["baseline"]
 CHARTS_DIR = "results/charts"
+
+# Scheduler resources of a cell (used by the slurm profile; harmless on one machine).
+# Wall time: the worker's own timeout plus a margin for start-up, the supervisor and the
+# host lock, in whole minutes as Slurm's --time wants them.
+CELL_RUNTIME_MARGIN_MIN = 5
+CELL_RUNTIME_MIN = math.ceil(CFG["cell_timeout_s"] / 60) + CELL_RUNTIME_MARGIN_MIN
+
+
+def cell_gpus(wildcards):
+    """GPUs a cell asks the scheduler for: one for a gpu cell, none otherwise."""
+    return 1 if wildcards.device == "gpu" else 0
 
 
 wildcard_constraints:
