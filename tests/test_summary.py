@@ -132,8 +132,9 @@ def test_no_gpu_notice_without_gpu_cells(text):
 def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
     text = render(*constructed_results(gpu="unavailable"))
     top = text.split("## Key findings")[0]
-    assert "**No GPU was found.** The config asked for 6 GPU cells" in top
-    assert "> - PyTorch on gpu: fft (n = 10^3, 10^4, 10^5); sort (n = 10^3, 10^4, 10^5)" in top
+    assert top.startswith("# numbench summary\n\n**No GPU was found on this host (testhost).**")
+    assert "All 6 GPU cells asked for" in top
+    assert "- **torch**: 6 cells, fft (1000, 10000, 100000), sort (1000, 10000, 100000)" in top
     assert "no CUDA device found" in top
     assert "| GPU | none found (every GPU cell unavailable) |" in text
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from numbench.charts import chart_names
+from numbench.gpu_report import gpu_gaps_notice, no_gpu_notice
 from numbench.tables import write_text_atomic
 
 NOISY_IQR_FRACTION = 0.10
@@ -98,28 +99,6 @@ def md_table(header: list[str], rows: list[list[str]], align: str | None = None)
 
 
 # -- sections -----------------------------------------------------------------------------------
-def gpu_notice(bench: pd.DataFrame) -> str | None:
-    """A note for the top when GPU cells were asked for and every one was unavailable."""
-    gpu = bench[bench["device"] == "gpu"]
-    if gpu.empty or not (gpu["status"] == "unavailable").all():
-        return None
-    lines = [
-        f"> **No GPU was found.** The config asked for {len(gpu)} GPU cells; every one was "
-        "skipped as `unavailable`, so this summary compares CPU cells only. Skipped:",
-        ">",
-    ]
-    for lib, g in gpu.groupby("library"):
-        ops = "; ".join(
-            f"{op} (n = {', '.join(format_size(s) for s in sorted(og['size']))})"
-            for op, og in g.groupby("operation")
-        )
-        lines.append(f"> - {display(lib)} on gpu: {ops}")
-    reasons = sorted({str(e) for e in gpu["error"].dropna() if str(e)})
-    if reasons:
-        lines += [">", "> Reason given: " + " / ".join(reasons[:3]) + "."]
-    return "\n".join(lines)
-
-
 def _unique(values) -> str:
     vals = sorted({str(v) for v in values if not _missing(v) and str(v) != ""})
     return ", ".join(vals) if vals else "–"
@@ -504,9 +483,9 @@ def render(
     status_line = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
     operations = sorted(bench["operation"].unique())
     parts = ["# numbench summary", ""]
-    notice = gpu_notice(bench)
-    if notice:
-        parts += [notice, ""]
+    for notice in (no_gpu_notice(bench), gpu_gaps_notice(bench)):
+        if notice:
+            parts += [notice, ""]
     parts += [
         f"{len(bench)} cells: {status_line}. Baseline: {display(baseline[0])} on "
         f"{baseline[1]}; a speedup above 1 means faster than the baseline.",
