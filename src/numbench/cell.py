@@ -42,8 +42,13 @@ POLL_S = 0.05
 
 
 def default_lock_path() -> Path:
-    """One lock per host and user: cells of every run on this host queue on it."""
-    return Path(tempfile.gettempdir()) / f"numbench-timing-{os.getuid()}.lock"
+    """One lock per host and user: cells of every run on this host queue on it.
+
+    /tmp rather than $TMPDIR: batch systems often give each job its own TMPDIR, and cells
+    of different jobs on one node must still share the lock.
+    """
+    folder = Path("/tmp") if os.access("/tmp", os.W_OK) else Path(tempfile.gettempdir())
+    return folder / f"numbench-timing-{os.getuid()}.lock"
 
 
 @contextlib.contextmanager
