@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from numbench import libraries
 from numbench.config import Cell, ConfigError, grid, input_files, resolve
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +30,9 @@ def test_grid_has_one_cell_per_library_operation_size():
     c = cfg()
     cells = grid(c)
     n_sizes = sum(len(e["sizes"]) for e in c["operations"].values())
-    assert len(cells) == len(c["libraries"]) * n_sizes
+    cpu_libraries = [lib for lib in c["libraries"] if "cpu" in libraries.get(lib).devices]
+    assert "cupy" in c["libraries"] and "cupy" not in cpu_libraries  # GPU only: no cells here
+    assert len(cells) == len(cpu_libraries) * n_sizes
     assert len(set(cells)) == len(cells)
     assert Cell("numpy", "cpu", "matmul", 100) in cells
     assert Cell("numpy", "cpu", "matmul", 100).path == "results/cells/numpy/cpu/matmul/100.parquet"
