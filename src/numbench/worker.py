@@ -62,14 +62,23 @@ def measure(spec: dict) -> dict:
 
     from numbench.timing import Timer, TimingSettings
 
+    params = op.resolve_params(spec.get("params"))
     with np.load(spec["inputs"]) as data:
         inputs = [data[name] for name in op.input_names]
         n_refs = int(data["n_outputs"])
         reference = tuple(data[f"ref_{i}"] for i in range(n_refs))
+        inputs_params = str(data["params_json"]) if "params_json" in data else ""
     reference = reference[0] if n_refs == 1 else reference
+    if inputs_params != operations.params_json(params):
+        return {
+            **out,
+            "status": "failed",
+            "error": f"the inputs file was made with parameters {inputs_params or '{}'} but the "
+            f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs",
+        }
 
     args = tuple(adapter.to_device(a) for a in inputs)
-    fn = adapter.compile(op.implementations[adapter.family](adapter.xp, spec["dtype"]))
+    fn = adapter.compile(op.build(adapter.family, adapter.xp, spec["dtype"], params))
     adapter.reset_device_peak()
 
     settings = TimingSettings(**spec["timing"])

@@ -6,7 +6,13 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from numbench.config import ConfigError, grid, input_files, resolve  # noqa: E402
+from numbench.config import (  # noqa: E402
+    ConfigError,
+    grid,
+    input_files,
+    operation_params_json,
+    resolve,
+)
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 try:
@@ -20,6 +26,11 @@ INPUT_FILES = input_files(CFG)
 PYTHON = sys.executable
 SCRIPTS = Path(workflow.basedir) / "scripts"
 TIMING = CFG["timing"]
+
+
+def op_params(wildcards):
+    """The operation's parameters as JSON ("" when it has none), for rules inputs and cell."""
+    return operation_params_json(CFG, wildcards.operation)
 
 
 wildcard_constraints:
