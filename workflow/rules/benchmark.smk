@@ -15,7 +15,7 @@ rule inputs:
         op_params=op_params,
     shell:
         "{params.python} {params.script} --operation {wildcards.operation}"
-        " --size {wildcards.size} --seed {params.seed} --params {params.op_params:q}"
+        " --size {wildcards.size} --seed {params.seed} --params={params.op_params:q}"
         " --output {output} > {log} 2>&1"
 
 
@@ -48,4 +48,4 @@ rule cell:
         " --inputs {input} --output {output} --timeout-s {params.timeout}"
         " --min-sample-time-s {params.min_sample_time} --min-samples {params.min_samples}"
         " --max-samples {params.max_samples} --budget-s {params.budget}"
-        " --params {params.op_params:q} > {log} 2>&1"
+        " --params={params.op_params:q} > {log} 2>&1"
