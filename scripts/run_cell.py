@@ -16,7 +16,7 @@ parser.add_argument("--timeout-s", type=float, default=600.0)
 parser.add_argument("--min-sample-time-s", type=float, default=0.02)
 parser.add_argument("--min-samples", type=int, default=5)
 parser.add_argument("--max-samples", type=int, default=50)
-parser.add_argument("--budget-s", type=float, default=1.0)
+parser.add_argument("--budget-s", type=float, default=0.4)
 parser.add_argument("--params", default="", help="the operation's parameters as JSON")
 args = parser.parse_args()
 
