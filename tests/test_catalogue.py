@@ -139,7 +139,9 @@ def test_every_operation_in_the_default_grid_with_its_sweep():
         assert tuple(cfg["operations"][name]["sizes"]) == op.default_sizes, name
     assert config.operation_params(cfg, "linreg_gd") == {"iterations": 100}
     assert config.operation_params(cfg, "mlp") == {}
-    assert len(config.grid(cfg)) == 5 * sum(len(op.default_sizes) for op in operations.OPERATIONS.values())
+    assert len(config.grid(cfg)) == 5 * sum(
+        len(op.default_sizes) for op in operations.OPERATIONS.values()
+    )
 
 
 def test_iterations_flow_from_config_to_inputs_and_reference(tmp_path):
