@@ -1,6 +1,7 @@
 """Entry point of rule cell: measure one (library, device, operation, size) cell."""
 
 import argparse
+import json
 
 import _path  # noqa: F401
 
@@ -16,7 +17,8 @@ parser.add_argument("--memory-limit-mb", type=float, default=0.0, help="0: no li
 parser.add_argument("--min-sample-time-s", type=float, default=0.02)
 parser.add_argument("--min-samples", type=int, default=5)
 parser.add_argument("--max-samples", type=int, default=50)
-parser.add_argument("--budget-s", type=float, default=1.0)
+parser.add_argument("--budget-s", type=float, default=0.4)
+parser.add_argument("--params", default="", help="the operation's parameters as JSON")
 args = parser.parse_args()
 
 spec = CellSpec(
@@ -27,6 +29,7 @@ spec = CellSpec(
     dtype=args.dtype,
     threads=args.threads,
     inputs=args.inputs,
+    params=json.loads(args.params) if args.params else {},
     timeout_s=args.timeout_s,
     memory_limit_mb=args.memory_limit_mb or None,
     timing={

@@ -149,6 +149,15 @@ def test_numba_gpu_cell_runs_in_the_cuda_simulator(elementwise_inputs, monkeypat
     assert json.loads(report["device_details"])["simulator"] == "NUMBA_ENABLE_CUDASIM=1"
 
 
+def test_numba_gpu_poly_kernel_runs_in_the_cuda_simulator(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    path = tmp_path / "poly-100.npz"
+    inputs.write("poly", 100, 1, path)
+    report = _run_gpu_cell("numba", str(path), operation="poly")
+    assert report["status"] == "ok", report
+    assert report["rel_error"] <= report["tolerance"]
+
+
 def test_numba_gpu_unsupported_operation_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     path = tmp_path / "fft-64.npz"

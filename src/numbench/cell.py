@@ -75,6 +75,7 @@ class CellSpec:
     timeout_s: float = 600.0
     #: RSS limit of the worker (and its children) in MB; None or 0: no limit
     memory_limit_mb: float | None = None
+    params: dict = field(default_factory=dict)  # the operation's parameters (config)
 
     @property
     def key(self) -> dict:
@@ -87,7 +88,13 @@ class CellSpec:
         }
 
     def worker_spec(self) -> dict:
-        return {**self.key, "threads": self.threads, "inputs": self.inputs, "timing": self.timing}
+        return {
+            **self.key,
+            "threads": self.threads,
+            "inputs": self.inputs,
+            "timing": self.timing,
+            "params": self.params,
+        }
 
 
 def worker_environment(spec: CellSpec) -> dict[str, str]:
@@ -106,14 +113,17 @@ def worker_environment(spec: CellSpec) -> dict[str, str]:
 def host_metadata(spec: CellSpec) -> dict:
     op = operations.get(spec.operation)
     itemsize = 4 if spec.dtype == "float32" else 8
+    params = op.resolve_params(spec.params)
+    flops, bytes_moved = op.cost(spec.size, itemsize, params)
     return {
         "host": socket.gethostname(),
         "cpu_model": libraries.cpu_model(),
         "threads": spec.threads,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
-        "flops": float(op.flops(spec.size)),
-        "bytes": float(op.bytes_moved(spec.size, itemsize)),
+        "params": operations.params_json(params),
+        "flops": flops,
+        "bytes": bytes_moved,
         "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "cpu_count": os.cpu_count(),
         "ram_gb": ram_gb(),

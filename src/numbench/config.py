@@ -93,7 +93,10 @@ def _normalise_operations(value: Any) -> Any:
         if entry is None:
             op = operations.OPERATIONS.get(name)
             entry = {"sizes": list(op.default_sizes)} if op else {"sizes": [1]}
-        elif isinstance(entry, dict) and "sizes" in entry:
+        elif isinstance(entry, dict) and "sizes" not in entry and name in operations.OPERATIONS:
+            # parameters given without sizes: the operation's default sweep
+            entry = {"sizes": list(operations.OPERATIONS[name].default_sizes), **entry}
+        if isinstance(entry, dict) and "sizes" in entry:
             entry = dict(entry)
             sizes = _split_list(entry["sizes"])
             if isinstance(sizes, (int, float)):
@@ -217,6 +220,11 @@ def check_semantics(cfg: dict) -> None:
                 f"operations.{name} is not a known operation; allowed: "
                 + ", ".join(operations.OPERATIONS)
             )
+    for name in cfg["operations"]:
+        try:
+            operation_params(cfg, name)
+        except KeyError as exc:
+            raise ConfigError(f"operations.{name}: {exc.args[0]}") from None
     timing = cfg["timing"]
     if timing["min_samples"] > timing["max_samples"]:
         raise ConfigError(
@@ -273,6 +281,17 @@ def resolve(config: dict, schema_path: str | Path, cli_configfiles=()) -> dict:
 
 def load_file(path: str | Path, schema_path: str | Path) -> dict:
     return resolve(yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}, schema_path)
+
+
+def operation_params(cfg: dict, name: str) -> dict[str, Any]:
+    """The parameters of one operation: its defaults, updated by the config's entry."""
+    entry = cfg["operations"][name] or {}
+    return operations.get(name).resolve_params({k: v for k, v in entry.items() if k != "sizes"})
+
+
+def operation_params_json(cfg: dict, name: str) -> str:
+    """The same, as the canonical JSON text the rules pass on ("" when it has none)."""
+    return operations.params_json(operation_params(cfg, name))
 
 
 def devices_for(cfg: dict) -> tuple[str, ...]:

@@ -12,27 +12,37 @@ import numpy as np
 
 from numbench import operations
 from numbench.errors import corrupt
-from numbench.operations import as_outputs, input_rng
+from numbench.operations import as_outputs, input_rng, params_json
+
+#: the size whose generator draws an operation's size-independent arrays (real sizes are >= 1)
+FIXED_SIZE = 0
 
 
-def make(operation: str, size: int, seed: int) -> dict[str, np.ndarray]:
+def make(operation: str, size: int, seed: int, params: dict | None = None) -> dict[str, np.ndarray]:
     op = operations.get(operation)
-    arrays = op.make_inputs(size, input_rng(seed, operation, size))
-    refs = as_outputs(op.reference(*(arrays[n] for n in op.input_names)))
+    params = op.resolve_params(params)
+    arrays = {}
+    if op.make_fixed is not None:
+        arrays.update(op.make_fixed(input_rng(seed, operation, FIXED_SIZE)))
+    arrays.update(op.make_inputs(size, input_rng(seed, operation, size)))
+    refs = as_outputs(op.run_reference(arrays, params))
     out = {name: np.asarray(arrays[name], dtype=np.float64) for name in op.input_names}
     for i, ref in enumerate(refs):
         out[f"ref_{i}"] = ref
     out["n_outputs"] = np.asarray(len(refs))
     out["seed"] = np.asarray(seed)
+    out["params_json"] = np.asarray(params_json(params))
     return out
 
 
-def write(operation: str, size: int, seed: int, path: str | os.PathLike) -> None:
+def write(
+    operation: str, size: int, seed: int, path: str | os.PathLike, params: dict | None = None
+) -> None:
     """Write the .npz atomically (temporary file, then rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
-    np.savez(buf, **make(operation, size, seed))
+    np.savez(buf, **make(operation, size, seed, params))
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as fh:
         fh.write(buf.getvalue())
@@ -41,19 +51,22 @@ def write(operation: str, size: int, seed: int, path: str | os.PathLike) -> None
     os.replace(tmp, path)
 
 
-def load(path: str | os.PathLike, input_names: tuple[str, ...]) -> tuple[list[np.ndarray], Any]:
-    """Read a cell's inputs and reference output; raise CorruptFile naming the file and the
-    command that remakes it when the file cannot be read."""
+def load(
+    path: str | os.PathLike, input_names: tuple[str, ...]
+) -> tuple[list[np.ndarray], Any, str]:
+    """Read a cell's inputs, reference output and the parameters (JSON) they were made with;
+    raise CorruptFile naming the file and the command that remakes it when it cannot be read."""
     try:
         with np.load(path) as data:
             arrays = [np.array(data[name]) for name in input_names]
             n_refs = int(data["n_outputs"])
             refs = tuple(np.array(data[f"ref_{i}"]) for i in range(n_refs))
+            made_with = str(data["params_json"]) if "params_json" in data else ""
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
         raise corrupt("inputs", path, f"{type(exc).__name__}: {exc}") from exc
-    return arrays, refs[0] if n_refs == 1 else refs
+    return arrays, refs[0] if n_refs == 1 else refs, made_with
 
 
 def check(path: str | os.PathLike) -> None:

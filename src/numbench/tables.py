@@ -39,6 +39,7 @@ CELL_META_FIELDS = [
     pa.field("import_s", pa.float64()),
     pa.field("rel_error", pa.float64()),
     pa.field("tolerance", pa.float64()),
+    pa.field("params", pa.string()),
     pa.field("library_version", pa.string()),
     pa.field("device_name", pa.string()),
     pa.field("device_details", pa.string()),

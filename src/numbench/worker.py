@@ -93,13 +93,21 @@ def measure(spec: dict) -> dict:
     from numbench.errors import CorruptFile
     from numbench.timing import Timer, TimingSettings
 
+    params = op.resolve_params(spec.get("params"))
     try:
-        inputs, reference = inputs_file.load(spec["inputs"], op.input_names)
+        inputs, reference, inputs_params = inputs_file.load(spec["inputs"], op.input_names)
     except CorruptFile as exc:
         return {**out, "status": "failed", "error": str(exc)}
+    if inputs_params != operations.params_json(params):
+        return {
+            **out,
+            "status": "failed",
+            "error": f"the inputs file was made with parameters {inputs_params or '{}'} but the "
+            f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs",
+        }
 
     args = tuple(adapter.to_device(a) for a in inputs)
-    fn = adapter.compile(op.implementations[adapter.family](adapter.xp, spec["dtype"]))
+    fn = adapter.compile(op.build(adapter.family, adapter.xp, spec["dtype"], params))
     adapter.reset_device_peak()
 
     settings = TimingSettings(**spec["timing"])

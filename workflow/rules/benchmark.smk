@@ -12,9 +12,11 @@ rule inputs:
         python=PYTHON,
         script=SCRIPTS / "make_inputs.py",
         seed=CFG["seed"],
+        op_params=op_params,
     shell:
         "{params.python} {params.script} --operation {wildcards.operation}"
-        " --size {wildcards.size} --seed {params.seed} --output {output} > {log} 2>&1"
+        " --size {wildcards.size} --seed {params.seed} --params={params.op_params:q}"
+        " --output {output} > {log} 2>&1"
 
 
 rule cell:
@@ -42,6 +44,7 @@ rule cell:
         min_samples=TIMING["min_samples"],
         max_samples=TIMING["max_samples"],
         budget=TIMING["budget_s"],
+        op_params=op_params,
     shell:
         "{params.python} {params.script} --library {wildcards.library}"
         " --device {wildcards.device} --operation {wildcards.operation}"
@@ -49,4 +52,5 @@ rule cell:
         " --inputs {input} --output {output} --timeout-s {params.timeout}"
         " --memory-limit-mb {params.memory_limit}"
         " --min-sample-time-s {params.min_sample_time} --min-samples {params.min_samples}"
-        " --max-samples {params.max_samples} --budget-s {params.budget} > {log} 2>&1"
+        " --max-samples {params.max_samples} --budget-s {params.budget}"
+        " --params={params.op_params:q} > {log} 2>&1"

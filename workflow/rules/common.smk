@@ -7,7 +7,13 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from numbench.config import ConfigError, grid, input_files, resolve  # noqa: E402
+from numbench.config import (  # noqa: E402
+    ConfigError,
+    grid,
+    input_files,
+    operation_params_json,
+    resolve,
+)
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 try:
@@ -34,6 +40,11 @@ CELL_RUNTIME_MIN = math.ceil(CFG["cell_timeout_s"] / 60) + CELL_RUNTIME_MARGIN_M
 def cell_gpus(wildcards):
     """GPUs a cell asks the scheduler for: one for a gpu cell, none otherwise."""
     return 1 if wildcards.device == "gpu" else 0
+
+
+def op_params(wildcards):
+    """The operation's parameters as JSON ("" when it has none), for rules inputs and cell."""
+    return operation_params_json(CFG, wildcards.operation)
 
 
 wildcard_constraints:

@@ -6,11 +6,22 @@ import zlib
 
 import numpy as np
 
-from . import elementwise, fft, grad, matmul, sort
-from .base import Operation, as_outputs, relative_error
+from . import batched_matmul, elementwise, fft, grad, linreg_gd, matmul, mlp, poly, sort
+from .base import Operation, as_outputs, params_json, relative_error
 
 OPERATIONS: dict[str, Operation] = {
-    m.OPERATION.name: m.OPERATION for m in (elementwise, matmul, grad, fft, sort)
+    m.OPERATION.name: m.OPERATION
+    for m in (
+        elementwise,
+        matmul,
+        grad,
+        fft,
+        sort,
+        poly,
+        linreg_gd,
+        batched_matmul,
+        mlp,
+    )
 }
 
 
@@ -26,4 +37,12 @@ def input_rng(seed: int, operation: str, size: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(operation.encode()), size])
 
 
-__all__ = ["OPERATIONS", "Operation", "as_outputs", "get", "input_rng", "relative_error"]
+__all__ = [
+    "OPERATIONS",
+    "Operation",
+    "as_outputs",
+    "get",
+    "input_rng",
+    "params_json",
+    "relative_error",
+]

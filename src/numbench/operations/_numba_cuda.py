@@ -28,3 +28,10 @@ def elementwise_kernel(a, b, total, product, sine):
         total[i] = a[i] + b[i]
         product[i] = a[i] * b[i]
         sine[i] = math.sin(a[i])
+
+
+@cuda.jit
+def poly_kernel(x, out):
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = x[i]
+        out[i] = -4.0 * v * v * v + 9.0 * v * v + 6.0 * v - 3.0

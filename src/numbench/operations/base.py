@@ -1,21 +1,28 @@
 """What an operation is: inputs, a float64 reference, a cost model, a tolerance, and one
 small function per library family.
 
-An implementation is a *builder*: ``build(xp, dtype)`` receives the library's array module
-(``numpy``, ``jax.numpy``, ``torch``, ``tensorflow``; numba gets ``numpy``) and the dtype name,
-and returns a plain function of the operation's input arrays. The library adapter then
-compiles it (``jax.jit``, ``tf.function``, ``numba.njit``) or leaves it eager.
+An implementation is a *builder*: ``build(xp, dtype, **params)`` receives the library's array
+module (``numpy``, ``jax.numpy``, ``torch``, ``tensorflow``; numba gets ``numpy``), the dtype
+name and the operation's parameters, and returns a plain function of the operation's input
+arrays. The library adapter then compiles it (``jax.jit``, ``tf.function``, ``numba.njit``) or
+leaves it eager.
+
+*Parameters* are the few settings an operation has besides its size (``linreg_gd``'s number of
+iterations). An operation declares them with their defaults in ``params``; the config may
+override them per operation; the reference, the cost model and every builder receive the same
+values as keyword arguments. Operations without parameters take none.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-Builder = Callable[[Any, str], Callable[..., Any]]
+Builder = Callable[..., Callable[..., Any]]
 
 DTYPE_EPS = {"float32": float(np.finfo(np.float32).eps), "float64": float(np.finfo(np.float64).eps)}
 
@@ -37,6 +44,34 @@ class Operation:
     # they are checked against ``approx_tolerance`` instead of ``tolerance``.
     approximate: frozenset[str] = frozenset()
     approx_tolerance: dict[str, float] = field(default_factory=dict)
+    # Parameter name -> default value (see the module docstring).
+    params: dict[str, Any] = field(default_factory=dict)
+    # Arrays that do not depend on the size (a model's weights): drawn from a generator of
+    # (seed, operation) alone, so every size of a sweep sees the same ones.
+    make_fixed: Callable[[np.random.Generator], dict[str, np.ndarray]] | None = None
+
+    def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The defaults updated by ``overrides``; an unknown name is an error."""
+        overrides = dict(overrides or {})
+        unknown = sorted(set(overrides) - set(self.params))
+        if unknown:
+            known = ", ".join(self.params) or "none"
+            raise KeyError(f"{self.name} has no parameter {unknown[0]!r}; known: {known}")
+        return {**self.params, **overrides}
+
+    def build(self, family: str, xp: Any, dtype: str, params: dict[str, Any] | None = None):
+        """The plain function of ``family`` for this dtype and these parameters."""
+        return self.implementations[family](xp, dtype, **self.resolve_params(params))
+
+    def run_reference(self, arrays: dict[str, np.ndarray], params: dict[str, Any] | None = None):
+        """The float64 reference output for these inputs."""
+        args = (np.asarray(arrays[n], dtype=np.float64) for n in self.input_names)
+        return self.reference(*args, **self.resolve_params(params))
+
+    def cost(self, size: int, itemsize: int, params: dict[str, Any] | None = None):
+        """(floating-point operations, fewest bytes moved) of one call."""
+        p = self.resolve_params(params)
+        return float(self.flops(size, **p)), float(self.bytes_moved(size, itemsize, **p))
 
     def tolerance_for(self, family: str, dtype: str) -> float:
         if family in self.approximate:
@@ -49,6 +84,11 @@ class Operation:
         if family not in self.implementations:
             return f"no {family} implementation of {self.name}"
         return None
+
+
+def params_json(params: dict[str, Any]) -> str:
+    """The canonical text of an operation's parameters ("" when it has none)."""
+    return json.dumps(params, sort_keys=True) if params else ""
 
 
 def as_outputs(value: Any) -> tuple[np.ndarray, ...]:
