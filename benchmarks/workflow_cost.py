@@ -66,6 +66,7 @@ def main() -> None:
     parser.add_argument("--configfile", help="a smaller grid (default: config/config.yaml)")
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument("--keep", help="copy the first run's results/ and logs/ into this folder")
     args = parser.parse_args()
     extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
 
@@ -84,6 +85,9 @@ def main() -> None:
             single = snakemake(wd, cell, "--cores", str(cores), *extra)
             medians[cores] = bench.set_index(["library", "device", "operation", "size"])["median_s"]
             rows.append((cores, n, wall, in_cell, worker, noop, single, cell))
+            if args.keep and len(rows) == 1:
+                for part in ("results", "logs"):
+                    shutil.copytree(wd / part, Path(args.keep) / part, dirs_exist_ok=True)
             print(
                 f"--cores {cores}: {n} cells, wall {wall:.1f} s, in-cell {in_cell:.1f} s "
                 f"(ratio {wall / in_cell:.2f}), worker processes {worker:.1f} s, "
