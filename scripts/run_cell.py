@@ -5,7 +5,9 @@ import json
 
 import _path  # noqa: F401
 
-from numbench.cell import CellSpec, run_cell
+from numbench.cell import CellSpec, keep_pandas_out, run_cell
+
+keep_pandas_out()
 
 parser = argparse.ArgumentParser(description=__doc__)
 for name in ("library", "device", "operation", "dtype", "inputs", "output"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fcntl
+import importlib.abc
 import json
 import os
 import platform
@@ -38,6 +39,26 @@ from numbench.tables import STATUSES, cell_table, write_atomic
 from numbench.worker import SUPERVISOR_ENV
 
 LOCK_ENV = "NUMBENCH_TIMING_LOCK"
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """Makes ``import pandas`` fail in the supervisor, as if pandas were not installed.
+
+    The supervisor never uses pandas, but pyarrow imports it lazily the first time it builds
+    an array (to check whether the input is a DataFrame): a quarter of a second per cell spent
+    on nothing. pyarrow treats a failed import as "no pandas" and carries on.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"the cell supervisor does not load {name}", name=name)
+        return None
+
+
+def keep_pandas_out() -> None:
+    """Install ``_NoPandas`` (in the supervisor's own process only: the entry point calls it)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoPandas())
 POLL_S = 0.05
 
 
