@@ -59,6 +59,8 @@ def keep_pandas_out() -> None:
     """Install ``_NoPandas`` (in the supervisor's own process only: the entry point calls it)."""
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
+
+
 POLL_S = 0.05
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import matmul
 from .base import Operation
 
 WIDTH = 1024
@@ -26,34 +27,6 @@ def reference(x, w):
     return x @ w
 
 
-def _numpy(np_, dtype):
-    def batched_matmul(x, w):
-        return np_.matmul(x, w)
-
-    return batched_matmul
-
-
-def _torch(torch, dtype):
-    def batched_matmul(x, w):
-        return torch.matmul(x, w)
-
-    return batched_matmul
-
-
-def _tensorflow(tf, dtype):
-    def batched_matmul(x, w):
-        return tf.linalg.matmul(x, w)
-
-    return batched_matmul
-
-
-def _numba(np_, dtype):
-    def batched_matmul(x, w):
-        return np.dot(x, w)
-
-    return batched_matmul
-
-
 OPERATION = Operation(
     name="batched_matmul",
     summary=f"(batch x {WIDTH}) by ({WIDTH} x {WIDTH}) matrix product; size = batch",
@@ -66,13 +39,10 @@ OPERATION = Operation(
     # Read x and w once, write the (batch x WIDTH) result once.
     bytes_moved=lambda b, itemsize: (2.0 * b * WIDTH + WIDTH * WIDTH) * itemsize,
     tolerance={"float32": 1e-4, "float64": 1e-10},
+    # The same product as matmul, so the same function per library: only the shapes differ.
     implementations={
-        "numpy": _numpy,
-        "jax": _numpy,
-        "torch": _torch,
-        "tensorflow": _tensorflow,
-        "numba": _numba,
-        "cupy": _numpy,
+        family: matmul.OPERATION.implementations[family]
+        for family in ("numpy", "jax", "torch", "tensorflow", "numba", "cupy")
     },
     unsupported={
         "numba-cuda": "numba.cuda has no BLAS: a hand-written matrix-product kernel would time that kernel, not a library's matmul",
