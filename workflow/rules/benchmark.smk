@@ -6,12 +6,12 @@ rule inputs:
         "results/inputs/{operation}/{size}.npz",
     log:
         "logs/inputs/{operation}/{size}.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
     # Making inputs is heavy at large sizes (the float64 reference): it takes the timing slot
     # so that it never runs beside a timing cell, whose core it would share.
     resources:
         timing_slots=1,
-    conda:
-        "../../envs/numbench-cpu.yaml"
     params:
         python=PYTHON,
         script=SCRIPTS / "make_inputs.py",
