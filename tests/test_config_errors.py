@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO, snakemake
+from conftest import REPO, copy_workflow, snakemake
 
 from numbench.config import ConfigError, resolve
 
@@ -141,17 +141,7 @@ CLI_CASES = [
 @pytest.fixture(scope="module")
 def wf(tmp_path_factory) -> Path:
     """One copy of the workflow for every case (dry runs write nothing but .snakemake)."""
-    import shutil
-
-    dst = tmp_path_factory.mktemp("cfg") / "wf"
-    dst.mkdir()
-    for name in ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs"):
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dst / name)
-    return dst
+    return copy_workflow(tmp_path_factory.mktemp("cfg") / "wf")
 
 
 @pytest.fixture(scope="module")

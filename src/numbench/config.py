@@ -156,8 +156,6 @@ def normalise(config: dict) -> dict:
 
 
 def _describe_schema_error(err) -> str:
-    import jsonschema  # noqa: F401 - only for the error type
-
     path = ".".join(str(p) for p in err.absolute_path) or "(top level)"
     validator, schema = err.validator, err.schema
     if validator == "additionalProperties":
