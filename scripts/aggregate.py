@@ -1,22 +1,23 @@
 """Entry point of rule aggregate: one row per cell with its statistics.
 
-The cells' inputs files (derived from the cell paths) are checked too: a corrupt cell or
-inputs file stops it with a message naming the file and the command that remakes it."""
+The cells' inputs files are checked too: a corrupt cell or inputs file stops it with a
+message naming the file and the command that remakes it."""
 
 import argparse
 import sys
 
 import _path  # noqa: F401
 
-from numbench.aggregate import aggregate, inputs_of
+from numbench.aggregate import aggregate
 from numbench.tables import CorruptFile
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--output", required=True)
-parser.add_argument("cells", nargs="+")
+parser.add_argument("--inputs", nargs="+", required=True, help="the cells' inputs files")
+parser.add_argument("--cells", nargs="+", required=True)
 args = parser.parse_args()
 try:
-    table = aggregate(args.cells, args.output, inputs=inputs_of(args.cells))
+    table = aggregate(args.cells, args.output, inputs=args.inputs)
 except CorruptFile as exc:
     print(f"aggregate: {exc}", file=sys.stderr)
     sys.exit(1)

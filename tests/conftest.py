@@ -14,6 +14,43 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The test-only fault adapters are registered only where this is set (here and in every
+# process the tests start: Snakemake, cell supervisors, workers).
+os.environ["NUMBENCH_TEST_ADAPTERS"] = "1"
+
+
+def make_spec(
+    library: str,
+    device: str,
+    operation: str,
+    size: int,
+    inputs: str,
+    timing: dict,
+    *,
+    dtype: str = "float64",
+    threads: int = 1,
+    timeout_s: float = 120.0,
+    memory_limit_mb: float | None = None,
+    params: dict | None = None,
+):
+    """A CellSpec for a test (the workflow builds them from the config instead)."""
+    from numbench.spec import CellSpec
+    from numbench.timing import TimingSettings
+
+    return CellSpec(
+        library=library,
+        device=device,
+        operation=operation,
+        size=size,
+        dtype=dtype,
+        threads=threads,
+        inputs=str(inputs),
+        params=params or {},
+        timing=TimingSettings(**timing),
+        timeout_s=timeout_s,
+        memory_limit_mb=memory_limit_mb,
+    )
+
 
 def copy_workflow(dst: Path) -> Path:
     """Copy the workflow (no results, no logs) into ``dst``, to run Snakemake in."""

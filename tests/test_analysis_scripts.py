@@ -11,6 +11,7 @@ import pandas as pd
 
 from numbench import inputs
 from numbench.config import cell_path, inputs_path
+from numbench.spec import CellMeta, ProcessReport
 from numbench.tables import cell_table, write_atomic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,11 +21,12 @@ def write_cell(root: Path, library: str, operation: str, size: int, median: floa
     samples = median * np.exp(np.random.default_rng(size).normal(0.0, 0.02, 20))
     key = {"library": library, "device": "cpu", "operation": operation, "size": size}
     key["dtype"] = "float64"
-    meta = {"status": "ok", "host": "h", "cpu_model": "cpu", "threads": 1, "cpu_count": 4}
+    meta = CellMeta(host="h", cpu_model="cpu", threads=1, cpu_count=4)
+    report = ProcessReport(status="ok", loops=1, samples_s=[float(s) for s in samples])
     path = root / cell_path(library, "cpu", operation, size)
     if not (root / inputs_path(operation, size)).exists():  # aggregate checks the inputs too
         inputs.write(operation, size, 1, root / inputs_path(operation, size))
-    write_atomic(cell_table(key, meta, [(1, float(s)) for s in samples]), path)
+    write_atomic(cell_table(key, meta, report), path)
     return str(path)
 
 
@@ -41,7 +43,16 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         cells.append(write_cell(tmp_path, "numpy", "fft", size, 1e-6 * size))
         cells.append(write_cell(tmp_path, "torch", "fft", size, 1e-6 * size / torch_speedup))
     res = tmp_path / "results"
-    run("aggregate.py", "--output", str(res / "benchmarks.parquet"), *cells)
+    inputs_files = sorted({str(tmp_path / inputs_path("fft", n)) for n in (100, 1000, 10_000)})
+    run(
+        "aggregate.py",
+        "--output",
+        str(res / "benchmarks.parquet"),
+        "--inputs",
+        *inputs_files,
+        "--cells",
+        *cells,
+    )
     run(
         "speedups.py",
         "--benchmarks",

@@ -127,7 +127,7 @@ def test_cost_models():
     assert flops_100 == 100 * (4 * 10_000 * 10 + 3 * 10_000 + 2 * 10 + 2)
     assert bytes_100 == (10_000 * 10 + 10_000 + 10 + 1) * 8
     for name, op in operations.OPERATIONS.items():
-        for size in op.default_sizes:
+        for size in config.default_sizes(name):
             flops, moved = op.cost(size, 8)
             assert math.isfinite(flops) and flops >= 0 and moved > 0, (name, size)
 
@@ -135,13 +135,18 @@ def test_cost_models():
 def test_every_operation_in_the_default_grid_with_its_sweep():
     cfg = config.load_file(REPO / "config" / "config.yaml", SCHEMA)
     assert set(cfg["operations"]) == set(operations.OPERATIONS)
-    for name, op in operations.OPERATIONS.items():
-        assert tuple(cfg["operations"][name]["sizes"]) == op.default_sizes, name
+    for name in operations.OPERATIONS:
+        sizes = cfg["operations"][name]["sizes"]
+        assert len(sizes) >= 3 and sizes == sorted(set(sizes)), name  # a sweep, ascending
+        assert config.default_sizes(name) == sizes, name  # the one place they are written
     assert config.operation_params(cfg, "linreg_gd") == {"iterations": 100}
     assert config.operation_params(cfg, "mlp") == {}
     assert len(config.grid(cfg)) == 5 * sum(
-        len(op.default_sizes) for op in operations.OPERATIONS.values()
+        len(config.default_sizes(name)) for name in operations.OPERATIONS
     )
+    # --config operations=a,b selects operations with the shipped default sizes
+    picked = config.resolve({"operations": "fft,mlp"}, SCHEMA)["operations"]
+    assert picked == {name: {"sizes": config.default_sizes(name)} for name in ("fft", "mlp")}
 
 
 def test_iterations_flow_from_config_to_inputs_and_reference(tmp_path):
@@ -184,5 +189,5 @@ def test_model_weights_are_the_same_for_every_batch_size():
         assert np.array_equal(small[name], large[name]), name
     assert not np.array_equal(make("mlp", 2, seed=12)["w1"], small["w1"])  # the seed matters
     assert np.array_equal(make("batched_matmul", 1, 5)["w"], make("batched_matmul", 16, 5)["w"])
-    assert FIXED_SIZE not in operations.get("mlp").default_sizes
+    assert FIXED_SIZE not in config.default_sizes("mlp")
     assert small["x"].shape == (2, 1024) and small["ref_0"].shape == (2, 10)

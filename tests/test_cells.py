@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import make_spec
 
 from numbench import inputs, operations
-from numbench.cell import CellSpec, run_cell
+from numbench.cell import run_cell
+from numbench.config import default_sizes
 from numbench.tables import CELL_COLUMNS, CorruptFile, read_cell
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
@@ -30,7 +32,7 @@ def test_inputs_are_seeded_and_hold_the_reference(tmp_path):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_numpy_implementation_matches_reference(name, dtype):
     op = operations.get(name)
-    data = inputs.make(name, op.default_sizes[0], seed=1)
+    data = inputs.make(name, default_sizes(name)[0], seed=1)
     ref = tuple(data[f"ref_{i}"] for i in range(int(data["n_outputs"])))
     fn = op.build("numpy", np, dtype)
     out = fn(*[data[n].astype(dtype) for n in op.input_names])
@@ -52,15 +54,15 @@ def _spec(tmp_path, library, operation="sort", size=1000, dtype="float64", **kw)
     path = tmp_path / f"{operation}-{size}.npz"
     if not path.exists():
         inputs.write(operation, size, 3, path)
-    return CellSpec(
-        library, "cpu", operation, size, dtype, 1, str(path), FAST, kw.get("timeout", 120)
+    return make_spec(
+        library, "cpu", operation, size, path, FAST, dtype=dtype, timeout_s=kw.get("timeout", 120)
     )
 
 
 def test_numpy_cell_writes_samples_and_metadata(tmp_path):
     out = tmp_path / "cell.parquet"
     meta = run_cell(_spec(tmp_path, "numpy"), out, lock=str(tmp_path / "lock"))
-    assert meta["status"] == "ok", meta
+    assert meta.status == "ok", meta
     table = read_cell(out)
     assert table.column_names == CELL_COLUMNS
     df = table.to_pandas()
@@ -77,25 +79,24 @@ def test_numpy_cell_writes_samples_and_metadata(tmp_path):
 def test_unsupported_cell_says_why(tmp_path):
     out = tmp_path / "fft.parquet"
     meta = run_cell(_spec(tmp_path, "numba", "fft", 1024), out, lock=str(tmp_path / "lock"))
-    assert meta["status"] == "unsupported"
+    assert meta.status == "unsupported"
     df = pq.read_table(out).to_pandas()
     assert len(df) == 1 and df["seconds"].isna().all()
     assert "FFT" in df["error"].iloc[0]
 
 
 def test_gpu_cell_is_unavailable_on_a_cpu_host(tmp_path):
-    spec = _spec(tmp_path, "torch")
-    spec.device = "gpu"
+    spec = _spec(tmp_path, "torch").replace(device="gpu")
     meta = run_cell(spec, tmp_path / "gpu.parquet", lock=str(tmp_path / "lock"))
-    assert meta["status"] == "unavailable"
-    assert "no CUDA device visible to torch" in meta["error"]
+    assert meta.status == "unavailable"
+    assert "no CUDA device visible to torch" in meta.error
 
 
 def test_timeout_kills_the_worker(tmp_path):
     spec = _spec(tmp_path, "numpy", "grad", 10000, timeout=0.5)
-    spec.timing = {**FAST, "min_samples": 100, "max_samples": 100, "budget_s": 100}
+    spec = spec.replace(timing={**FAST, "min_samples": 100, "max_samples": 100, "budget_s": 100})
     meta = run_cell(spec, tmp_path / "t.parquet", lock=str(tmp_path / "lock"))
-    assert meta["status"] == "timeout" and "cell_timeout_s" in meta["error"]
+    assert meta.status == "timeout" and "cell_timeout_s" in meta.error
 
 
 def test_corrupt_cell_file_names_itself_and_the_fix(tmp_path):

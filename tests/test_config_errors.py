@@ -230,10 +230,26 @@ def test_fault_adapters_never_in_defaults() -> None:
     assert sorted(faults) == sorted(
         ["fault-raise", "fault-crash", "fault-hang", "fault-oom", "fault-wrong", "fault-import"]
     )
-    assert not set(faults) & set(libraries.DEFAULT_LIBRARIES)
     default = resolve({"operations": {"sort": {"sizes": [10]}}}, SCHEMA)
     assert not set(faults) & set(default["libraries"])
     import yaml
 
     shipped = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
     assert not set(faults) & set(shipped["libraries"])
+
+
+def test_a_user_config_cannot_name_a_fault_adapter(tmp_path: Path) -> None:
+    """Without the test-only switch the fault adapters are not registered at all: a config
+    naming one is refused like any unknown library, by Snakemake, before any job runs."""
+    import os
+
+    wd = copy_workflow(tmp_path / "wf")
+    (wd / "user.yaml").write_text(
+        "libraries: [numpy, fault-crash]\noperations:\n  sort: {sizes: [10]}\n", encoding="utf-8"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBENCH_TEST_ADAPTERS"}
+    env["NUMBENCH_TEST_ADAPTERS"] = ""
+    proc = snakemake(wd, "-n", "--cores", "1", "--configfile", "user.yaml", env=env)
+    assert proc.returncode != 0
+    assert "libraries[1] = 'fault-crash' is not a known library" in proc.stderr + proc.stdout
+    assert not (wd / "results").exists()

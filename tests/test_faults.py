@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, snakemake
+from conftest import REPO, make_spec, snakemake
 
 from numbench import inputs
-from numbench.aggregate import aggregate, inputs_of
-from numbench.cell import CellSpec, run_cell
+from numbench.aggregate import aggregate
+from numbench.cell import CellResult, run_cell
 from numbench.errors import CorruptFile
 from numbench.resume import snakemake_running_in, unlock_if_stale
 from numbench.tables import read_cell
@@ -53,16 +53,14 @@ def results(tmp_path_factory) -> Path:
     return root
 
 
-def cell(results: Path, library: str, **kw) -> tuple[dict, Path]:
-    spec = CellSpec(
-        library=library,
-        device="cpu",
-        operation="elementwise",
-        size=1000,
-        dtype="float64",
-        threads=1,
-        inputs=kw.pop("inputs", str(results / "inputs" / "elementwise" / "1000.npz")),
-        timing=FAST,
+def cell(results: Path, library: str, **kw) -> tuple[CellResult, Path]:
+    spec = make_spec(
+        library,
+        "cpu",
+        "elementwise",
+        1000,
+        kw.pop("inputs", str(results / "inputs" / "elementwise" / "1000.npz")),
+        FAST,
         timeout_s=kw.pop("timeout_s", 10),
         memory_limit_mb=kw.pop("memory_limit_mb", None),
     )
@@ -95,7 +93,7 @@ def test_fault_status(results: Path, library: str, kw: dict, status: str, words:
     error = table.column("error")[0].as_py()
     for word in words:
         assert word in error, error
-    assert meta["status"] == status
+    assert meta.status == status
     if status == "mismatch":
         assert table.column("rel_error")[0].as_py() > table.column("tolerance")[0].as_py()
         assert table.num_rows >= FAST["min_samples"]  # the samples are kept
@@ -106,8 +104,8 @@ def test_fault_status(results: Path, library: str, kw: dict, status: str, words:
 def test_memory_error_without_limit_reads_as_out_of_memory(results: Path, monkeypatch):
     monkeypatch.setenv("NUMBENCH_FAULT_OOM_CAP_MB", "128")  # the adapter's own safety cap
     meta, out = cell(results, "fault-oom", name="nolimit.parquet")
-    assert meta["status"] == "failed"
-    assert meta["error"].startswith("out of memory: MemoryError")
+    assert meta.status == "failed"
+    assert meta.error.startswith("out of memory: MemoryError")
     assert read_cell(out).column("status")[0].as_py() == "failed"
 
 
@@ -115,20 +113,22 @@ def test_corrupt_inputs_fail_the_cell_with_the_remake_command(results: Path):
     bad = results / "inputs" / "elementwise" / "bad.npz"
     bad.write_bytes(b"PK\x03\x04 this is not a zip archive")
     meta, _ = cell(results, "numpy", inputs=str(bad), name="badinputs.parquet")
-    assert meta["status"] == "failed"
-    assert f"cannot read inputs file {bad}" in meta["error"]
-    assert f"Remake it with: snakemake --cores 1 --forcerun {bad}" in meta["error"]
+    assert meta.status == "failed"
+    assert f"cannot read inputs file {bad}" in meta.error
+    assert f"Remake it with: snakemake --cores 1 --forcerun {bad}" in meta.error
 
 
 def test_worker_dies_with_its_supervisor(results: Path, tmp_path: Path):
     """A supervisor killed by SIGKILL takes its worker along (no orphan measuring on)."""
     spec = (
-        "import sys; sys.path.insert(0, {!r})\n"
-        "from numbench.cell import CellSpec, run_cell\n"
-        "run_cell(CellSpec('fault-hang', 'cpu', 'elementwise', 1000, 'float64', 1, {!r},"
-        " timing={!r}, timeout_s=60), {!r}, lock={!r})\n"
+        "import sys; sys.path[:0] = [{!r}, {!r}]\n"
+        "from conftest import make_spec\n"
+        "from numbench.cell import run_cell\n"
+        "run_cell(make_spec('fault-hang', 'cpu', 'elementwise', 1000, {!r},"
+        " {!r}, timeout_s=60), {!r}, lock={!r})\n"
     ).format(
         str(REPO / "src"),
+        str(REPO / "tests"),
         str(results / "inputs" / "elementwise" / "1000.npz"),
         FAST,
         str(tmp_path / "out.parquet"),
@@ -169,7 +169,7 @@ def _state(pid: int) -> str:
 @pytest.fixture(scope="module")
 def good_cell(results: Path) -> Path:
     meta, out = cell(results, "numpy")
-    assert meta["status"] == "ok"
+    assert meta.status == "ok"
     return out
 
 
@@ -199,9 +199,9 @@ def test_corrupt_inputs_stop_the_aggregate_script(good_cell: Path, tmp_path: Pat
     cell_file.parent.mkdir(parents=True)
     cell_file.write_bytes(good_cell.read_bytes())
     npz = root / "inputs" / "elementwise" / "1000.npz"
-    assert inputs_of([cell_file]) == [str(npz)]
     cmd = [sys.executable, str(REPO / "scripts" / "aggregate.py"), "--output"]
-    cmd += ["results/benchmarks.parquet", "results/cells/numpy/cpu/elementwise/1000.parquet"]
+    cmd += ["results/benchmarks.parquet", "--inputs", "results/inputs/elementwise/1000.npz"]
+    cmd += ["--cells", "results/cells/numpy/cpu/elementwise/1000.parquet"]
 
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 1

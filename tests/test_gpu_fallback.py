@@ -15,10 +15,10 @@ import types
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import snakemake
+from conftest import make_spec, snakemake
 
 from numbench import inputs, libraries, operations
-from numbench.cell import CellSpec, run_worker
+from numbench.cell import run_worker
 from numbench.gpu_report import gpu_gaps_notice, no_gpu_notice
 from numbench.libraries import Unavailable
 from numbench.timing import EventTimer, Timer, TimingSettings
@@ -81,9 +81,7 @@ def elementwise_inputs(tmp_path_factory):
 
 
 def _run_gpu_cell(library: str, inputs_path: str, operation: str = "elementwise") -> dict:
-    spec = CellSpec(
-        library, "gpu", operation, 100, "float64", 1, inputs_path, TINY_TIMING, timeout_s=120
-    )
+    spec = make_spec(library, "gpu", operation, 100, inputs_path, TINY_TIMING)
     return run_worker(spec)
 
 
@@ -94,17 +92,17 @@ def test_gpu_cell_without_a_gpu_is_unavailable_with_the_reason(
     for key, value in NO_GPU_ENV.items():
         monkeypatch.setenv(key, value)
     report = run_worker(
-        CellSpec(library, "gpu", "elementwise", 100, "float64", 1, elementwise_inputs, TINY_TIMING)
+        make_spec(library, "gpu", "elementwise", 100, elementwise_inputs, TINY_TIMING)
     )
-    assert report["status"] == "unavailable", report
+    assert report.status == "unavailable", report
     expected = {
         "cupy": "cupy cannot be imported",
         "numba": "no CUDA device visible to numba.cuda",
         "torch": "no CUDA device visible to torch",
         "jax": "no CUDA device visible to jax",
     }[library]
-    assert expected in report["error"]
-    assert f"(device=gpu asked for {library})" in report["error"]
+    assert expected in report.error
+    assert f"(device=gpu asked for {library})" in report.error
 
 
 def test_cupy_missing_is_unavailable_in_process(monkeypatch):
@@ -143,10 +141,10 @@ def test_numba_gpu_cell_runs_in_the_cuda_simulator(elementwise_inputs, monkeypat
     """The numba-cuda kernel, placement, sync and read-back, on the CPU via the simulator."""
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     report = _run_gpu_cell("numba", elementwise_inputs)
-    assert report["status"] == "ok", report
-    assert report["rel_error"] == 0.0
-    assert "simulator" in report["device_name"]
-    assert json.loads(report["device_details"])["simulator"] == "NUMBA_ENABLE_CUDASIM=1"
+    assert report.status == "ok", report
+    assert report.rel_error == 0.0
+    assert "simulator" in report.device_name
+    assert json.loads(report.device_details)["simulator"] == "NUMBA_ENABLE_CUDASIM=1"
 
 
 def test_numba_gpu_poly_kernel_runs_in_the_cuda_simulator(tmp_path, monkeypatch):
@@ -154,17 +152,17 @@ def test_numba_gpu_poly_kernel_runs_in_the_cuda_simulator(tmp_path, monkeypatch)
     path = tmp_path / "poly-100.npz"
     inputs.write("poly", 100, 1, path)
     report = _run_gpu_cell("numba", str(path), operation="poly")
-    assert report["status"] == "ok", report
-    assert report["rel_error"] <= report["tolerance"]
+    assert report.status == "ok", report
+    assert report.rel_error <= report.tolerance
 
 
 def test_numba_gpu_unsupported_operation_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     path = tmp_path / "fft-64.npz"
     inputs.write("fft", 64, 1, path)
-    report = run_worker(CellSpec("numba", "gpu", "fft", 64, "float64", 1, str(path), TINY_TIMING))
-    assert report["status"] == "unsupported"
-    assert "numba.cuda has no FFT" in report["error"]
+    report = run_worker(make_spec("numba", "gpu", "fft", 64, path, TINY_TIMING))
+    assert report.status == "unsupported"
+    assert "numba.cuda has no FFT" in report.error
 
 
 def test_every_operation_has_a_cupy_and_numba_cuda_answer():
@@ -200,7 +198,7 @@ class _FakeEvent:
 
 def test_timer_with_events_syncs_every_call_and_reads_the_events():
     calls, syncs = [], []
-    timer = EventTimer(_FakeEvent, lambda s, e: e.t_ms - s.t_ms, "fake")
+    timer = EventTimer(_FakeEvent, lambda s, e: e.t_ms - s.t_ms)
     t = Timer(lambda a: calls.append(a) or a, (1,), syncs.append, device_timer=timer)
     assert t.time_loops(7) == pytest.approx(1e-3)  # one fake millisecond between the events
     assert len(calls) == 7 and len(syncs) == 7
@@ -211,7 +209,9 @@ def test_timer_host_path_is_unchanged_without_events():
     t = Timer(lambda: None, (), None, clock=lambda: float(next(ticks)))
     assert t.device_timer is None
     assert t.time_loops(3) == 1.0  # one tick around the bare loop
-    m = Timer(lambda: 1, ()).measure(TimingSettings(min_sample_time_s=1e-4, max_samples=5))
+    m = Timer(lambda: 1, ()).measure(
+        TimingSettings(min_sample_time_s=1e-4, min_samples=5, max_samples=5, budget_s=2.0)
+    )
     assert m.result == 1 and len(m.samples_s) >= 5
 
 

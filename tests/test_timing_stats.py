@@ -73,9 +73,9 @@ def test_real_clock_measures_a_sleep():
 
 def test_settings_reject_bad_values():
     with pytest.raises(ValueError):
-        TimingSettings(min_samples=5, max_samples=2)
+        TimingSettings(min_sample_time_s=0.01, min_samples=5, max_samples=2, budget_s=1.0)
     with pytest.raises(ValueError):
-        TimingSettings(min_sample_time_s=0)
+        TimingSettings(min_sample_time_s=0, min_samples=1, max_samples=2, budget_s=1.0)
 
 
 def test_summary_statistics():

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -91,3 +94,32 @@ def test_naming_one_cell_reruns_exactly_that_cell(finished):
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stderr + proc.stdout, flags=re.M))
     assert jobs.get("cell") == "1" and "inputs" not in jobs
     assert {p: p.stat().st_mtime_ns for p in others} == others
+
+
+def _environment_beside(venv: Path, where: Path) -> Path:
+    """A second environment at ``where`` that runs the same packages as ``venv``: its own
+    ``bin/python`` and ``pyvenv.cfg``, with ``lib`` pointing at ``venv``'s."""
+    (where / "bin").mkdir(parents=True)
+    (where / "pyvenv.cfg").write_text((venv / "pyvenv.cfg").read_text())
+    (where / "lib").symlink_to(venv / "lib")
+    (where / "bin" / "python").symlink_to(Path(os.path.realpath(venv / "bin" / "python")))
+    return where / "bin" / "python"
+
+
+def test_rules_run_the_python_first_on_path(tmp_path):
+    """The interpreter a cell runs is the environment's `python` on PATH (what a venv or
+    Snakemake's --sdm conda puts first), not the one Snakemake itself was started with."""
+    if sys.prefix == sys.base_prefix:
+        pytest.skip("the tests do not run in a virtual environment to copy")
+    wd = copy_workflow(tmp_path / "wf")
+    (wd / "one.yaml").write_text(
+        "libraries: [numpy]\noperations:\n  sort: {sizes: [1000]}\n"
+        "timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}\n"
+    )
+    other = _environment_beside(Path(sys.prefix), tmp_path / "other-env")
+    path = f"{other.parent}{os.pathsep}{os.environ['PATH']}"
+    target = "results/cells/numpy/cpu/sort/1000.parquet"
+    proc = snakemake(wd, target, "--cores", "1", "--configfile", "one.yaml", env={"PATH": path})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recorded = pd.read_parquet(wd / target)["python_executable"].iloc[0]
+    assert recorded == str(other) and recorded != sys.executable

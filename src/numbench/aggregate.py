@@ -12,7 +12,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from numbench import inputs as inputs_file
-from numbench.config import inputs_path
 from numbench.errors import corrupt
 from numbench.stats import summarize
 from numbench.tables import (
@@ -33,19 +32,6 @@ def cell_row(table: pa.Table) -> dict:
     if not seconds:
         stats["n_samples"] = 0
     return {**first, **stats}
-
-
-def inputs_of(cell_paths: list[str | os.PathLike]) -> list[str]:
-    """The inputs files the cells were measured on, from the layout
-    ``<root>/cells/{library}/{device}/{operation}/{size}.parquet`` ->
-    ``<root>/inputs/{operation}/{size}.npz`` (``<root>`` is ``results`` in the workflow)."""
-    found = set()
-    for p in map(Path, cell_paths):
-        if len(p.parents) < 5 or p.parents[3].name != "cells":
-            raise ValueError(f"{p} is not a cell file path (results/cells/LIB/DEV/OP/SIZE.parquet)")
-        rel = inputs_path(p.parent.name, p.stem)  # results/inputs/{operation}/{size}.npz
-        found.add(str(p.parents[4] / Path(rel).relative_to("results")))
-    return sorted(found)
 
 
 def check_inputs(paths: list[str | os.PathLike]) -> None:

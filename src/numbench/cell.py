@@ -26,15 +26,16 @@ import os
 import platform
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from numbench import libraries, operations
-from numbench.stats import summarize
+from numbench.spec import CellMeta, CellSpec, ProcessReport
 from numbench.tables import STATUSES, cell_table, write_atomic
 from numbench.worker import SUPERVISOR_ENV
 
@@ -85,41 +86,6 @@ def timing_lock(path: str | os.PathLike | None = None):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-@dataclass
-class CellSpec:
-    library: str
-    device: str
-    operation: str
-    size: int
-    dtype: str
-    threads: int
-    inputs: str
-    timing: dict = field(default_factory=dict)
-    timeout_s: float = 600.0
-    #: RSS limit of the worker (and its children) in MB; None or 0: no limit
-    memory_limit_mb: float | None = None
-    params: dict = field(default_factory=dict)  # the operation's parameters (config)
-
-    @property
-    def key(self) -> dict:
-        return {
-            "library": self.library,
-            "device": self.device,
-            "operation": self.operation,
-            "size": int(self.size),
-            "dtype": self.dtype,
-        }
-
-    def worker_spec(self) -> dict:
-        return {
-            **self.key,
-            "threads": self.threads,
-            "inputs": self.inputs,
-            "timing": self.timing,
-            "params": self.params,
-        }
-
-
 def worker_environment(spec: CellSpec) -> dict[str, str]:
     adapter = libraries.get(spec.library)(spec.device, spec.dtype, spec.threads)
     env = dict(os.environ)
@@ -133,24 +99,25 @@ def worker_environment(spec: CellSpec) -> dict[str, str]:
     return env
 
 
-def host_metadata(spec: CellSpec) -> dict:
+def host_metadata(spec: CellSpec) -> CellMeta:
     op = operations.get(spec.operation)
     itemsize = 4 if spec.dtype == "float32" else 8
     params = op.resolve_params(spec.params)
     flops, bytes_moved = op.cost(spec.size, itemsize, params)
-    return {
-        "host": socket.gethostname(),
-        "cpu_model": libraries.cpu_model(),
-        "threads": spec.threads,
-        "python_version": platform.python_version(),
-        "platform": platform.platform(),
-        "params": operations.params_json(params),
-        "flops": flops,
-        "bytes": bytes_moved,
-        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu_count": os.cpu_count(),
-        "ram_gb": ram_gb(),
-    }
+    return CellMeta(
+        host=socket.gethostname(),
+        cpu_model=libraries.cpu_model(),
+        threads=spec.threads,
+        python_version=platform.python_version(),
+        python_executable=sys.executable,
+        platform=platform.platform(),
+        params=operations.params_json(params),
+        flops=flops,
+        bytes=bytes_moved,
+        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        cpu_count=os.cpu_count(),
+        ram_gb=ram_gb(),
+    )
 
 
 def ram_gb() -> float | None:
@@ -211,7 +178,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 def supervise(
     proc: subprocess.Popen, timeout_s: float, memory_limit_mb: float | None
-) -> dict | None:
+) -> ProcessReport | None:
     """Wait for the worker; kill its whole session past the time or memory limit.
 
     Returns the status of a kill, or None when the worker ended by itself.
@@ -227,26 +194,31 @@ def supervise(
             rss = tree_rss_mb(proc.pid)
             if rss > memory_limit_mb:
                 _kill_group(proc)
-                return {
-                    "status": "crashed",
-                    "error": f"out of memory: the worker used {rss:.0f} MB, over "
+                return ProcessReport(
+                    status="crashed",
+                    error=f"out of memory: the worker used {rss:.0f} MB, over "
                     f"cell_memory_limit_mb = {memory_limit_mb:g}; worker killed",
-                    "peak_rss_mb": rss,
-                }
+                    peak_rss_mb=rss,
+                )
         if time.monotonic() >= deadline:
             _kill_group(proc)
-            return {
-                "status": "timeout",
-                "error": f"no result within cell_timeout_s = {timeout_s:g} s; worker killed",
-            }
+            return ProcessReport(
+                status="timeout",
+                error=f"no result within cell_timeout_s = {timeout_s:g} s; worker killed",
+            )
 
 
-def run_worker(spec: CellSpec, python: str = sys.executable) -> dict:
-    """Run the worker in its own session; return its report or a status for how it ended."""
+def run_worker(spec: CellSpec) -> ProcessReport:
+    """Run one worker in its own session; return its report or a status for how it ended.
+
+    The worker is the ``python`` of the environment the rule runs in (the one first on
+    ``PATH``, as a venv or Snakemake's ``--sdm conda`` arranges): the supervisor's own
+    interpreter, which the rule started the same way.
+    """
     with tempfile.TemporaryDirectory(prefix="numbench-cell-") as tmp:
         spec_path, result_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
-        spec_path.write_text(json.dumps(spec.worker_spec()), encoding="utf-8")
-        cmd = [python, "-m", "numbench.worker", str(spec_path), str(result_path)]
+        spec_path.write_text(spec.to_json(), encoding="utf-8")
+        cmd = [sys.executable, "-m", "numbench.worker", str(spec_path), str(result_path)]
         sys.stdout.flush()
         sys.stderr.flush()
         proc = subprocess.Popen(cmd, env=worker_environment(spec), start_new_session=True)
@@ -260,9 +232,19 @@ def run_worker(spec: CellSpec, python: str = sys.executable) -> dict:
         returncode = proc.returncode
         if result_path.exists():
             try:
-                return json.loads(result_path.read_text(encoding="utf-8"))
-            except ValueError as exc:
-                return {"status": "failed", "error": f"the worker's result is unreadable: {exc}"}
+                report = ProcessReport.from_dict(
+                    json.loads(result_path.read_text(encoding="utf-8"))
+                )
+            except (ValueError, TypeError) as exc:
+                return ProcessReport(
+                    status="failed", error=f"the worker's result is unreadable: {exc}"
+                )
+            if report.status not in STATUSES:
+                return ProcessReport(
+                    status="failed",
+                    error=f"the worker reported an unknown status {report.status!r}",
+                )
+            return report
         if returncode < 0:
             name = _signal_name(returncode)
             hint = ""
@@ -270,18 +252,33 @@ def run_worker(spec: CellSpec, python: str = sys.executable) -> dict:
                 hint = (
                     "; a SIGKILL nobody sent by hand is usually the kernel's out-of-memory killer"
                 )
-            return {
-                "status": "crashed",
-                "error": f"worker died by {name} (exit {returncode}){hint}",
-            }
-        return {
-            "status": "failed",
-            "error": f"worker exited with status {returncode} without a result; see the cell log",
-        }
+            return ProcessReport(
+                status="crashed", error=f"worker died by {name} (exit {returncode}){hint}"
+            )
+        return ProcessReport(
+            status="failed",
+            error=f"worker exited with status {returncode} without a result; see the cell log",
+        )
 
 
-def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None) -> dict:
-    """Measure one cell under the host lock and write its Parquet. Returns the metadata.
+@dataclass
+class CellResult:
+    """What a cell produced: the host's metadata and the worker's report."""
+
+    meta: CellMeta
+    report: ProcessReport
+
+    @property
+    def status(self) -> str:
+        return self.report.status
+
+    @property
+    def error(self) -> str | None:
+        return self.report.error
+
+
+def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None) -> CellResult:
+    """Measure one cell under the host lock and write its Parquet.
 
     Every outcome writes the Parquet, an error of the supervisor itself included.
     """
@@ -289,28 +286,23 @@ def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None)
     try:
         meta = host_metadata(spec)
         with timing_lock(lock):
-            meta["locked_from_unix"] = time.time()
+            meta.locked_from_unix = time.time()
             report = run_worker(spec)
-            meta["locked_until_unix"] = time.time()
+            meta.locked_until_unix = time.time()
     except Exception as exc:  # noqa: BLE001 - still write the cell, with the reason
-        meta = {
-            "host": socket.gethostname(),
-            "threads": spec.threads,
-            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-        report = {"status": "failed", "error": f"supervisor error: {type(exc).__name__}: {exc}"}
-    meta["wall_s"] = time.perf_counter() - t0
-    samples_s = report.pop("samples_s", None) or []
-    loops = report.pop("loops", None)
-    meta.update(report)
-    if meta.get("status") not in STATUSES:
-        meta["error"] = f"the worker reported an unknown status {meta.get('status')!r}"
-        meta["status"] = "failed"
-    samples = [(loops, s) for s in samples_s] if meta["status"] in ("ok", "mismatch") else []
-    if meta["status"] == "ok" and samples:
-        median = summarize(samples_s).median_s
+        meta = CellMeta(
+            host=socket.gethostname(),
+            threads=spec.threads,
+            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        )
+        report = ProcessReport(
+            status="failed", error=f"supervisor error: {type(exc).__name__}: {exc}"
+        )
+    meta.wall_s = time.perf_counter() - t0
+    if report.status == "ok" and report.samples_s:
+        median = statistics.median(report.samples_s)
         if median > 0:
-            meta["gflop_per_s"] = meta["flops"] / median / 1e9
-            meta["gb_per_s"] = meta["bytes"] / median / 1e9
-    write_atomic(cell_table(spec.key, meta, samples), output)
-    return meta
+            meta.gflop_per_s = meta.flops / median / 1e9
+            meta.gb_per_s = meta.bytes / median / 1e9
+    write_atomic(cell_table(spec.key, meta, report), output)
+    return CellResult(meta, report)

@@ -15,11 +15,19 @@ from typing import Any
 import yaml
 
 from numbench import libraries, operations
+from numbench.spec import CellSpec
+from numbench.timing import TimingSettings
 
 DEVICES = ("cpu", "gpu")
-DEVICE_CHOICES = ("cpu", "gpu", "all")
-DTYPES = ("float32", "float64")
 LIST_KEYS = ("libraries",)
+#: The shipped default grid: the one place where each operation's default sizes are written.
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "config.yaml"
+
+
+def default_sizes(name: str) -> list[int]:
+    """The sizes of ``name`` in the shipped default grid (``config/config.yaml``)."""
+    shipped = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))["operations"]
+    return [int(float(s)) for s in shipped[name]["sizes"]]
 
 
 class ConfigError(ValueError):
@@ -91,11 +99,10 @@ def _normalise_operations(value: Any) -> Any:
     result = {}
     for name, entry in value.items():
         if entry is None:
-            op = operations.OPERATIONS.get(name)
-            entry = {"sizes": list(op.default_sizes)} if op else {"sizes": [1]}
+            entry = {"sizes": default_sizes(name) if name in operations.OPERATIONS else [1]}
         elif isinstance(entry, dict) and "sizes" not in entry and name in operations.OPERATIONS:
             # parameters given without sizes: the operation's default sweep
-            entry = {"sizes": list(operations.OPERATIONS[name].default_sizes), **entry}
+            entry = {"sizes": default_sizes(name), **entry}
         if isinstance(entry, dict) and "sizes" in entry:
             entry = dict(entry)
             sizes = _split_list(entry["sizes"])
@@ -290,6 +297,23 @@ def operation_params(cfg: dict, name: str) -> dict[str, Any]:
 def operation_params_json(cfg: dict, name: str) -> str:
     """The same, as the canonical JSON text the rules pass on ("" when it has none)."""
     return operations.params_json(operation_params(cfg, name))
+
+
+def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
+    """The one spec a cell's supervisor and workers run from, built from the validated config."""
+    return CellSpec(
+        library=cell.library,
+        device=cell.device,
+        operation=cell.operation,
+        size=cell.size,
+        dtype=cfg["dtype"],
+        threads=cfg["threads"],
+        inputs=inputs_path(cell.operation, cell.size),
+        params=operation_params(cfg, cell.operation),
+        timing=TimingSettings(**cfg["timing"]),
+        timeout_s=float(cfg["cell_timeout_s"]),
+        memory_limit_mb=cfg["cell_memory_limit_mb"],
+    )
 
 
 def devices_for(cfg: dict) -> tuple[str, ...]:

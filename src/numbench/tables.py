@@ -9,6 +9,7 @@ and no ``*.parquet`` glob ever matches it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from numbench.errors import CorruptFile, corrupt, remake_command  # noqa: F401 - re-exported
+from numbench.spec import CellMeta, ProcessReport
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -32,40 +34,28 @@ SAMPLE_FIELDS = [
     pa.field("loops", pa.int64()),
     pa.field("seconds", pa.float64()),
 ]
-CELL_META_FIELDS = [
-    pa.field("status", pa.string()),
-    pa.field("error", pa.string()),
-    pa.field("first_call_s", pa.float64()),
-    pa.field("import_s", pa.float64()),
-    pa.field("rel_error", pa.float64()),
-    pa.field("tolerance", pa.float64()),
-    pa.field("params", pa.string()),
-    pa.field("library_version", pa.string()),
-    pa.field("device_name", pa.string()),
-    pa.field("device_details", pa.string()),
-    pa.field("host", pa.string()),
-    pa.field("cpu_model", pa.string()),
-    pa.field("threads", pa.int64()),
-    pa.field("blas", pa.string()),
-    pa.field("python_version", pa.string()),
-    pa.field("platform", pa.string()),
-    pa.field("peak_rss_mb", pa.float64()),
-    pa.field("device_peak_mb", pa.float64()),
-    pa.field("flops", pa.float64()),
-    pa.field("bytes", pa.float64()),
-    pa.field("gflop_per_s", pa.float64()),
-    pa.field("gb_per_s", pa.float64()),
-    pa.field("wall_s", pa.float64()),
-    pa.field("started_at", pa.string()),
-    pa.field("cpu_count", pa.int64()),
-    pa.field("ram_gb", pa.float64()),
-    # When this cell held the host's timing lock (Unix seconds): shows cells never overlap.
-    pa.field("locked_from_unix", pa.float64()),
-    pa.field("locked_until_unix", pa.float64()),
-    # Seconds the worker spent calibrating and sampling (with import_s and first_call_s,
-    # the cell's in-process time).
-    pa.field("sampling_s", pa.float64()),
-]
+#: Arrow type of each annotation used in ``numbench.spec``'s result dataclasses.
+_ARROW_TYPES = {
+    "str | None": pa.string(),
+    "float | None": pa.float64(),
+    "int | None": pa.int64(),
+    "str": pa.string(),
+}
+#: fields of a worker's report that are sample columns, not metadata
+_SAMPLE_REPORT_FIELDS = ("loops", "samples_s")
+
+
+def _meta_fields() -> list[pa.Field]:
+    """The cell metadata columns, derived from ``ProcessReport`` and ``CellMeta``."""
+    out = []
+    for cls in (ProcessReport, CellMeta):
+        for f in dataclasses.fields(cls):
+            if f.name not in _SAMPLE_REPORT_FIELDS:
+                out.append(pa.field(f.name, _ARROW_TYPES[f.type]))
+    return out
+
+
+CELL_META_FIELDS = _meta_fields()
 STAT_FIELDS = [
     pa.field("median_s", pa.float64()),
     pa.field("iqr_s", pa.float64()),
@@ -95,7 +85,6 @@ SPEEDUPS_SCHEMA = pa.schema(
         pa.field("significant", pa.bool_()),
     ]
 )
-CROSSOVER_KINDS = ("crosses", "always_faster", "never_faster", "crosses_back", "insufficient")
 CROSSOVERS_SCHEMA = pa.schema(
     [
         pa.field("library", pa.string()),
@@ -118,20 +107,21 @@ KEY_COLUMNS = [f.name for f in KEY_FIELDS]
 META_COLUMNS = [f.name for f in CELL_META_FIELDS]
 
 
-def cell_table(key: dict, meta: dict, samples: list[tuple[int, float]]) -> pa.Table:
-    """Build a cell's table: one row per (loops, seconds-per-call) sample, or one row without."""
-    if meta.get("status") not in STATUSES:
-        raise ValueError(f"status {meta.get('status')!r} is not one of {STATUSES}")
-    rows = samples or [(None, None)]
-    n = len(rows)
-    columns = {}
-    for f in KEY_FIELDS:
-        columns[f.name] = [key[f.name]] * n
+def cell_table(key: dict, meta: CellMeta, report: ProcessReport) -> pa.Table:
+    """Build a cell's table: one row per (loops, seconds-per-call) sample, or one row without.
+
+    Samples are kept for ``ok`` and ``mismatch`` cells (a wrong result is still a timing)."""
+    if report.status not in STATUSES:
+        raise ValueError(f"status {report.status!r} is not one of {STATUSES}")
+    values = {**dataclasses.asdict(report), **dataclasses.asdict(meta)}
+    samples = report.samples_s if report.status in ("ok", "mismatch") else []
+    n = max(1, len(samples))
+    columns = {f.name: [key[f.name]] * n for f in KEY_FIELDS}
     columns["sample"] = list(range(n)) if samples else [None]
-    columns["loops"] = [r[0] for r in rows]
-    columns["seconds"] = [r[1] for r in rows]
+    columns["loops"] = [report.loops if samples else None] * n
+    columns["seconds"] = list(samples) if samples else [None]
     for f in CELL_META_FIELDS:
-        columns[f.name] = [meta.get(f.name)] * n
+        columns[f.name] = [values[f.name]] * n
     return pa.table(columns, schema=CELL_SCHEMA)
 
 

@@ -22,14 +22,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+#: calls per sample never exceed this, however fast the call
+MAX_LOOPS = 1_000_000
+
 
 @dataclass(frozen=True)
 class TimingSettings:
-    min_sample_time_s: float = 0.02
-    min_samples: int = 5
-    max_samples: int = 50
-    budget_s: float = 2.0
-    max_loops: int = 1_000_000
+    """The ``timing`` section of the config. No defaults here: they live in the config
+    schema and ``config/config.yaml`` alone."""
+
+    min_sample_time_s: float
+    min_samples: int
+    max_samples: int
+    budget_s: float
 
     def __post_init__(self) -> None:
         if self.min_sample_time_s <= 0:
@@ -57,13 +62,8 @@ class EventTimer:
     ends by waiting on the end event, so everything queued before it is complete.
     """
 
-    def __init__(
-        self,
-        make_event: Callable[[], Any],
-        elapsed_ms: Callable[[Any, Any], float],
-        name: str = "cuda events",
-    ):
-        self.make_event, self.elapsed_ms, self.name = make_event, elapsed_ms, name
+    def __init__(self, make_event: Callable[[], Any], elapsed_ms: Callable[[Any, Any], float]):
+        self.make_event, self.elapsed_ms = make_event, elapsed_ms
 
     def elapsed_s(self, region: Callable[[], Any]) -> float:
         start, end = self.make_event(), self.make_event()
@@ -139,7 +139,7 @@ class Timer:
             if gc_was_enabled:
                 gc.enable()
 
-    def calibrate(self, min_sample_time_s: float, max_loops: int = 1_000_000) -> int:
+    def calibrate(self, min_sample_time_s: float, max_loops: int = MAX_LOOPS) -> int:
         """Fewest calls per sample such that one sample lasts at least ``min_sample_time_s``."""
         loops = 1
         while True:
@@ -156,7 +156,7 @@ class Timer:
     def measure(self, settings: TimingSettings) -> Measurement:
         first_call_s, result = self.first_call()
         calibration_started = self.clock()
-        loops = self.calibrate(settings.min_sample_time_s, settings.max_loops)
+        loops = self.calibrate(settings.min_sample_time_s)
         samples: list[float] = []
         started = self.clock()
         while len(samples) < settings.max_samples:

@@ -18,6 +18,8 @@ import sys
 import time
 import traceback
 
+from numbench.spec import CellSpec, ProcessReport
+
 SUPERVISOR_ENV = "NUMBENCH_SUPERVISOR_PID"
 
 
@@ -38,13 +40,13 @@ def die_with_supervisor() -> None:
         os._exit(1)  # the supervisor died before the request took effect
 
 
-def error_report(exc: BaseException) -> dict:
-    """The status of an exception: ``failed`` with its message, said as out of memory when
-    it is a MemoryError."""
+def error_status(exc: BaseException) -> tuple[str, str]:
+    """(status, error) of an exception: ``failed`` with its message, said as out of memory
+    when it is a MemoryError."""
     message = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, MemoryError):
-        return {"status": "failed", "error": f"out of memory: {message}"}
-    return {"status": "failed", "error": message}
+        return "failed", f"out of memory: {message}"
+    return "failed", message
 
 
 def _write_json(obj: dict, path: str) -> None:
@@ -60,12 +62,11 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
-def measure(spec: dict) -> dict:
+def measure(spec: CellSpec) -> ProcessReport:
     from numbench.libraries import Unavailable, get, pin_cpus
 
-    out: dict = {}
-    pin_cpus(int(spec["threads"]))
-    adapter = get(spec["library"])(spec["device"], spec["dtype"], int(spec["threads"]))
+    pin_cpus(spec.threads)
+    adapter = get(spec.library)(spec.device, spec.dtype, spec.threads)
 
     # Import the library first, in a fresh interpreter, so import_s is the whole import
     # (NumPy included) as a user's script would pay it.
@@ -73,75 +74,76 @@ def measure(spec: dict) -> dict:
     try:
         adapter.load()
     except Unavailable as exc:
-        return {"status": "unavailable", "error": str(exc)}
+        return ProcessReport(status="unavailable", error=str(exc))
     except ImportError as exc:
-        return {"status": "unavailable", "error": f"{adapter.module} cannot be imported: {exc}"}
-    out["import_s"] = time.perf_counter() - t0
+        return ProcessReport(
+            status="unavailable", error=f"{adapter.module} cannot be imported: {exc}"
+        )
+    out = ProcessReport(status="failed", import_s=time.perf_counter() - t0)
 
     from numbench import operations
 
-    op = operations.get(spec["operation"])
+    op = operations.get(spec.operation)
     reason = op.unsupported_reason(adapter.family)
     if reason is not None:
-        return {**out, "status": "unsupported", "error": reason}
-    out["library_version"] = adapter.version()
-    out["device_name"] = adapter.device_name()
-    out["device_details"] = json.dumps(adapter.device_details()) if adapter.device_details() else ""
-    out["blas"] = adapter.blas()
+        out.status, out.error = "unsupported", reason
+        return out
+    out.library_version = adapter.version()
+    out.device_name = adapter.device_name()
+    details = adapter.device_details()
+    out.device_details = json.dumps(details) if details else ""
+    out.blas = adapter.blas()
 
     from numbench import inputs as inputs_file
     from numbench.errors import CorruptFile
-    from numbench.timing import Timer, TimingSettings
+    from numbench.timing import Timer
 
-    params = op.resolve_params(spec.get("params"))
+    params = op.resolve_params(spec.params)
     try:
-        inputs, reference, inputs_params = inputs_file.load(spec["inputs"], op.input_names)
+        inputs, reference, inputs_params = inputs_file.load(spec.inputs, op.input_names)
     except CorruptFile as exc:
-        return {**out, "status": "failed", "error": str(exc)}
+        out.error = str(exc)
+        return out
     if inputs_params != operations.params_json(params):
-        return {
-            **out,
-            "status": "failed",
-            "error": f"the inputs file was made with parameters {inputs_params or '{}'} but the "
-            f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs",
-        }
-
-    args = tuple(adapter.to_device(a) for a in inputs)
-    fn = adapter.compile(op.build(adapter.family, adapter.xp, spec["dtype"], params))
-    adapter.reset_device_peak()
-
-    settings = TimingSettings(**spec["timing"])
-    try:
-        timer = Timer(fn, args, adapter.sync, device_timer=adapter.device_timer())
-        m = timer.measure(settings)
-    except Exception as exc:  # noqa: BLE001 - the library's own error is the message
-        traceback.print_exc()
-        out.update(error_report(exc))
+        out.error = (
+            f"the inputs file was made with parameters {inputs_params or '{}'} but the "
+            f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs"
+        )
         return out
 
-    tolerance = op.tolerance_for(adapter.family, spec["dtype"])
+    args = tuple(adapter.to_device(a) for a in inputs)
+    fn = adapter.compile(op.build(adapter.family, adapter.xp, spec.dtype, params))
+    adapter.reset_device_peak()
+
+    try:
+        timer = Timer(fn, args, adapter.sync, device_timer=adapter.device_timer())
+        m = timer.measure(spec.timing)
+    except Exception as exc:  # noqa: BLE001 - the library's own error is the message
+        traceback.print_exc()
+        out.status, out.error = error_status(exc)
+        return out
+
+    tolerance = op.tolerance_for(adapter.family, spec.dtype)
     try:
         rel_error = operations.relative_error(adapter.to_numpy(m.result), reference)
     except ValueError as exc:
         rel_error = float("inf")
-        out["error"] = f"output does not match the reference: {exc}"
-    out.update(
-        first_call_s=m.first_call_s,
-        sampling_s=m.sampling_s,
-        loops=m.loops,
-        samples_s=m.samples_s,
-        rel_error=rel_error,
-        tolerance=tolerance,
-        device_peak_mb=adapter.device_peak_mb(),
-    )
+        out.error = f"output does not match the reference: {exc}"
+    out.first_call_s = m.first_call_s
+    out.sampling_s = m.sampling_s
+    out.loops = m.loops
+    out.samples_s = m.samples_s
+    out.rel_error = rel_error
+    out.tolerance = tolerance
+    out.device_peak_mb = adapter.device_peak_mb()
     if rel_error <= tolerance:
-        out["status"] = "ok"
+        out.status = "ok"
     else:
-        out["status"] = "mismatch"
-        out.setdefault(
-            "error",
-            f"relative error {rel_error:.3g} exceeds the {spec['dtype']} tolerance {tolerance:g}",
-        )
+        out.status = "mismatch"
+        if out.error is None:
+            out.error = (
+                f"relative error {rel_error:.3g} exceeds the {spec.dtype} tolerance {tolerance:g}"
+            )
     return out
 
 
@@ -153,17 +155,18 @@ def main(argv: list[str] | None = None) -> int:
     spec_path, result_path = argv
     die_with_supervisor()
     with open(spec_path, encoding="utf-8") as fh:
-        spec = json.load(fh)
+        spec = CellSpec.from_json(fh.read())
     try:
         result = measure(spec)
     except Exception as exc:  # noqa: BLE001 - reported as the cell's status
         traceback.print_exc()
-        result = error_report(exc)
-    result["peak_rss_mb"] = _peak_rss_mb()
-    _write_json(result, result_path)
+        status, error = error_status(exc)
+        result = ProcessReport(status=status, error=error)
+    result.peak_rss_mb = _peak_rss_mb()
+    _write_json(result.to_dict(), result_path)
     print(
-        f"worker: {spec['library']}/{spec['device']}/{spec['operation']}/{spec['size']}: "
-        f"{result['status']}" + (f" ({result['error']})" if result.get("error") else "")
+        f"worker: {spec.library}/{spec.device}/{spec.operation}/{spec.size}: "
+        f"{result.status}" + (f" ({result.error})" if result.error else "")
     )
     return 0
 

@@ -1,4 +1,6 @@
 # Inputs and the timed cells: one fresh process per (library, device, operation, size).
+# Every shell command runs the `python` of the environment the rule runs in (first on PATH:
+# the venv that `make` puts there, or the env Snakemake's --sdm conda activates).
 
 
 rule inputs:
@@ -13,19 +15,18 @@ rule inputs:
     resources:
         timing_slots=1,
     params:
-        python=PYTHON,
         script=SCRIPTS / "make_inputs.py",
         seed=CFG["seed"],
         op_params=op_params,
     shell:
-        "{params.python} {params.script} --operation {wildcards.operation}"
+        "python {params.script} --operation {wildcards.operation}"
         " --size {wildcards.size} --seed {params.seed} --params={params.op_params:q}"
         " --output {output} > {log} 2>&1"
 
 
 rule cell:
     input:
-        "results/inputs/{operation}/{size}.npz",
+        cell_inputs,
     output:
         "results/cells/{library}/{device}/{operation}/{size}.parquet",
     log:
@@ -39,22 +40,7 @@ rule cell:
         cpus_per_task=CFG["threads"],
         gpu=cell_gpus,
     params:
-        python=PYTHON,
         script=SCRIPTS / "run_cell.py",
-        dtype=CFG["dtype"],
-        timeout=CFG["cell_timeout_s"],
-        memory_limit=CFG["cell_memory_limit_mb"] or 0,
-        min_sample_time=TIMING["min_sample_time_s"],
-        min_samples=TIMING["min_samples"],
-        max_samples=TIMING["max_samples"],
-        budget=TIMING["budget_s"],
-        op_params=op_params,
+        spec=cell_spec_json,
     shell:
-        "{params.python} {params.script} --library {wildcards.library}"
-        " --device {wildcards.device} --operation {wildcards.operation}"
-        " --size {wildcards.size} --dtype {params.dtype} --threads {threads}"
-        " --inputs {input} --output {output} --timeout-s {params.timeout}"
-        " --memory-limit-mb {params.memory_limit}"
-        " --min-sample-time-s {params.min_sample_time} --min-samples {params.min_samples}"
-        " --max-samples {params.max_samples} --budget-s {params.budget}"
-        " --params={params.op_params:q} > {log} 2>&1"
+        "python {params.script} --spec {params.spec:q} --output {output} > {log} 2>&1"

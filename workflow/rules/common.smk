@@ -8,9 +8,12 @@ from snakemake.exceptions import WorkflowError
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from numbench.config import (  # noqa: E402
+    Cell,
     ConfigError,
+    cell_spec,
     grid,
     input_files,
+    inputs_path,
     operation_params_json,
     resolve,
 )
@@ -24,9 +27,7 @@ except ConfigError as exc:
 GRID = grid(CFG)
 CELL_FILES = [cell.path for cell in GRID]
 INPUT_FILES = input_files(CFG)
-PYTHON = sys.executable
 SCRIPTS = Path(workflow.basedir) / "scripts"
-TIMING = CFG["timing"]
 BASELINE = CFG["baseline"]
 CHARTS_DIR = "results/charts"
 
@@ -40,6 +41,19 @@ CELL_RUNTIME_MIN = math.ceil(CFG["cell_timeout_s"] / 60) + CELL_RUNTIME_MARGIN_M
 def cell_gpus(wildcards):
     """GPUs a cell asks the scheduler for: one for a gpu cell, none otherwise."""
     return 1 if wildcards.device == "gpu" else 0
+
+
+def cell_inputs(wildcards):
+    """The inputs file a cell is measured on."""
+    return inputs_path(wildcards.operation, wildcards.size)
+
+
+def cell_spec_json(wildcards):
+    """The cell's whole spec (numbench.spec.CellSpec) as JSON: the one thing the rule passes."""
+    cell = Cell(
+        wildcards.library, wildcards.device, wildcards.operation, int(wildcards.size)
+    )
+    return cell_spec(CFG, cell).to_json()
 
 
 def op_params(wildcards):

@@ -11,7 +11,8 @@ localrules:
 
 rule aggregate:
     input:
-        CELL_FILES,
+        cells=CELL_FILES,
+        inputs=INPUT_FILES,
     output:
         "results/benchmarks.parquet",
     log:
@@ -19,10 +20,10 @@ rule aggregate:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
-        python=PYTHON,
         script=SCRIPTS / "aggregate.py",
     shell:
-        "{params.python} {params.script} --output {output} {input} > {log} 2>&1"
+        "python {params.script} --output {output} --inputs {input.inputs}"
+        " --cells {input.cells} > {log} 2>&1"
 
 
 rule speedups:
@@ -36,12 +37,11 @@ rule speedups:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
-        python=PYTHON,
         script=SCRIPTS / "speedups.py",
         baseline_library=BASELINE["library"],
         baseline_device=BASELINE["device"],
     shell:
-        "{params.python} {params.script} --benchmarks {input.benchmarks}"
+        "python {params.script} --benchmarks {input.benchmarks}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device}"
         " --output {output} {input.cells} > {log} 2>&1"
@@ -57,10 +57,9 @@ rule crossovers:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
-        python=PYTHON,
         script=SCRIPTS / "crossovers.py",
     shell:
-        "{params.python} {params.script} --speedups {input} --output {output} > {log} 2>&1"
+        "python {params.script} --speedups {input} --output {output} > {log} 2>&1"
 
 
 rule charts:
@@ -81,10 +80,9 @@ rule charts:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
-        python=PYTHON,
         script=SCRIPTS / "charts.py",
     shell:
-        "{params.python} {params.script} --benchmarks {input.benchmarks}"
+        "python {params.script} --benchmarks {input.benchmarks}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --outdir {output} > {log} 2>&1"
 
@@ -107,11 +105,10 @@ rule summary:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
-        python=PYTHON,
         script=SCRIPTS / "summary.py",
         charts=CHARTS_DIR,
     shell:
-        "{params.python} {params.script} --benchmarks {input.benchmarks}"
+        "python {params.script} --benchmarks {input.benchmarks}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --charts-dir {params.charts} --output {output.markdown}"
         " --html-output {output.html} > {log} 2>&1"

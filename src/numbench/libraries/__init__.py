@@ -3,9 +3,10 @@ class here plus one builder per operation in ``numbench.operations``."""
 
 from __future__ import annotations
 
+import os
+
 from .base import Adapter, Unavailable, cpu_model, pin_cpus, thread_environment
 from .cupy_ import CupyAdapter
-from .faults import FAULT_ADAPTERS
 from .jax_ import JaxAdapter, JaxEagerAdapter
 from .numba_ import NumbaAdapter
 from .numpy_ import NumpyAdapter
@@ -26,9 +27,13 @@ ADAPTERS: dict[str, type[Adapter]] = {
         TensorflowEagerAdapter,
     )
 }
-ADAPTERS.update({cls.name: cls for cls in FAULT_ADAPTERS})  # test only: never in the defaults
+#: Set to 1 (tests do) to register the test-only fault adapters of ``faults.py``. Without
+#: it a config that names one is refused like any unknown library.
+TEST_ADAPTERS_ENV = "NUMBENCH_TEST_ADAPTERS"
+if os.environ.get(TEST_ADAPTERS_ENV) == "1":
+    from .faults import FAULT_ADAPTERS
 
-DEFAULT_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
+    ADAPTERS.update({cls.name: cls for cls in FAULT_ADAPTERS})
 
 
 def get(name: str) -> type[Adapter]:
@@ -40,7 +45,7 @@ def get(name: str) -> type[Adapter]:
 
 __all__ = [
     "ADAPTERS",
-    "DEFAULT_LIBRARIES",
+    "TEST_ADAPTERS_ENV",
     "Adapter",
     "Unavailable",
     "cpu_model",

@@ -59,7 +59,7 @@ class CupyAdapter(Adapter):
         from numbench.timing import EventTimer
 
         cp = self._cp
-        return EventTimer(cp.cuda.Event, cp.cuda.get_elapsed_time, "cupy.cuda.Event")
+        return EventTimer(cp.cuda.Event, cp.cuda.get_elapsed_time)
 
     def _to_numpy_one(self, value):
         return self._cp.asnumpy(value)

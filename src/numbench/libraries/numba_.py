@@ -113,7 +113,7 @@ class NumbaAdapter(Adapter):
             return None
         from numbench.timing import EventTimer
 
-        return EventTimer(self._cuda.event, lambda s, e: s.elapsed_time(e), "numba.cuda.event")
+        return EventTimer(self._cuda.event, lambda s, e: s.elapsed_time(e))
 
     def _to_numpy_one(self, value):
         if hasattr(value, "copy_to_host"):

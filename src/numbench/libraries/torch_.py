@@ -67,7 +67,6 @@ class TorchAdapter(Adapter):
         return EventTimer(
             lambda: cuda.Event(enable_timing=True),
             lambda start, end: start.elapsed_time(end),
-            "torch.cuda.Event",
         )
 
     def _to_numpy_one(self, value):

@@ -31,7 +31,6 @@ DTYPE_EPS = {"float32": float(np.finfo(np.float32).eps), "float64": float(np.fin
 class Operation:
     name: str
     summary: str
-    default_sizes: tuple[int, ...]
     input_names: tuple[str, ...]
     make_inputs: Callable[[int, np.random.Generator], dict[str, np.ndarray]]
     reference: Callable[..., Any]

@@ -30,7 +30,6 @@ def reference(x, w):
 OPERATION = Operation(
     name="batched_matmul",
     summary=f"(batch x {WIDTH}) by ({WIDTH} x {WIDTH}) matrix product; size = batch",
-    default_sizes=(1, 4, 16, 64, 256, 1024, 4096),
     input_names=("x", "w"),
     make_inputs=make_inputs,
     make_fixed=make_fixed,

@@ -59,7 +59,6 @@ def _numba_cuda(cuda, dtype):
 OPERATION = Operation(
     name="elementwise",
     summary="a + b, a * b and sin(a) on two vectors of n elements, in one call",
-    default_sizes=(1_000, 10_000, 100_000, 1_000_000),
     input_names=("a", "b"),
     make_inputs=make_inputs,
     reference=reference,

@@ -41,7 +41,6 @@ def _tensorflow(tf, dtype):
 OPERATION = Operation(
     name="fft",
     summary="1-D FFT of a real vector of n elements (rfft)",
-    default_sizes=(1_000, 10_000, 100_000, 1_000_000),
     input_names=("a",),
     make_inputs=make_inputs,
     reference=reference,

@@ -103,7 +103,6 @@ OPERATION = Operation(
     name="grad",
     summary="gradient of sum((w * x)^2) w.r.t. w: autodiff, or finite differences "
     "(one forward pass per parameter) in NumPy, Numba and CuPy",
-    default_sizes=(100, 1_000, 10_000),
     input_names=("w", "x"),
     make_inputs=make_inputs,
     reference=reference,

@@ -159,7 +159,6 @@ OPERATION = Operation(
     name="linreg_gd",
     summary=f"linear regression on {SAMPLES:,} samples x d features by full-batch gradient "
     "descent on the MSE (fixed iterations and learning rate); size = d",
-    default_sizes=(2, 5, 10, 20, 50, 100),
     input_names=("x", "y"),
     make_inputs=make_inputs,
     reference=reference,

@@ -46,7 +46,6 @@ def _numba(np_, dtype):
 OPERATION = Operation(
     name="matmul",
     summary="n x n by n x n matrix product",
-    default_sizes=(100, 250, 500, 1000, 2000),
     input_names=("a", "b"),
     make_inputs=make_inputs,
     reference=reference,

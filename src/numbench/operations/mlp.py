@@ -89,7 +89,6 @@ def bytes_moved(batch: int, itemsize: int) -> float:
 OPERATION = Operation(
     name="mlp",
     summary="inference of a fixed 3-layer ReLU perceptron 1024 -> 1024 -> 1024 -> 10; size = batch",
-    default_sizes=(1, 4, 16, 64, 256, 1024, 4096),
     input_names=("x", *WEIGHT_NAMES),
     make_inputs=make_inputs,
     make_fixed=make_fixed,

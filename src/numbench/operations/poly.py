@@ -70,7 +70,6 @@ def _tensorflow(tf, dtype):
 OPERATION = Operation(
     name="poly",
     summary="f(x) = -4x^3 + 9x^2 + 6x - 3 element-wise on a vector of n elements",
-    default_sizes=(1_000, 10_000, 100_000, 1_000_000, 10_000_000),
     input_names=("x",),
     make_inputs=make_inputs,
     reference=reference,

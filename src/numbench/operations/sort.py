@@ -48,7 +48,6 @@ def _numba(np_, dtype):
 OPERATION = Operation(
     name="sort",
     summary="ascending sort of a vector of n elements",
-    default_sizes=(1_000, 10_000, 100_000, 1_000_000),
     input_names=("a",),
     make_inputs=make_inputs,
     reference=reference,

@@ -1,0 +1,130 @@
+"""What goes into a cell and what comes out of it: one typed object each.
+
+``CellSpec`` is built once from the validated config (``numbench.config.cell_spec``), handed
+by the ``cell`` rule to the supervisor as one JSON text, and by the supervisor to each worker
+as the same JSON. Nothing on the way restates a default: every field is required, and the
+defaults live in the config schema and ``config/config.yaml`` alone.
+
+``ProcessReport`` is what one worker process reports (its samples and what it saw);
+``CellMeta`` is what the supervisor adds about the host and the run. The cell file's columns
+are derived from these dataclasses (``numbench.tables``), so a field cannot be added to one
+and forgotten in the other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from numbench.timing import TimingSettings
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    library: str
+    device: str
+    operation: str
+    size: int
+    dtype: str
+    threads: int
+    #: the inputs file (seeded arrays and the float64 reference)
+    inputs: str
+    #: the operation's parameters (``operations.<name>.<key>`` in the config)
+    params: dict[str, Any]
+    timing: TimingSettings
+    #: a worker still running after this long is killed (status ``timeout``)
+    timeout_s: float
+    #: RSS limit of the worker (and its children) in MB; None: no limit
+    memory_limit_mb: float | None
+
+    @property
+    def key(self) -> dict[str, Any]:
+        return {
+            "library": self.library,
+            "device": self.device,
+            "operation": self.operation,
+            "size": int(self.size),
+            "dtype": self.dtype,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellSpec:
+        names = {f.name for f in fields(cls)}
+        missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
+        if missing or unknown:
+            raise ValueError(f"cell spec: missing fields {missing}, unknown fields {unknown}")
+        timing = data["timing"]
+        if not isinstance(timing, TimingSettings):
+            timing = TimingSettings(**timing)
+        return cls(**{**data, "timing": timing, "size": int(data["size"])})
+
+    @classmethod
+    def from_json(cls, text: str) -> CellSpec:
+        return cls.from_dict(json.loads(text))
+
+    def replace(self, **changes: Any) -> CellSpec:
+        return CellSpec.from_dict({**asdict(self), **changes})
+
+
+@dataclass
+class ProcessReport:
+    """One worker process: how it ended, its samples, and what it saw of the library."""
+
+    status: str
+    error: str | None = None
+    import_s: float | None = None
+    first_call_s: float | None = None
+    #: seconds the worker spent calibrating and sampling
+    sampling_s: float | None = None
+    rel_error: float | None = None
+    tolerance: float | None = None
+    library_version: str | None = None
+    device_name: str | None = None
+    device_details: str | None = None
+    blas: str | None = None
+    peak_rss_mb: float | None = None
+    device_peak_mb: float | None = None
+    #: calls per sample
+    loops: int | None = None
+    #: seconds per call, one per sample
+    samples_s: list[float] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProcessReport:
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"worker report: unknown fields {unknown}")
+        return cls(**data)
+
+
+@dataclass
+class CellMeta:
+    """What the supervisor records about the host and the run (the same on every row)."""
+
+    params: str | None = None
+    host: str | None = None
+    cpu_model: str | None = None
+    threads: int | None = None
+    python_version: str | None = None
+    #: the interpreter that ran the worker (the environment's ``python``)
+    python_executable: str | None = None
+    platform: str | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    gflop_per_s: float | None = None
+    gb_per_s: float | None = None
+    wall_s: float | None = None
+    started_at: str | None = None
+    cpu_count: int | None = None
+    ram_gb: float | None = None
+    #: when this cell held the host's timing lock (Unix seconds): shows cells never overlap
+    locked_from_unix: float | None = None
+    locked_until_unix: float | None = None
