@@ -13,11 +13,12 @@ from numbench.tables import CorruptFile
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--output", required=True)
+parser.add_argument("--samples", required=True, help="where every sample of the ok cells goes")
 parser.add_argument("--inputs", nargs="+", required=True, help="the cells' inputs files")
 parser.add_argument("--cells", nargs="+", required=True)
 args = parser.parse_args()
 try:
-    table = aggregate(args.cells, args.output, inputs=args.inputs)
+    table = aggregate(args.cells, args.output, inputs=args.inputs, samples_output=args.samples)
 except CorruptFile as exc:
     print(f"aggregate: {exc}", file=sys.stderr)
     sys.exit(1)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -32,9 +33,12 @@ def make_spec(
     timeout_s: float = 120.0,
     memory_limit_mb: float | None = None,
     params: dict | None = None,
+    replicates: tuple[int, int] = (1, 1),
+    paired_with: str | None = None,
 ):
-    """A CellSpec for a test (the workflow builds them from the config instead)."""
-    from numbench.spec import CellSpec
+    """A CellSpec for a test (the workflow builds them from the config instead): one
+    process, unpaired, unless asked."""
+    from numbench.spec import CellSpec, ReplicateSettings
     from numbench.timing import TimingSettings
 
     return CellSpec(
@@ -49,6 +53,8 @@ def make_spec(
         timing=TimingSettings(**timing),
         timeout_s=timeout_s,
         memory_limit_mb=memory_limit_mb,
+        replicates=ReplicateSettings(min=replicates[0], max=replicates[1], target_ci=0.03),
+        paired_with=paired_with,
     )
 
 
@@ -88,6 +94,33 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
 
 
 # -- constructed results: benchmarks, speedups and crossovers without running a cell --------------
+def samples_frame(samples: dict, paired: dict | None = None) -> pd.DataFrame:
+    """The long table aggregate writes (results/samples.parquet) from key -> samples; a
+    value that is a list of arrays is one array per replicate process. ``paired`` maps a
+    cell key to its paired baseline processes (role "baseline")."""
+    rows = []
+
+    def add(key, role, value):
+        groups = value if isinstance(value, list) else [value]
+        for rep, g in enumerate(groups):
+            for s in g:
+                rows.append(
+                    dict(zip(["library", "device", "operation", "size", "dtype", "host"], key))
+                    | {"role": role, "replicate": rep, "seconds": float(s)}
+                )
+
+    for key, value in samples.items():
+        add(key, "measured", value)
+    for key, value in (paired or {}).items():
+        add(key, "baseline", value)
+    return pd.DataFrame(rows)
+
+
+def noisy(median: float, n: int, seed: int) -> np.ndarray:
+    """Timing-like samples: a median with 3% log-normal noise."""
+    return median * np.exp(np.random.default_rng(seed).normal(0.0, 0.03, n))
+
+
 def _cell_row(library, device, operation, size, status="ok", samples=None, error=None):
     from numbench.stats import summarize
     from numbench.tables import STAT_FIELDS
@@ -147,6 +180,9 @@ CONSTRUCTED_SPEEDUPS = {
 }
 
 
+MARGIN = 1.1
+
+
 def constructed_results(gpu: str | None = None):
     """(benchmarks, speedups, crossovers) frames built from constructed samples.
 
@@ -201,7 +237,7 @@ def constructed_results(gpu: str | None = None):
             add("torch", "gpu", "sort", CONSTRUCTED_SIZES[-1], 1e-5)
             rows[-1]["device_name"] = "Test GPU 80GB"
     bench = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA).to_pandas()
-    speedups = compute_speedups(bench, samples, "numpy", "cpu")
+    speedups = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", MARGIN)
     crossovers = find_crossovers(speedups)
     return bench, speedups, crossovers
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from numbench import inputs
 from numbench.config import cell_path, inputs_path
+from numbench.replicates import MEASURED, ProcessRun
 from numbench.spec import CellMeta, ProcessReport
 from numbench.tables import cell_table, write_atomic
 
@@ -21,12 +22,13 @@ def write_cell(root: Path, library: str, operation: str, size: int, median: floa
     samples = median * np.exp(np.random.default_rng(size).normal(0.0, 0.02, 20))
     key = {"library": library, "device": "cpu", "operation": operation, "size": size}
     key["dtype"] = "float64"
-    meta = CellMeta(host="h", cpu_model="cpu", threads=1, cpu_count=4)
+    meta = CellMeta(status="ok", host="h", cpu_model="cpu", threads=1, cpu_count=4)
     report = ProcessReport(status="ok", loops=1, samples_s=[float(s) for s in samples])
+    runs = [ProcessRun(MEASURED, 0, 0.0, report)]
     path = root / cell_path(library, "cpu", operation, size)
     if not (root / inputs_path(operation, size)).exists():  # aggregate checks the inputs too
         inputs.write(operation, size, 1, root / inputs_path(operation, size))
-    write_atomic(cell_table(key, meta, report), path)
+    write_atomic(cell_table(key, meta, runs), path)
     return str(path)
 
 
@@ -48,6 +50,8 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         "aggregate.py",
         "--output",
         str(res / "benchmarks.parquet"),
+        "--samples",
+        str(res / "samples.parquet"),
         "--inputs",
         *inputs_files,
         "--cells",
@@ -61,9 +65,12 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         "numpy",
         "--baseline-device",
         "cpu",
+        "--samples",
+        str(res / "samples.parquet"),
+        "--margin",
+        "1.1",
         "--output",
         str(res / "speedups.parquet"),
-        *cells,
     )
     run(
         "crossovers.py",

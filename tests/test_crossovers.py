@@ -8,12 +8,15 @@ import pandas as pd
 import pytest
 
 from numbench.crossovers import find_crossovers, log_crossing
+from numbench.stats import verdict
 from numbench.tables import CROSSOVERS_SCHEMA, SPEEDUPS_SCHEMA
 
 SIZES = [10, 100, 1000, 10_000, 100_000]
+#: a small margin, so these curves test the kinds; the margin has its own test below
+MARGIN = 1.01
 
 
-def curve(points, sizes=SIZES, half_width=0.05, library="torch", operation="fft"):
+def curve(points, sizes=SIZES, half_width=0.05, library="torch", operation="fft", margin=MARGIN):
     """Speedup rows for one group; ``points`` are speedups, or (speedup, low, high)."""
     rows = []
     for size, p in zip(sizes, points, strict=True):
@@ -32,6 +35,10 @@ def curve(points, sizes=SIZES, half_width=0.05, library="torch", operation="fft"
                 "speedup_ci_low": lo,
                 "speedup_ci_high": hi,
                 "significant": lo > 1 or hi < 1,
+                "verdict": verdict(s, lo, hi, margin),
+                "margin": margin,
+                "paired": True,
+                "unstable": False,
             }
         )
     return pd.DataFrame(rows)
@@ -159,3 +166,12 @@ def test_sizes_are_sorted_before_classifying():
     row = find_crossovers(df).iloc[0]
     assert row["kind"] == "crosses" and row["below_size"] == 100
     assert math.isfinite(row["crossover_size"])
+
+
+def test_a_speedup_within_the_margin_is_a_tie_for_the_kind():
+    """1.05x with a tight interval is significant but within a 1.1 margin: a tie, so the
+    curve below has no faster size and is never_faster, not crosses."""
+    pts = [(0.5, 0.48, 0.52), (0.8, 0.78, 0.82), (1.05, 1.04, 1.06), (1.06, 1.05, 1.07)]
+    sizes = SIZES[:4]
+    assert one(pts, sizes=sizes, margin=1.1)["kind"] == "never_faster"
+    assert one(pts, sizes=sizes, margin=1.01)["kind"] == "crosses"

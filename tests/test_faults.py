@@ -200,7 +200,8 @@ def test_corrupt_inputs_stop_the_aggregate_script(good_cell: Path, tmp_path: Pat
     cell_file.write_bytes(good_cell.read_bytes())
     npz = root / "inputs" / "elementwise" / "1000.npz"
     cmd = [sys.executable, str(REPO / "scripts" / "aggregate.py"), "--output"]
-    cmd += ["results/benchmarks.parquet", "--inputs", "results/inputs/elementwise/1000.npz"]
+    cmd += ["results/benchmarks.parquet", "--samples", "results/samples.parquet"]
+    cmd += ["--inputs", "results/inputs/elementwise/1000.npz"]
     cmd += ["--cells", "results/cells/numpy/cpu/elementwise/1000.parquet"]
 
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)

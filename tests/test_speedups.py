@@ -5,14 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import samples_frame
 
-from numbench.speedups import compute_speedups, is_significant, speedup_ci
+from numbench.speedups import compute_speedups, is_significant
+from numbench.stats import ratio_ci
 from numbench.tables import SPEEDUPS_SCHEMA
 
+MARGIN = 1.1
 
-def noisy(median: float, n: int, seed: int) -> np.ndarray:
-    """Timing-like samples: a median with 3% log-normal noise."""
-    return median * np.exp(np.random.default_rng(seed).normal(0.0, 0.03, n))
+
+def speedup_ci(base, lib, seed=0):
+    """One process on each side, unpaired: the one-level interval of the ratio."""
+    return ratio_ci([base], [lib], paired=False, seed=seed)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -66,6 +70,7 @@ def bench_row(library, operation, size, status="ok", device="cpu", host="h1"):
         "dtype": "float64",
         "host": host,
         "status": status,
+        "unstable": False,
     }
 
 
@@ -87,7 +92,7 @@ def test_compute_speedups_pairs_cells_with_their_baseline():
         ("jax", "cpu", "fft", 10, "float64", "h1"): noisy(1e-6, 20, 5),
         ("jax", "cpu", "fft", 100, "float64", "h1"): noisy(1e-4, 20, 6),
     }
-    out = compute_speedups(bench, samples, "numpy", "cpu")
+    out = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", MARGIN)
     assert list(out.columns) == SPEEDUPS_SCHEMA.names
     # one row per non-baseline ok cell: the mismatch and the baseline cells are not there
     assert sorted(zip(out["library"], out["size"], strict=True)) == [
@@ -101,7 +106,7 @@ def test_compute_speedups_pairs_cells_with_their_baseline():
     assert torch["significant"].all()
     assert (out["baseline_library"] == "numpy").all()
     # the same inputs give the same intervals (seeded per cell)
-    again = compute_speedups(bench, samples, "numpy", "cpu")
+    again = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", MARGIN)
     pd.testing.assert_frame_equal(out, again)
 
 
@@ -110,7 +115,7 @@ def test_a_cell_without_a_usable_baseline_has_a_null_speedup():
         [bench_row("numpy", "sort", 10, status="failed"), bench_row("torch", "sort", 10)]
     )
     samples = {("torch", "cpu", "sort", 10, "float64", "h1"): noisy(1e-5, 10, 1)}
-    out = compute_speedups(bench, samples, "numpy", "cpu")
+    out = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", MARGIN)
     assert len(out) == 1
     assert pd.isna(out["speedup"].iloc[0]) and not out["significant"].iloc[0]
 
@@ -128,9 +133,66 @@ def test_baseline_is_matched_on_host_and_configurable():
         ("torch", "cpu", "matmul", 8, "float64", "b"): noisy(5e-4, 10, 2),
         ("jax", "cpu", "matmul", 8, "float64", "a"): noisy(2e-3, 10, 3),
     }
-    out = compute_speedups(bench, samples, "torch", "cpu")
+    out = compute_speedups(bench, samples_frame(samples), "torch", "cpu", MARGIN)
     # jax on host a against torch on host a; nothing to compare torch on b with
     assert len(out) == 1
     row = out.iloc[0]
     assert (row["library"], row["host"], row["baseline_library"]) == ("jax", "a", "torch")
     assert row["speedup"] == pytest.approx(0.5, rel=0.05)
+
+
+def test_paired_rounds_cancel_what_both_sides_shared():
+    """Drift: each round of a paired cell ran on a machine of another speed (x1, x1.5, x0.7,
+    x1.3), hitting both sides of the round alike. Paired, the ratio's interval stays tight
+    around the true 2x; unpaired, the same samples give a much wider interval."""
+    rng = np.random.default_rng(3)
+    slow = [1.0, 1.5, 0.7, 1.3]
+    base = [2e-3 * f * np.exp(rng.normal(0, 0.01, 15)) for f in slow]
+    lib = [1e-3 * f * np.exp(rng.normal(0, 0.01, 15)) for f in slow]
+    point, lo, hi = ratio_ci(base, lib, paired=True, seed=1)
+    _, ulo, uhi = ratio_ci(base, lib, paired=False, seed=1)
+    assert 1.9 < lo <= point <= hi < 2.1
+    assert (uhi - ulo) > 5 * (hi - lo)
+
+
+def test_a_paired_cell_takes_its_own_baseline_processes():
+    key = ("torch", "cpu", "fft", 10, "float64", "h1")
+    base_key = ("numpy", "cpu", "fft", 10, "float64", "h1")
+    bench = pd.DataFrame([bench_row("numpy", "fft", 10), bench_row("torch", "fft", 10)])
+    # the baseline cell was measured on a slow minute (3x); the pairs beside torch were not
+    samples = {base_key: [noisy(3e-5, 10, 1)], key: [noisy(5e-6, 10, 2), noisy(5e-6, 10, 3)]}
+    paired = {key: [noisy(1e-5, 10, 4), noisy(1e-5, 10, 5)]}
+    out = compute_speedups(bench, samples_frame(samples, paired), "numpy", "cpu", MARGIN)
+    row = out.iloc[0]
+    assert bool(row["paired"]) and row["speedup"] == pytest.approx(2.0, rel=0.05)
+    unpaired = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", MARGIN).iloc[0]
+    assert not bool(unpaired["paired"]) and unpaired["speedup"] == pytest.approx(6.0, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "ratio, lo, hi, expected",
+    [
+        (1.5, 1.3, 1.7, "faster"),
+        (1.05, 1.02, 1.08, "same"),  # significant, but within the margin
+        (1.2, 0.95, 1.5, "same"),  # beyond the margin, but the interval holds 1
+        (0.5, 0.4, 0.6, "slower"),
+        (0.95, 0.93, 0.97, "same"),
+        (float("nan"), 1.0, 2.0, "same"),
+    ],
+)
+def test_verdict_needs_the_interval_and_the_margin(ratio, lo, hi, expected):
+    from numbench.stats import verdict
+
+    assert verdict(ratio, lo, hi, MARGIN) == expected
+
+
+def test_speedups_carry_the_verdict_and_the_margin():
+    bench = pd.DataFrame([bench_row("numpy", "fft", 10), bench_row("torch", "fft", 10)])
+    samples = {
+        ("numpy", "cpu", "fft", 10, "float64", "h1"): noisy(1.05e-5, 30, 1),
+        ("torch", "cpu", "fft", 10, "float64", "h1"): noisy(1e-5, 30, 2),
+    }
+    out = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", MARGIN).iloc[0]
+    assert out["margin"] == MARGIN and out["verdict"] == "same"
+    strict = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", 1.0).iloc[0]
+    assert strict["verdict"] == ("faster" if strict["speedup_ci_low"] > 1 else "same")

@@ -9,29 +9,76 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from numbench import inputs as inputs_file
 from numbench.errors import corrupt
+from numbench.replicates import MEASURED
 from numbench.stats import summarize
 from numbench.tables import (
     BENCHMARKS_SCHEMA,
     KEY_COLUMNS,
     META_COLUMNS,
+    SAMPLES_SCHEMA,
     STAT_FIELDS,
     read_cell,
     write_atomic,
 )
 
+#: How a per-process figure becomes the cell's: typical (median) for what each process pays,
+#: total for the time spent, worst for errors and memory.
+PROCESS_REDUCERS = {
+    "import_s": "median",
+    "first_call_s": "median",
+    "sampling_s": "sum",
+    "rel_error": "max",
+    "peak_rss_mb": "max",
+    "device_peak_mb": "max",
+}
+
+
+def _reduce(values: list, how: str):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    if how == "median":
+        return float(np.median(values))
+    return float(sum(values)) if how == "sum" else float(max(values))
+
+
+def measured_groups(table: pa.Table) -> list[list[float]]:
+    """The cell's own samples, one list per replicate process."""
+    groups: dict[int, list[float]] = {}
+    roles = table.column("role").to_pylist()
+    replicates = table.column("replicate").to_pylist()
+    for role, rep, s in zip(roles, replicates, table.column("seconds").to_pylist(), strict=True):
+        if role == MEASURED and s is not None:
+            groups.setdefault(rep, []).append(s)
+    return [groups[k] for k in sorted(groups)]
+
 
 def cell_row(table: pa.Table) -> dict:
     """Collapse one cell's per-sample rows into one row of statistics."""
-    first = {c: table.column(c)[0].as_py() for c in KEY_COLUMNS + META_COLUMNS}
-    seconds = [s for s in table.column("seconds").to_pylist() if s is not None]
-    stats = summarize(seconds).as_dict() if seconds else {f.name: None for f in STAT_FIELDS}
-    if not seconds:
-        stats["n_samples"] = 0
+    own = table.filter(pc.equal(table.column("role"), MEASURED))
+    own = own if own.num_rows else table
+    first = {c: own.column(c)[0].as_py() for c in KEY_COLUMNS + META_COLUMNS}
+    for name, how in PROCESS_REDUCERS.items():
+        first[name] = _reduce(own.column(name).to_pylist(), how)
+    groups = measured_groups(table)
+    stats = summarize(groups).as_dict() if groups else {f.name: None for f in STAT_FIELDS}
+    if not groups:
+        stats.update(n_samples=0, n_processes=0, unstable=False)
     return {**first, **stats}
+
+
+def sample_rows(table: pa.Table) -> pa.Table:
+    """The samples of an ``ok`` cell (both roles) for results/samples.parquet."""
+    if table.column("status")[0].as_py() != "ok":
+        return SAMPLES_SCHEMA.empty_table()
+    kept = table.filter(pc.is_valid(table.column("seconds")))
+    return kept.select(SAMPLES_SCHEMA.names).cast(SAMPLES_SCHEMA)
 
 
 def check_inputs(paths: list[str | os.PathLike]) -> None:
@@ -46,10 +93,18 @@ def aggregate(
     cell_paths: list[str | os.PathLike],
     output: str | os.PathLike,
     inputs: list[str | os.PathLike] = (),
+    samples_output: str | os.PathLike | None = None,
 ) -> pa.Table:
-    """One row per cell; ``inputs`` (the cells' inputs files) are checked first."""
+    """One row per cell; ``inputs`` (the cells' inputs files) are checked first. With
+    ``samples_output``, every sample of every ok cell goes there too (read once, here)."""
     check_inputs(list(inputs))
-    rows = [cell_row(read_cell(p)) for p in cell_paths]
-    table = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA)
-    write_atomic(table, output)
-    return table
+    rows, samples = [], []
+    for path in cell_paths:
+        table = read_cell(path)
+        rows.append(cell_row(table))
+        samples.append(sample_rows(table))
+    result = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA)
+    if samples_output is not None:
+        write_atomic(pa.concat_tables([SAMPLES_SCHEMA.empty_table(), *samples]), samples_output)
+    write_atomic(result, output)
+    return result

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from numbench import libraries, operations
+from numbench.replicates import BASELINE, MEASURED, ProcessRun, measure_replicates
 from numbench.spec import CellMeta, CellSpec, ProcessReport
 from numbench.tables import STATUSES, cell_table, write_atomic
 from numbench.worker import SUPERVISOR_ENV
@@ -263,31 +264,40 @@ def run_worker(spec: CellSpec) -> ProcessReport:
 
 @dataclass
 class CellResult:
-    """What a cell produced: the host's metadata and the worker's report."""
+    """What a cell produced: the host's metadata (with the cell's status) and its processes."""
 
     meta: CellMeta
-    report: ProcessReport
+    runs: list[ProcessRun]
 
     @property
     def status(self) -> str:
-        return self.report.status
+        return self.meta.status
 
     @property
     def error(self) -> str | None:
-        return self.report.error
+        return self.meta.error
+
+
+def cell_status(runs: list[ProcessRun]) -> tuple[str, str | None]:
+    """The first process of the cell's own library that was not ``ok`` decides the status."""
+    for run in runs:
+        if run.role == MEASURED and run.report.status != "ok":
+            return run.report.status, run.report.error
+    return "ok", None
 
 
 def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None) -> CellResult:
-    """Measure one cell under the host lock and write its Parquet.
+    """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
     Every outcome writes the Parquet, an error of the supervisor itself included.
     """
     t0 = time.perf_counter()
+    pairing_error = None
     try:
         meta = host_metadata(spec)
         with timing_lock(lock):
             meta.locked_from_unix = time.time()
-            report = run_worker(spec)
+            runs, pairing_error = measure_replicates(spec, run_worker)
             meta.locked_until_unix = time.time()
     except Exception as exc:  # noqa: BLE001 - still write the cell, with the reason
         meta = CellMeta(
@@ -298,11 +308,19 @@ def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None)
         report = ProcessReport(
             status="failed", error=f"supervisor error: {type(exc).__name__}: {exc}"
         )
+        runs = [ProcessRun(MEASURED, 0, time.time(), report)]
     meta.wall_s = time.perf_counter() - t0
-    if report.status == "ok" and report.samples_s:
-        median = statistics.median(report.samples_s)
-        if median > 0:
+    meta.status, meta.error = cell_status(runs)
+    if meta.status == "ok" and pairing_error:
+        meta.error = pairing_error
+    own = [r for r in runs if r.role == MEASURED]
+    meta.replicates = len(own)
+    meta.paired_with = spec.paired_with if any(r.role == BASELINE for r in runs) else None
+    samples = [s for r in own for s in r.report.samples_s]
+    if meta.status == "ok" and samples:
+        median = statistics.median(samples)
+        if median > 0 and meta.flops is not None:
             meta.gflop_per_s = meta.flops / median / 1e9
             meta.gb_per_s = meta.bytes / median / 1e9
-    write_atomic(cell_table(spec.key, meta, report), output)
-    return CellResult(meta, report)
+    write_atomic(cell_table(spec.key, meta, runs), output)
+    return CellResult(meta, runs)

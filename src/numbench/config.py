@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from numbench import libraries, operations
-from numbench.spec import CellSpec
+from numbench.spec import CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
 DEVICES = ("cpu", "gpu")
@@ -143,6 +143,19 @@ def normalise(config: dict) -> dict:
     for key in ("threads", "seed"):
         if key in cfg:
             cfg[key] = _number(cfg[key], int)
+    if "margin" in cfg:
+        cfg["margin"] = _number(cfg["margin"], float)
+    if isinstance(cfg.get("replicates"), dict):
+        reps = dict(cfg["replicates"])
+        for key in ("min", "max"):
+            if key in reps:
+                reps[key] = _number(reps[key], int)
+        if "target_ci" in reps:
+            reps["target_ci"] = _number(reps["target_ci"], float)
+        if isinstance(reps.get("paired"), str):
+            word = reps["paired"].strip().lower()
+            reps["paired"] = {"true": True, "false": False}.get(word, reps["paired"])
+        cfg["replicates"] = reps
     if "cell_timeout_s" in cfg:
         cfg["cell_timeout_s"] = _number(cfg["cell_timeout_s"], float)
     if "cell_memory_limit_mb" in cfg:
@@ -236,6 +249,12 @@ def check_semantics(cfg: dict) -> None:
             f"timing.min_samples = {timing['min_samples']} is larger than "
             f"timing.max_samples = {timing['max_samples']}; it must be <= max_samples"
         )
+    reps = cfg["replicates"]
+    if reps["min"] > reps["max"]:
+        raise ConfigError(
+            f"replicates.min = {reps['min']} is larger than replicates.max = {reps['max']}; "
+            "it must be <= max"
+        )
     base = cfg["baseline"]
     if base["library"] not in cfg["libraries"]:
         raise ConfigError(
@@ -301,6 +320,8 @@ def operation_params_json(cfg: dict, name: str) -> str:
 
 def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
     """The one spec a cell's supervisor and workers run from, built from the validated config."""
+    reps, base = cfg["replicates"], cfg["baseline"]
+    is_baseline = (cell.library, cell.device) == (base["library"], base["device"])
     return CellSpec(
         library=cell.library,
         device=cell.device,
@@ -313,6 +334,12 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         timing=TimingSettings(**cfg["timing"]),
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],
+        replicates=ReplicateSettings(
+            min=reps["min"], max=reps["max"], target_ci=float(reps["target_ci"])
+        ),
+        paired_with=None
+        if is_baseline or not reps["paired"]
+        else f"{base['library']}/{base['device']}",
     )
 
 

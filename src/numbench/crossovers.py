@@ -4,8 +4,9 @@ One row per (library, device, operation, dtype, host), from that group's speedup
 
 How noise is handled (the rule the tests pin down):
 
-* Each size is read through its confidence interval. It is **faster** when the whole speedup
-  interval lies above 1, **slower** when it lies below 1, and a **tie** otherwise.
+* Each size is read through its verdict (``numbench.stats.verdict``). It is **faster** when
+  the whole speedup interval lies above 1 and the speedup reaches the margin, **slower**
+  likewise below, and a **tie** otherwise (a 1.03x is a tie, whatever its interval).
 * Ties neither make nor break a claim: the kind is decided by the faster and slower sizes only,
   in size order.
 
@@ -38,12 +39,8 @@ GROUP_COLUMNS = ["library", "device", "operation", "dtype", "host"]
 FASTER, SLOWER, TIE = "faster", "slower", "tie"
 
 
-def size_state(ci_low: float, ci_high: float) -> str:
-    if ci_low > 1.0:
-        return FASTER
-    if ci_high < 1.0:
-        return SLOWER
-    return TIE
+#: A size's state is its speedup's verdict (interval *and* margin): "same" is a tie.
+VERDICT_STATES = {"faster": FASTER, "slower": SLOWER, "same": TIE}
 
 
 def log_crossing(n1: float, s1: float, n2: float, s2: float) -> float:
@@ -85,7 +82,7 @@ def classify(group: pd.DataFrame) -> dict:
     point = [float(v) for v in g["speedup"]]
     lo = [float(v) for v in g["speedup_ci_low"]]
     hi = [float(v) for v in g["speedup_ci_high"]]
-    states = [size_state(a, b) for a, b in zip(lo, hi, strict=True)]
+    states = [VERDICT_STATES[v] for v in g["verdict"]]
     decided = [(i, s) for i, s in enumerate(states) if s != TIE]
     if not decided:
         return out

@@ -21,6 +21,23 @@ from numbench.timing import TimingSettings
 
 
 @dataclass(frozen=True)
+class ReplicateSettings:
+    """The ``replicates`` section of the config: how many worker processes a cell runs."""
+
+    #: processes always run
+    min: int
+    #: processes never exceeded
+    max: int
+    #: after ``min``, processes are added until the 95% interval of the cell's median (of its
+    #: speedup, when paired) is within this relative half-width, or ``max`` is reached
+    target_ci: float
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min <= self.max:
+            raise ValueError("need 1 <= replicates.min <= replicates.max")
+
+
+@dataclass(frozen=True)
 class CellSpec:
     library: str
     device: str
@@ -37,6 +54,10 @@ class CellSpec:
     timeout_s: float
     #: RSS limit of the worker (and its children) in MB; None: no limit
     memory_limit_mb: float | None
+    replicates: ReplicateSettings
+    #: the baseline measured beside this cell, process for process ("numpy/cpu"), or None
+    #: (the baseline cell itself, or pairing switched off)
+    paired_with: str | None
 
     @property
     def key(self) -> dict[str, Any]:
@@ -57,10 +78,21 @@ class CellSpec:
         missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
         if missing or unknown:
             raise ValueError(f"cell spec: missing fields {missing}, unknown fields {unknown}")
-        timing = data["timing"]
+        timing, replicates = data["timing"], data["replicates"]
         if not isinstance(timing, TimingSettings):
             timing = TimingSettings(**timing)
-        return cls(**{**data, "timing": timing, "size": int(data["size"])})
+        if not isinstance(replicates, ReplicateSettings):
+            replicates = ReplicateSettings(**replicates)
+        return cls(
+            **{**data, "timing": timing, "replicates": replicates, "size": int(data["size"])}
+        )
+
+    def paired_spec(self) -> CellSpec | None:
+        """The spec of the baseline processes measured beside this cell's, or None."""
+        if self.paired_with is None:
+            return None
+        library, device = self.paired_with.split("/")
+        return self.replace(library=library, device=device, paired_with=None)
 
     @classmethod
     def from_json(cls, text: str) -> CellSpec:
@@ -109,6 +141,13 @@ class ProcessReport:
 class CellMeta:
     """What the supervisor records about the host and the run (the same on every row)."""
 
+    #: the cell's status and error: the first process that was not ``ok`` decides them
+    status: str | None = None
+    error: str | None = None
+    #: worker processes of the cell's own library that ran (replicates)
+    replicates: int | None = None
+    #: the baseline measured beside the cell ("numpy/cpu"), or None
+    paired_with: str | None = None
     params: str | None = None
     host: str | None = None
     cpu_model: str | None = None

@@ -1,54 +1,33 @@
-"""results/speedups.parquet: every non-baseline ``ok`` cell against the baseline cell.
+"""results/speedups.parquet: every non-baseline ``ok`` cell against the baseline.
 
 speedup = baseline median / library median, for the same host, operation, size and dtype.
-Its confidence interval is a percentile bootstrap of that ratio: each resample draws the
-baseline's samples and the library's samples independently, with replacement, and takes the
-ratio of the two medians. ``significant`` is true when the interval excludes 1.
 
-A cell whose baseline cell is missing or not ``ok`` (mismatch, failed, ...) keeps its row
-with a null speedup: no claim can be made, and the summary says why.
+Where the cell ran baseline processes beside its own (``paired``: every cell but the
+baseline's, unless the config turns pairing off), both medians come from the cell's own
+file, measured round by round seconds apart, and the interval is a paired two-level
+bootstrap: the same rounds are drawn for both sides, then the samples within each process.
+Otherwise the baseline cell's samples are used and each side's processes are drawn on their
+own. ``significant`` is true when the 95% interval excludes 1; ``verdict`` also asks for a
+speedup beyond the practical ``margin`` (``numbench.stats.verdict``).
+
+A cell whose baseline did not measure (mismatch, failed, ...) keeps its row with a null
+speedup: no claim can be made, and the summary says why.
 """
 
 from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from numbench.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, bootstrap_medians
-from numbench.tables import SPEEDUPS_SCHEMA, read_cell, write_atomic
+from numbench.replicates import BASELINE, MEASURED
+from numbench.stats import ratio_ci, verdict
+from numbench.tables import SPEEDUPS_SCHEMA, write_atomic
 
-# The key of one measured cell: (library, device, operation, size, dtype, host).
-SampleKey = tuple[str, str, str, int, str, str]
-
-
-def speedup_ci(
-    baseline_samples,
-    library_samples,
-    confidence: float = CONFIDENCE,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """(speedup, ci_low, ci_high) of ``median(baseline) / median(library)``.
-
-    Both sample sets are resampled independently; the interval is the percentile interval of
-    the resampled ratios. With one sample on both sides the interval collapses to the point.
-    """
-    base = np.asarray(baseline_samples, dtype=float)
-    lib = np.asarray(library_samples, dtype=float)
-    base, lib = base[np.isfinite(base)], lib[np.isfinite(lib)]
-    if base.size == 0 or lib.size == 0:
-        return float("nan"), float("nan"), float("nan")
-    point = float(np.median(base) / np.median(lib))
-    rng = np.random.default_rng(seed)
-    ratios = bootstrap_medians(base, resamples, rng) / bootstrap_medians(lib, resamples, rng)
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(ratios, [alpha, 1.0 - alpha])
-    return point, float(lo), float(hi)
+CELL_KEY = ["library", "device", "operation", "size", "dtype", "host"]
 
 
 def is_significant(ci_low: float, ci_high: float) -> bool:
@@ -58,54 +37,51 @@ def is_significant(ci_low: float, ci_high: float) -> bool:
     return bool(ci_low > 1.0 or ci_high < 1.0)
 
 
-def cell_seed(key: SampleKey) -> int:
+def cell_seed(key: tuple) -> int:
     """A stable seed per cell, so the same samples always give the same interval."""
     return zlib.crc32("/".join(map(str, key)).encode())
 
 
-def load_samples(cell_paths: Iterable[str | os.PathLike]) -> dict[SampleKey, np.ndarray]:
-    """Per-call seconds of every cell file, keyed by (library, device, operation, size,
-    dtype, host). Cells without samples (not measured) are left out."""
-    samples: dict[SampleKey, np.ndarray] = {}
-    for path in cell_paths:
-        table = read_cell(path)
-        seconds = np.array(
-            [s for s in table.column("seconds").to_pylist() if s is not None], dtype=float
-        )
-        if seconds.size == 0:
-            continue
-        row = {c: table.column(c)[0].as_py() for c in ("library", "device", "operation")}
-        row.update({c: table.column(c)[0].as_py() for c in ("size", "dtype", "host")})
-        key = (
-            row["library"],
-            row["device"],
-            row["operation"],
-            int(row["size"]),
-            row["dtype"],
-            row["host"],
-        )
-        samples[key] = seconds
-    return samples
+def group_samples(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarray]]]:
+    """cell key -> role -> samples per replicate process (in replicate order)."""
+    out: dict[tuple, dict[str, list[np.ndarray]]] = {}
+    if samples.empty:
+        return out
+    samples = samples.sort_values(CELL_KEY + ["role", "replicate"], kind="stable")
+    for key, part in samples.groupby(CELL_KEY + ["role", "replicate"], sort=False):
+        cell = tuple(key[:-2])
+        cell = (*cell[:3], int(cell[3]), *cell[4:])
+        out.setdefault(cell, {}).setdefault(key[-2], []).append(part["seconds"].to_numpy())
+    return out
 
 
 def compute_speedups(
     benchmarks: pd.DataFrame,
-    samples: dict[SampleKey, np.ndarray],
-    baseline_library: str = "numpy",
-    baseline_device: str = "cpu",
+    samples: pd.DataFrame,
+    baseline_library: str,
+    baseline_device: str,
+    margin: float,
 ) -> pd.DataFrame:
     """One row per non-baseline ``ok`` cell of ``benchmarks``, in SPEEDUPS_SCHEMA order."""
+    groups = group_samples(samples)
     ok = benchmarks[benchmarks["status"] == "ok"]
     is_base = (ok["library"] == baseline_library) & (ok["device"] == baseline_device)
+    unstable = {
+        tuple(k): bool(u)
+        for *k, u in zip(*(ok[c] for c in CELL_KEY), ok["unstable"].fillna(False), strict=True)
+    }
     rows = []
     for r in ok[~is_base].itertuples(index=False):
         key = (r.library, r.device, r.operation, int(r.size), r.dtype, r.host)
         base_key = (baseline_library, baseline_device, *key[2:])
-        lib_s, base_s = samples.get(key), samples.get(base_key)
-        if lib_s is None or base_s is None:
+        own = groups.get(key, {})
+        paired = bool(own.get(BASELINE)) and len(own[BASELINE]) == len(own.get(MEASURED, []))
+        base = own[BASELINE] if paired else groups.get(base_key, {}).get(MEASURED)
+        lib = own.get(MEASURED)
+        if not lib or not base or (not paired and base_key not in unstable):
             point = lo = hi = float("nan")
         else:
-            point, lo, hi = speedup_ci(base_s, lib_s, seed=cell_seed(key))
+            point, lo, hi = ratio_ci(base, lib, paired=paired, seed=cell_seed(key))
         rows.append(
             {
                 "library": r.library,
@@ -120,6 +96,10 @@ def compute_speedups(
                 "speedup_ci_low": None if np.isnan(lo) else lo,
                 "speedup_ci_high": None if np.isnan(hi) else hi,
                 "significant": is_significant(lo, hi),
+                "verdict": verdict(point, lo, hi, margin),
+                "margin": margin,
+                "paired": paired,
+                "unstable": unstable.get(key, False) or unstable.get(base_key, False),
             }
         )
     table = pa.Table.from_pylist(rows, schema=SPEEDUPS_SCHEMA)
@@ -128,12 +108,18 @@ def compute_speedups(
 
 def write_speedups(
     benchmarks: str | os.PathLike,
-    cell_paths: Iterable[str | os.PathLike],
+    samples: str | os.PathLike,
     output: str | os.PathLike,
     baseline_library: str,
     baseline_device: str,
+    margin: float,
 ) -> pd.DataFrame:
-    df = pd.read_parquet(benchmarks)
-    result = compute_speedups(df, load_samples(cell_paths), baseline_library, baseline_device)
+    result = compute_speedups(
+        pd.read_parquet(benchmarks),
+        pd.read_parquet(samples),
+        baseline_library,
+        baseline_device,
+        margin,
+    )
     write_atomic(pa.Table.from_pandas(result, schema=SPEEDUPS_SCHEMA, preserve_index=False), output)
     return result

@@ -1,13 +1,101 @@
-"""Summary statistics of a cell's samples, with a bootstrap confidence interval of the median."""
+"""Statistics of a cell's samples, taken in several fresh processes.
+
+A cell's samples come in groups, one group per worker process. Processes of the same cell
+differ (allocator state, memory layout, JIT code placement, the machine's drift), often by
+more than the samples inside one process do, so an interval from the pooled samples alone is
+far too narrow. The intervals here are a two-level bootstrap (Kalibera and Jones, "Rigorous
+Benchmarking in Reasonable Time", ISMM 2013): each resample draws the processes with
+replacement, then the samples within each drawn process with replacement, and takes the
+median of everything drawn. When the processes agree, this is about as wide as the one-level
+interval of the pooled samples; when they disagree (a bimodal cell), it widens to cover them.
+
+The statistic is the median of the pooled samples; each process contributes its own samples.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
+#: A cell is *unstable* when its process medians spread (max / min) by more than this...
+UNSTABLE_MIN_SPREAD = 1.10
+#: ... and by more than this many times the processes' own relative IQR (their noise).
+UNSTABLE_NOISE_FACTOR = 3.0
+
+Groups = Sequence[np.ndarray]
+
+
+def as_groups(groups) -> list[np.ndarray]:
+    """Finite samples of each process; processes without any are dropped."""
+    out = []
+    for g in groups:
+        x = np.asarray(g, dtype=float)
+        x = x[np.isfinite(x)]
+        if x.size:
+            out.append(x)
+    return out
+
+
+def _padded(groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(samples padded with NaN into one row per process, sample count per process)."""
+    counts = np.array([g.size for g in groups])
+    table = np.full((len(groups), counts.max()), np.nan)
+    for i, g in enumerate(groups):
+        table[i, : g.size] = g
+    return table, counts
+
+
+def bootstrap_draws(
+    groups: list[np.ndarray], resamples: int, rng: np.random.Generator, chosen: np.ndarray
+) -> np.ndarray:
+    """The pooled samples of each resample, NaN-padded: shape (resamples, processes * max n).
+
+    ``chosen[b, j]`` is the process drawn in slot j of resample b (the first level); within
+    each drawn process its own number of samples is drawn with replacement (the second).
+    """
+    table, counts = _padded(groups)
+    width = table.shape[1]
+    n = counts[chosen]  # (resamples, slots)
+    u = rng.random((resamples, chosen.shape[1], width))
+    idx = np.floor(u * n[..., None]).astype(int)
+    drawn = table[chosen[..., None], idx]
+    drawn[np.arange(width)[None, None, :] >= n[..., None]] = np.nan
+    return drawn.reshape(resamples, -1)
+
+
+def choose_processes(n_processes: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, n_processes, size=(resamples, n_processes))
+
+
+def two_level_medians(groups, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Medians of ``resamples`` two-level resamples of ``groups`` (one array per process)."""
+    groups = as_groups(groups)
+    chosen = choose_processes(len(groups), resamples, rng)
+    return np.nanmedian(bootstrap_draws(groups, resamples, rng, chosen), axis=1)
+
+
+def percentile_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def median_ci(
+    groups, confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """Two-level percentile bootstrap interval of the pooled median of ``groups``."""
+    groups = as_groups(groups)
+    if not groups:
+        return float("nan"), float("nan")
+    pooled = np.concatenate(groups)
+    if pooled.size == 1:
+        return float(pooled[0]), float(pooled[0])
+    meds = two_level_medians(groups, resamples, np.random.default_rng(seed))
+    return percentile_interval(meds, confidence)
 
 
 @dataclass(frozen=True)
@@ -20,44 +108,50 @@ class Summary:
     ci_low_s: float
     ci_high_s: float
     n_samples: int
+    #: worker processes the samples came from
+    n_processes: int
+    #: max / min of the per-process medians (1 with one process)
+    process_spread: float
+    #: the processes disagree far beyond their own spread (see ``is_unstable``)
+    unstable: bool
+    #: the per-process medians, as JSON (seconds)
+    process_medians_s: str
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | bool | str]:
         return asdict(self)
 
 
-def _rng(seed: int | None) -> np.random.Generator:
-    return np.random.default_rng(0 if seed is None else seed)
+def is_unstable(groups: list[np.ndarray]) -> tuple[float, bool]:
+    """(spread, unstable): the spread of the process medians (max / min), and whether it
+    exceeds both ``UNSTABLE_MIN_SPREAD`` and ``UNSTABLE_NOISE_FACTOR`` times the processes'
+    own median relative IQR. One process cannot disagree with itself."""
+    if len(groups) < 2:
+        return 1.0, False
+    medians = np.array([np.median(g) for g in groups])
+    if medians.min() <= 0:
+        return float("inf"), True
+    spread = float(medians.max() / medians.min())
+    noise = float(
+        np.median([(np.subtract(*np.quantile(g, [0.75, 0.25]))) / np.median(g) for g in groups])
+    )
+    return spread, bool(
+        spread > UNSTABLE_MIN_SPREAD and spread - 1.0 > UNSTABLE_NOISE_FACTOR * noise
+    )
 
 
-def bootstrap_medians(samples: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Medians of ``resamples`` resamples (with replacement) of ``samples``."""
-    idx = rng.integers(0, samples.size, size=(resamples, samples.size))
-    return np.median(samples[idx], axis=1)
-
-
-def median_ci(
-    samples, confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
-) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of the median."""
-    x = np.asarray(samples, dtype=float)
-    if x.size == 0:
-        return float("nan"), float("nan")
-    if x.size == 1:
-        return float(x[0]), float(x[0])
-    meds = bootstrap_medians(x, resamples, _rng(seed))
-    alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(meds, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
-
-
-def summarize(samples, seed: int = 0) -> Summary:
-    x = np.asarray(samples, dtype=float)
-    x = x[np.isfinite(x)]
-    if x.size == 0:
+def summarize(groups, seed: int = 0) -> Summary:
+    """Statistics of a cell's samples given per process (a flat list is one process)."""
+    if len(groups) and np.ndim(groups[0]) == 0:
+        groups = [groups]
+    groups = as_groups(groups)
+    if not groups:
         nan = float("nan")
-        return Summary(nan, nan, nan, nan, nan, nan, nan, 0)
+        return Summary(nan, nan, nan, nan, nan, nan, nan, 0, 0, nan, False, "[]")
+    x = np.concatenate(groups)
     q1, med, q3 = np.quantile(x, [0.25, 0.5, 0.75])
-    lo, hi = median_ci(x, seed=seed)
+    lo, hi = median_ci(groups, seed=seed)
+    spread, unstable = is_unstable(groups)
+    medians = [float(np.median(g)) for g in groups]
     return Summary(
         median_s=float(med),
         iqr_s=float(q3 - q1),
@@ -67,4 +161,66 @@ def summarize(samples, seed: int = 0) -> Summary:
         ci_low_s=lo,
         ci_high_s=hi,
         n_samples=int(x.size),
+        n_processes=len(groups),
+        process_spread=spread,
+        unstable=unstable,
+        process_medians_s="[" + ", ".join(f"{m:.6g}" for m in medians) + "]",
     )
+
+
+def ratio_ci(
+    numerator,
+    denominator,
+    paired: bool,
+    confidence: float = CONFIDENCE,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """(ratio, ci_low, ci_high) of ``median(numerator) / median(denominator)``, each given as
+    samples per process, with a two-level bootstrap interval.
+
+    ``paired``: process i of one side was measured beside process i of the other (seconds
+    apart, in the same job): the same processes are drawn on both sides, so what the two
+    shared (a slow minute of the machine) cancels in the ratio. Otherwise each side's
+    processes are drawn on their own.
+    """
+    num, den = as_groups(numerator), as_groups(denominator)
+    if not num or not den:
+        return float("nan"), float("nan"), float("nan")
+    point = float(np.median(np.concatenate(num)) / np.median(np.concatenate(den)))
+    rng = np.random.default_rng(seed)
+    if paired and len(num) == len(den):
+        chosen = choose_processes(len(num), resamples, rng)
+        top = np.nanmedian(bootstrap_draws(num, resamples, rng, chosen), axis=1)
+        bottom = np.nanmedian(bootstrap_draws(den, resamples, rng, chosen), axis=1)
+    else:
+        top = two_level_medians(num, resamples, rng)
+        bottom = two_level_medians(den, resamples, rng)
+    lo, hi = percentile_interval(top / bottom, confidence)
+    return point, lo, hi
+
+
+def relative_half_width(point: float, lo: float, hi: float) -> float:
+    """Half the interval's width relative to its point (inf when undefined)."""
+    if not (np.isfinite(point) and np.isfinite(lo) and np.isfinite(hi)) or point <= 0:
+        return float("inf")
+    return (hi - lo) / 2.0 / point
+
+
+FASTER, SAME, SLOWER = "faster", "same", "slower"
+
+
+def verdict(ratio: float, ci_low: float, ci_high: float, margin: float) -> str:
+    """``faster``, ``same`` or ``slower`` for a ratio where above 1 is faster.
+
+    Faster needs both: an interval wholly above 1 (statistical) and a ratio of at least
+    ``margin`` (practical, as asv's ``compare --factor``); slower likewise below 1 and at most
+    1 / margin. Anything else, a 1.03x whatever its interval included, is the same speed.
+    """
+    if not all(np.isfinite(v) for v in (ratio, ci_low, ci_high)):
+        return SAME
+    if ci_low > 1.0 and ratio >= margin:
+        return FASTER
+    if ci_high < 1.0 and ratio <= 1.0 / margin:
+        return SLOWER
+    return SAME

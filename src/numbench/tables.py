@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from numbench.errors import CorruptFile, corrupt, remake_command  # noqa: F401 - re-exported
 from numbench.spec import CellMeta, ProcessReport
+from numbench.stats import Summary
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -30,6 +31,12 @@ KEY_FIELDS = [
     pa.field("dtype", pa.string()),
 ]
 SAMPLE_FIELDS = [
+    # "measured": the cell's own library; "baseline": the baseline's process run beside it
+    pa.field("role", pa.string()),
+    # the round (0, 1, ...): in a paired cell, the measured and the baseline process of one
+    # round ran back to back
+    pa.field("replicate", pa.int64()),
+    pa.field("process_started_unix", pa.float64()),
     pa.field("sample", pa.int64()),
     pa.field("loops", pa.int64()),
     pa.field("seconds", pa.float64()),
@@ -40,32 +47,30 @@ _ARROW_TYPES = {
     "float | None": pa.float64(),
     "int | None": pa.int64(),
     "str": pa.string(),
+    "float": pa.float64(),
+    "int": pa.int64(),
+    "bool": pa.bool_(),
 }
-#: fields of a worker's report that are sample columns, not metadata
-_SAMPLE_REPORT_FIELDS = ("loops", "samples_s")
+#: fields of a worker's report that are not per-process columns: the cell's status and error
+#: are decided over its processes (CellMeta), the samples are the sample columns
+_NOT_PROCESS_FIELDS = ("status", "error", "loops", "samples_s")
 
 
-def _meta_fields() -> list[pa.Field]:
-    """The cell metadata columns, derived from ``ProcessReport`` and ``CellMeta``."""
-    out = []
-    for cls in (ProcessReport, CellMeta):
-        for f in dataclasses.fields(cls):
-            if f.name not in _SAMPLE_REPORT_FIELDS:
-                out.append(pa.field(f.name, _ARROW_TYPES[f.type]))
-    return out
+def _fields(cls, skip=()) -> list[pa.Field]:
+    return [
+        pa.field(f.name, _ARROW_TYPES[f.type])
+        for f in dataclasses.fields(cls)
+        if f.name not in skip
+    ]
 
 
-CELL_META_FIELDS = _meta_fields()
-STAT_FIELDS = [
-    pa.field("median_s", pa.float64()),
-    pa.field("iqr_s", pa.float64()),
-    pa.field("min_s", pa.float64()),
-    pa.field("mean_s", pa.float64()),
-    pa.field("std_s", pa.float64()),
-    pa.field("ci_low_s", pa.float64()),
-    pa.field("ci_high_s", pa.float64()),
-    pa.field("n_samples", pa.int64()),
-]
+#: What each worker process saw (import, first call, error, memory...): per process.
+PROCESS_FIELDS = _fields(ProcessReport, _NOT_PROCESS_FIELDS)
+#: What the supervisor records about the cell and the host: the same on every row.
+CELL_FIELDS = _fields(CellMeta)
+CELL_META_FIELDS = PROCESS_FIELDS + CELL_FIELDS
+#: The statistics of a cell over all its processes (``numbench.stats.Summary``).
+STAT_FIELDS = _fields(Summary)
 
 CELL_SCHEMA = pa.schema(KEY_FIELDS + SAMPLE_FIELDS + CELL_META_FIELDS)
 BENCHMARKS_SCHEMA = pa.schema(KEY_FIELDS + STAT_FIELDS + CELL_META_FIELDS)
@@ -83,6 +88,22 @@ SPEEDUPS_SCHEMA = pa.schema(
         pa.field("speedup_ci_low", pa.float64()),
         pa.field("speedup_ci_high", pa.float64()),
         pa.field("significant", pa.bool_()),
+        # faster / same / slower: significant *and* beyond the margin (config key margin)
+        pa.field("verdict", pa.string()),
+        pa.field("margin", pa.float64()),
+        # true when the speedup came from baseline processes run beside the cell's own
+        pa.field("paired", pa.bool_()),
+        pa.field("unstable", pa.bool_()),
+    ]
+)
+#: results/samples.parquet: every sample of every ok cell, for the speedups' intervals.
+SAMPLES_SCHEMA = pa.schema(
+    KEY_FIELDS
+    + [
+        pa.field("host", pa.string()),
+        pa.field("role", pa.string()),
+        pa.field("replicate", pa.int64()),
+        pa.field("seconds", pa.float64()),
     ]
 )
 CROSSOVERS_SCHEMA = pa.schema(
@@ -107,21 +128,33 @@ KEY_COLUMNS = [f.name for f in KEY_FIELDS]
 META_COLUMNS = [f.name for f in CELL_META_FIELDS]
 
 
-def cell_table(key: dict, meta: CellMeta, report: ProcessReport) -> pa.Table:
-    """Build a cell's table: one row per (loops, seconds-per-call) sample, or one row without.
-
-    Samples are kept for ``ok`` and ``mismatch`` cells (a wrong result is still a timing)."""
-    if report.status not in STATUSES:
-        raise ValueError(f"status {report.status!r} is not one of {STATUSES}")
-    values = {**dataclasses.asdict(report), **dataclasses.asdict(meta)}
-    samples = report.samples_s if report.status in ("ok", "mismatch") else []
-    n = max(1, len(samples))
-    columns = {f.name: [key[f.name]] * n for f in KEY_FIELDS}
-    columns["sample"] = list(range(n)) if samples else [None]
-    columns["loops"] = [report.loops if samples else None] * n
-    columns["seconds"] = list(samples) if samples else [None]
-    for f in CELL_META_FIELDS:
-        columns[f.name] = [values[f.name]] * n
+def cell_table(key: dict, meta: CellMeta, runs: list) -> pa.Table:
+    """Build a cell's table: one row per sample of every process (``ok`` and ``mismatch``
+    cells: a wrong result is still a timing), or one row without samples, carrying the
+    process that ended the cell."""
+    if meta.status not in STATUSES:
+        raise ValueError(f"status {meta.status!r} is not one of {STATUSES}")
+    cell_values = dataclasses.asdict(meta)
+    rows = []
+    keep_samples = meta.status in ("ok", "mismatch")
+    for run in runs if keep_samples else []:
+        process = dataclasses.asdict(run.report)
+        for i, seconds in enumerate(run.report.samples_s):
+            sample = {"sample": i, "loops": run.report.loops, "seconds": seconds}
+            rows.append((run, process, sample))
+    if not rows:
+        run = runs[-1]
+        rows.append((run, dataclasses.asdict(run.report), {}))
+    columns: dict[str, list] = {f.name: [key[f.name]] * len(rows) for f in KEY_FIELDS}
+    columns["role"] = [run.role for run, _, _ in rows]
+    columns["replicate"] = [run.replicate for run, _, _ in rows]
+    columns["process_started_unix"] = [run.started_unix for run, _, _ in rows]
+    for name in ("sample", "loops", "seconds"):
+        columns[name] = [sample.get(name) for _, _, sample in rows]
+    for f in PROCESS_FIELDS:
+        columns[f.name] = [process[f.name] for _, process, _ in rows]
+    for f in CELL_FIELDS:
+        columns[f.name] = [cell_values[f.name]] * len(rows)
     return pa.table(columns, schema=CELL_SCHEMA)
 
 

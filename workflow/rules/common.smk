@@ -35,7 +35,14 @@ CHARTS_DIR = "results/charts"
 # Wall time: the worker's own timeout plus a margin for start-up, the supervisor and the
 # host lock, in whole minutes as Slurm's --time wants them.
 CELL_RUNTIME_MARGIN_MIN = 5
-CELL_RUNTIME_MIN = math.ceil(CFG["cell_timeout_s"] / 60) + CELL_RUNTIME_MARGIN_MIN
+# A cell runs up to replicates.max processes of its own, and as many baseline processes when
+# paired; each may take up to cell_timeout_s.
+CELL_MAX_PROCESSES = CFG["replicates"]["max"] * (
+    2 if CFG["replicates"]["paired"] else 1
+)
+CELL_RUNTIME_MIN = (
+    math.ceil(CELL_MAX_PROCESSES * CFG["cell_timeout_s"] / 60) + CELL_RUNTIME_MARGIN_MIN
+)
 
 
 def cell_gpus(wildcards):

@@ -14,7 +14,8 @@ rule aggregate:
         cells=CELL_FILES,
         inputs=INPUT_FILES,
     output:
-        "results/benchmarks.parquet",
+        benchmarks="results/benchmarks.parquet",
+        samples="results/samples.parquet",
     log:
         "logs/aggregate.log",
     conda:
@@ -22,14 +23,15 @@ rule aggregate:
     params:
         script=SCRIPTS / "aggregate.py",
     shell:
-        "python {params.script} --output {output} --inputs {input.inputs}"
+        "python {params.script} --output {output.benchmarks} --samples {output.samples}"
+        " --inputs {input.inputs}"
         " --cells {input.cells} > {log} 2>&1"
 
 
 rule speedups:
     input:
         benchmarks="results/benchmarks.parquet",
-        cells=CELL_FILES,
+        samples="results/samples.parquet",
     output:
         "results/speedups.parquet",
     log:
@@ -40,11 +42,13 @@ rule speedups:
         script=SCRIPTS / "speedups.py",
         baseline_library=BASELINE["library"],
         baseline_device=BASELINE["device"],
+        margin=CFG["margin"],
     shell:
         "python {params.script} --benchmarks {input.benchmarks}"
+        " --samples {input.samples} --margin {params.margin}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device}"
-        " --output {output} {input.cells} > {log} 2>&1"
+        " --output {output} > {log} 2>&1"
 
 
 rule crossovers:

@@ -1,0 +1,143 @@
+"""Replicated processes: the two-level bootstrap, the unstable flag, and the replicate loop
+(adaptive count, paired rounds in a seeded order, faults) with a constructed worker."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from conftest import make_spec
+
+from numbench.replicates import BASELINE, MEASURED, measure_replicates, round_order
+from numbench.spec import ProcessReport, ReplicateSettings
+from numbench.stats import median_ci, summarize
+
+FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
+
+
+def noisy(median: float, n: int, rng: np.random.Generator, sd: float = 0.02) -> np.ndarray:
+    return median * np.exp(rng.normal(0.0, sd, n))
+
+
+def test_agreeing_processes_give_about_the_one_level_interval():
+    rng = np.random.default_rng(1)
+    groups = [noisy(1e-3, 20, rng) for _ in range(5)]
+    pooled = np.concatenate(groups)
+    lo2, hi2 = median_ci(groups)
+    lo1, hi1 = median_ci([pooled])  # one process holding every sample: one level
+    assert 0.6 < (hi2 - lo2) / (hi1 - lo1) < 1.6
+    assert lo2 < np.median(pooled) < hi2
+
+
+def test_identical_processes_match_the_one_level_interval_of_one():
+    rng = np.random.default_rng(2)
+    one = noisy(1e-3, 30, rng)
+    lo1, hi1 = median_ci([one])
+    lo2, hi2 = median_ci([one])
+    assert (lo1, hi1) == (lo2, hi2)  # one process: the one-level interval itself
+
+
+def test_bimodal_processes_widen_the_interval():
+    """Three processes at 1 ms and one at 2 ms: the pooled samples look precise (their
+    median sits in the 1 ms mode), the processes do not agree, and the interval must show it."""
+    rng = np.random.default_rng(3)
+    groups = [noisy(m, 20, rng) for m in (1e-3, 1e-3, 2e-3, 1e-3)]
+    lo2, hi2 = median_ci(groups)
+    lo1, hi1 = median_ci([np.concatenate(groups)])
+    assert (hi2 - lo2) > 3 * (hi1 - lo1)
+    assert lo2 < 1.05e-3 and hi2 > 1.4e-3
+
+
+def test_unstable_flag_and_process_medians():
+    rng = np.random.default_rng(4)
+    calm = summarize([noisy(1e-3, 20, rng) for _ in range(3)])
+    assert not calm.unstable and calm.n_processes == 3 and calm.process_spread < 1.05
+    wild = summarize([noisy(m, 20, rng) for m in (1.97e-3, 2.31e-4, 2.87e-4)])
+    assert wild.unstable and wild.process_spread > 8
+    medians = [float(m) for m in wild.process_medians_s.strip("[]").split(",")]
+    assert medians == pytest.approx([1.97e-3, 2.31e-4, 2.87e-4], rel=0.02)
+    # disagreement within the processes' own noise is not instability
+    loud = summarize([noisy(1e-3, 40, rng, sd=0.3) for _ in range(3)])
+    assert not loud.unstable
+    assert not summarize([noisy(1e-3, 20, rng)]).unstable  # one process cannot disagree
+
+
+# -- the replicate loop, with a constructed worker ------------------------------------------
+class FakeWorker:
+    """Stands in for run_worker: returns constructed samples and records the calls."""
+
+    def __init__(self, medians: dict[str, list[float]], fail: dict | None = None):
+        self.medians = {k: itertools.cycle(v) for k, v in medians.items()}
+        self.fail = fail or {}
+        self.calls: list[str] = []
+        self.rng = np.random.default_rng(0)
+
+    def __call__(self, spec) -> ProcessReport:
+        self.calls.append(spec.library)
+        n = self.calls.count(spec.library)
+        if (spec.library, n) in self.fail:
+            return ProcessReport(status="failed", error=self.fail[(spec.library, n)])
+        median = next(self.medians[spec.library])
+        return ProcessReport(status="ok", loops=1, samples_s=list(noisy(median, 10, self.rng)))
+
+
+def spec_with(library="torch", paired="numpy/cpu", **reps):
+    settings = {"min": 2, "max": 6, "target_ci": 0.03, **reps}
+    return make_spec(library, "cpu", "sort", 1000, "x.npz", FAST).replace(
+        replicates=ReplicateSettings(**settings), paired_with=paired
+    )
+
+
+def test_agreeing_processes_stop_at_the_minimum():
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
+    runs, pairing_error = measure_replicates(spec_with(), worker)
+    assert pairing_error is None
+    assert [r.role for r in runs].count(MEASURED) == 2
+    assert [r.role for r in runs].count(BASELINE) == 2
+
+
+def test_disagreeing_processes_get_more_up_to_the_cap():
+    worker = FakeWorker({"torch": [1e-3, 3e-3], "numpy": [2e-3]})
+    runs, _ = measure_replicates(spec_with(), worker)
+    assert [r.role for r in runs].count(MEASURED) == 6  # the cap
+    worker = FakeWorker({"torch": [1e-3, 3e-3]})
+    runs, _ = measure_replicates(spec_with(paired=None, max=4), worker)
+    assert len(runs) == 4 and {r.role for r in runs} == {MEASURED}
+
+
+def test_paired_rounds_alternate_in_a_seeded_order():
+    spec = spec_with()
+    worker = FakeWorker({"torch": [1e-3, 3e-3], "numpy": [2e-3]})
+    runs, _ = measure_replicates(spec, worker)
+    for rep in range(6):
+        roles = tuple(r.role for r in runs if r.replicate == rep)
+        assert roles == round_order(spec, rep)  # one of each, back to back
+    orders = {round_order(spec, rep) for rep in range(20)}
+    assert orders == {(BASELINE, MEASURED), (MEASURED, BASELINE)}  # neither always first
+    assert [round_order(spec, rep) for rep in range(6)] == [
+        round_order(spec_with(), rep) for rep in range(6)
+    ]  # seeded: a rerun keeps the order
+    started = [r.started_unix for r in runs]
+    assert started == sorted(started)
+
+
+def test_a_fault_in_any_process_ends_the_cell():
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("torch", 2): "boom"})
+    runs, _ = measure_replicates(spec_with(), worker)
+    own = [r for r in runs if r.role == MEASURED]
+    assert [r.report.status for r in own] == ["ok", "failed"]
+    assert worker.calls.count("torch") == 2
+
+
+def test_a_failed_baseline_process_ends_the_pairing_only():
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("numpy", 1): "bad"})
+    runs, pairing_error = measure_replicates(spec_with(), worker)
+    assert "paired baseline process (numpy/cpu) ended failed: bad" in pairing_error
+    assert {r.role for r in runs} == {MEASURED} and len(runs) >= 2
+
+
+@pytest.mark.parametrize("reps", [{"min": 3, "max": 2}, {"min": 0, "max": 2}])
+def test_replicate_settings_refuse_bad_bounds(reps):
+    with pytest.raises(ValueError):
+        ReplicateSettings(target_ci=0.03, **reps)
