@@ -23,6 +23,8 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from numbench.speedups import check_baseline
+
 FORMATS = ("html", "svg", "png")
 WIDTH, HEIGHT = 460, 300
 FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
@@ -339,8 +341,15 @@ def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
 
 
 def build_charts(
-    bench: pd.DataFrame, speedups: pd.DataFrame, crossovers: pd.DataFrame, baseline: str
+    bench: pd.DataFrame,
+    speedups: pd.DataFrame,
+    crossovers: pd.DataFrame,
+    baseline_library: str,
+    baseline_device: str,
 ) -> dict[str, alt.TopLevelMixin]:
+    """Every chart of ``chart_names``, by name; the speedups are over the baseline given."""
+    check_baseline(baseline_library, baseline_device, speedups, crossovers)
+    baseline = f"{baseline_library} ({baseline_device})"
     operations = sorted(bench["operation"].unique())
     charts: dict[str, alt.TopLevelMixin] = {}
     for op in operations:
@@ -369,24 +378,18 @@ def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
     return paths
 
 
-def baseline_label(speedups: pd.DataFrame, default: str) -> str:
-    if speedups.empty:
-        return default
-    lib, dev = speedups["baseline_library"].iloc[0], speedups["baseline_device"].iloc[0]
-    return f"{lib} ({dev})"
-
-
 def write_charts(
     benchmarks: str | os.PathLike,
     speedups: str | os.PathLike,
     crossovers: str | os.PathLike,
     outdir: str | os.PathLike,
-    baseline: str = "numpy (cpu)",
+    baseline_library: str,
+    baseline_device: str,
 ) -> list[Path]:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
-    charts = build_charts(bench, sp, cr, baseline_label(sp, baseline))
+    charts = build_charts(bench, sp, cr, baseline_library, baseline_device)
     written = []
     for name, chart in charts.items():
         written += save_chart(chart, Path(outdir), name)

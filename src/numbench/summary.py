@@ -15,6 +15,7 @@ import pandas as pd
 
 from numbench.charts import chart_names
 from numbench.gpu_report import gpu_gaps_notice, no_gpu_notice
+from numbench.speedups import check_baseline
 from numbench.tables import write_text_atomic
 
 NOISY_IQR_FRACTION = 0.10
@@ -473,11 +474,12 @@ def render(
     bench: pd.DataFrame,
     speedups: pd.DataFrame,
     crossovers: pd.DataFrame,
+    baseline_library: str,
+    baseline_device: str,
     charts_dir: str = "charts",
-    baseline: tuple[str, str] = ("numpy", "cpu"),
 ) -> str:
-    if not speedups.empty:
-        baseline = (speedups["baseline_library"].iloc[0], speedups["baseline_device"].iloc[0])
+    check_baseline(baseline_library, baseline_device, speedups, crossovers)
+    baseline = (baseline_library, baseline_device)
     base_name = who(baseline[0], baseline[1], measured_on_several_devices(bench))
     counts = bench["status"].value_counts().to_dict()
     status_line = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
@@ -565,13 +567,15 @@ def write_summary(
     crossovers: str | os.PathLike,
     output: str | os.PathLike,
     charts_dir: str | os.PathLike,
+    baseline_library: str,
+    baseline_device: str,
     html_output: str | os.PathLike | None = None,
 ) -> str:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
     rel = os.path.relpath(Path(charts_dir), Path(output).parent).replace(os.sep, "/")
-    text = render(bench, sp, cr, charts_dir=rel)
+    text = render(bench, sp, cr, baseline_library, baseline_device, charts_dir=rel)
     write_text_atomic(text, output)
     if html_output is not None:
         write_text_atomic(to_html(text), html_output)
