@@ -140,9 +140,11 @@ def test_the_browser_check_catches_a_broken_page(chromium, tmp_path):
     assert any("vegaEmbed is not defined" in e for e in errors), stderr[-2000:]
 
 
-def test_charts_name_the_baseline_given_even_without_speedups():
+def test_charts_are_drawn_under_their_registered_names_for_the_baseline_given():
+    """The speedup charts name the baseline passed in, even when there are no speedups."""
     bench, speedups, crossovers = constructed_results()
     charts = build_charts(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "gpu")
+    assert list(charts) == chart_names(OPERATIONS)
     assert charts["speedup_fft"].to_dict()["title"] == "fft: speedup over torch (gpu)"
     heatmap = charts["speedup_heatmap"].to_dict()["title"]
     assert heatmap.startswith("speedup over torch (gpu) at each operation's")

@@ -7,107 +7,44 @@ into the standalone page the Snakemake report shows.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
 import pandas as pd
 
-from numbench.charts import chart_names
+from numbench.charts import OPERATION_CHARTS, chart_names, operation_chart
+from numbench.formatting import (
+    display,
+    format_ci,
+    format_seconds,
+    format_size,
+    format_sizes,
+    format_speedup,
+    md_cell,
+    md_table,
+    missing,
+    series_label,
+    series_labels,
+    slowdown,
+    who,
+)
 from numbench.gpu_report import gpu_gaps_notice, no_gpu_notice
 from numbench.speedups import check_baseline
 from numbench.tables import write_text_atomic
 
 NOISY_IQR_FRACTION = 0.10
 TOP_SPEEDUPS = 5
-DISPLAY_NAMES = {
-    "numpy": "NumPy",
-    "jax": "JAX",
-    "torch": "PyTorch",
-    "tensorflow": "TensorFlow",
-    "numba": "Numba",
-    "cupy": "CuPy",
-    "jax-eager": "JAX (eager)",
-    "torch-compile": "PyTorch (torch.compile)",
-    "tensorflow-eager": "TensorFlow (eager)",
-}
-NOT_MEASURED = ("mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
-
-
-# -- formatting ---------------------------------------------------------------------------------
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-
-
-def format_seconds(s: float | None) -> str:
-    if _missing(s):
-        return "–"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
-def format_size(n: float | int | None, approx: bool = False, mark: bool = True) -> str:
-    """'10^4' for powers of ten from 1000 up, '1,024' otherwise; an interpolated size is
-    rounded to two significant digits, '≈ 2,300' (without the '≈' when ``mark`` is false)."""
-    if _missing(n):
-        return "–"
-    if approx:
-        digits = max(0, int(math.floor(math.log10(n))) - 1)
-        rounded = round(n / 10**digits) * 10**digits
-        return f"≈ {rounded:,.0f}" if mark else f"{rounded:,.0f}"
-    n = int(n)
-    k = math.log10(n) if n > 0 else 0
-    if n >= 1000 and k.is_integer():
-        return f"10^{int(k)}"
-    return f"{n:,}"
-
-
-def format_speedup(s: float | None) -> str:
-    if _missing(s):
-        return "–"
-    return f"{s:.3g}×"
-
-
-def format_ci(lo: float | None, hi: float | None) -> str:
-    if _missing(lo) or _missing(hi):
-        return ""
-    return f"({lo:.3g} to {hi:.3g})"
-
-
-def display(library: str) -> str:
-    return DISPLAY_NAMES.get(library, library)
-
-
-def _cell(value) -> str:
-    if _missing(value):
-        return ""
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def who(library: str, device: str, multi_device: bool) -> str:
-    name = display(library)
-    return f"{name} on {device}" if multi_device else name
-
-
-def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
-    align = align or "l" * len(header)
-    marks = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 # -- sections -----------------------------------------------------------------------------------
 def _unique(values) -> str:
-    vals = sorted({str(v) for v in values if not _missing(v) and str(v) != ""})
+    vals = sorted({str(v) for v in values if not missing(v) and str(v) != ""})
     return ", ".join(vals) if vals else "–"
 
 
 def short_blas(text) -> str:
     """The BLAS name without a build-configuration dump (PyTorch reports its whole config)."""
-    if _missing(text):
+    if missing(text):
         return ""
     text = str(text).strip()
     return text if len(text) <= 60 else text.split(",")[0].strip() + " (…)"
@@ -168,15 +105,6 @@ def fastest_line(bench: pd.DataFrame, op: str, size: int, multi_device: bool) ->
     return text
 
 
-def _sizes(sizes) -> str:
-    return ", ".join(format_size(s) for s in sorted(sizes))
-
-
-def slowdown(s: float) -> str:
-    """', i.e. 12× slower' for speedups well below 1, where '0.083×' is hard to read."""
-    return f", i.e. {1 / s:.3g}× slower" if 0 < s < 0.5 else ""
-
-
 def crossover_sentence(row, speedups: pd.DataFrame, baseline: str, multi_device: bool) -> str:
     name = who(row.library, row.device, multi_device)
     g = speedups[
@@ -206,20 +134,22 @@ def crossover_sentence(row, speedups: pd.DataFrame, baseline: str, multi_device:
         )
     ties = g[~g["significant"]]
     tie_text = (
-        f"; tied at n = {_sizes(ties['size'])}, where the CI contains 1" if not ties.empty else ""
+        f"; tied at n = {format_sizes(ties['size'])}, where the CI contains 1"
+        if not ties.empty
+        else ""
     )
     if row.kind == "always_faster":
         if ties.empty:
             return f"{name} beats {baseline} on {row.operation} at every size ({span}), {at_last}."
         faster = g[g["significant"]]["size"]
         return (
-            f"{name} beats {baseline} on {row.operation} at n = {_sizes(faster)} and is never "
+            f"{name} beats {baseline} on {row.operation} at n = {format_sizes(faster)} and is never "
             f"slower{tie_text}; {at_last}."
         )
     if row.kind == "never_faster":
         best = g.loc[g["speedup"].idxmax()]
         slower = g[g["significant"]]["size"]
-        where = f"({span})" if ties.empty else f"(slower at n = {_sizes(slower)}{tie_text})"
+        where = f"({span})" if ties.empty else f"(slower at n = {format_sizes(slower)}{tie_text})"
         return (
             f"{name} is never faster than {baseline} on {row.operation} {where}; at best "
             f"{format_speedup(best.speedup)} at n = {format_size(best['size'])} "
@@ -298,10 +228,7 @@ def findings(
 def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> str:
     d = bench[bench["operation"] == op].copy()
     multi = bench["device"].nunique() > 1
-    d["series"] = [
-        f"{lib} ({dev})" if multi else lib
-        for lib, dev in zip(d["library"], d["device"], strict=True)
-    ]
+    d["series"] = series_labels(d, with_device=multi)
     series = sorted(d["series"].unique())
     sizes = sorted(d["size"].unique())
     time_rows = []
@@ -326,17 +253,14 @@ def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> st
     ]
     sp = speedups[speedups["operation"] == op].copy()
     if not sp.empty:
-        sp["series"] = [
-            f"{lib} ({dev})" if multi else lib
-            for lib, dev in zip(sp["library"], sp["device"], strict=True)
-        ]
+        sp["series"] = series_labels(sp, with_device=multi)
         sseries = sorted(sp["series"].unique())
         rows = []
         for size in sizes:
             at = sp[sp["size"] == size].set_index("series")
             row = [format_size(size)]
             for s in sseries:
-                if s not in at.index or _missing(at.loc[s, "speedup"]):
+                if s not in at.index or missing(at.loc[s, "speedup"]):
                     row.append("")
                     continue
                 r = at.loc[s]
@@ -393,7 +317,7 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> str:
         ]
         for r in noisy.sort_values(["operation", "size", "library"]).itertuples():
             lines.append(
-                f"- {r.library} ({r.device}) {r.operation} n = {format_size(r.size)}: IQR "
+                f"- {series_label(r.library, r.device, True)} {r.operation} n = {format_size(r.size)}: IQR "
                 f"{format_seconds(r.iqr_s)} = {r.iqr_s / r.median_s:.0%} of the median "
                 f"{format_seconds(r.median_s)}"
             )
@@ -402,9 +326,9 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> str:
     if not bad.empty:
         lines += ["Cells without a usable measurement:", ""]
         for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
-            reason = _cell(r.error) or "no reason recorded"
+            reason = md_cell(r.error) or "no reason recorded"
             lines.append(
-                f"- `{r.status}`: {r.library} ({r.device}) {r.operation} n = "
+                f"- `{r.status}`: {series_label(r.library, r.device, True)} {r.operation} n = "
                 f"{format_size(r.size)}: {reason}"
             )
         lines.append("")
@@ -412,10 +336,15 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> str:
     if not orphans.empty:
         lines += ["Cells with no speedup because their baseline cell was not measured:", ""]
         for r in orphans.itertuples():
-            lines.append(f"- {r.library} ({r.device}) {r.operation} n = {format_size(r.size)}")
+            lines.append(
+                f"- {series_label(r.library, r.device, True)} {r.operation} n = {format_size(r.size)}"
+            )
         lines.append("")
     if not lines:
-        return "None: every cell was measured, correct, and quiet (IQR within 10% of the median)."
+        return (
+            "None: every cell was measured, correct, and quiet "
+            f"(IQR within {NOISY_IQR_FRACTION:.0%} of the median)."
+        )
     return "\n".join(lines).rstrip()
 
 
@@ -425,6 +354,14 @@ def chart_links(operations: list[str], charts_dir: str) -> str:
         base = f"{charts_dir}/{name}"
         lines.append(f"- [{name}]({base}.html) ([svg]({base}.svg), [png]({base}.png))")
     return "\n".join(lines)
+
+
+def operation_chart_links(op: str, charts_dir: str) -> str:
+    """'Charts: [time](charts/time_fft.html), [speedup](...), [throughput](...).'"""
+    links = [
+        f"[{kind}]({charts_dir}/{operation_chart(kind, op)}.html)" for kind in OPERATION_CHARTS
+    ]
+    return "Charts: " + ", ".join(links) + "."
 
 
 METHODOLOGY = """\
@@ -449,7 +386,7 @@ and the lower CI bounds of the speedup do."""
 def every_cell_table(df: pd.DataFrame) -> str:
     rows = []
     for r in df.sort_values(["operation", "size", "library", "device"]).itertuples(index=False):
-        rel = "" if _missing(r.rel_error) else f"{r.rel_error:.1e}"
+        rel = "" if missing(r.rel_error) else f"{r.rel_error:.1e}"
         rows.append(
             [
                 r.library,
@@ -462,7 +399,7 @@ def every_cell_table(df: pd.DataFrame) -> str:
                 format_seconds(r.iqr_s),
                 format_seconds(r.first_call_s),
                 rel,
-                _cell(r.error),
+                md_cell(r.error),
             ]
         )
     header = ["library", "device", "operation", "size", "dtype", "status", "median", "IQR"]
@@ -509,8 +446,7 @@ def render(
             "",
             operation_tables(bench, speedups, op),
             "",
-            f"Charts: [time]({charts_dir}/time_{op}.html), [speedup]({charts_dir}/speedup_{op}.html), "
-            f"[throughput]({charts_dir}/throughput_{op}.html).",
+            operation_chart_links(op, charts_dir),
             "",
         ]
     parts += [
