@@ -157,11 +157,12 @@ def sentence(points) -> str:
     from test_crossovers import curve
 
     from numbench.crossovers import find_crossovers
+    from numbench.findings import crossover
     from numbench.summary import crossover_sentence
 
     speedups = curve(points, sizes=[10, 100, 1000])
     row = next(find_crossovers(speedups).itertuples())
-    return crossover_sentence(row, speedups, "NumPy", multi_device=False)
+    return crossover_sentence(crossover(row, speedups), "NumPy", multi_device=False)
 
 
 def test_ties_are_named_as_ties_in_words():
