@@ -10,7 +10,16 @@ parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--benchmarks", required=True)
 parser.add_argument("--speedups", required=True)
 parser.add_argument("--crossovers", required=True)
+parser.add_argument("--baseline-library", required=True)
+parser.add_argument("--baseline-device", required=True)
 parser.add_argument("--outdir", required=True)
 args = parser.parse_args()
-written = write_charts(args.benchmarks, args.speedups, args.crossovers, args.outdir)
+written = write_charts(
+    args.benchmarks,
+    args.speedups,
+    args.crossovers,
+    args.outdir,
+    args.baseline_library,
+    args.baseline_device,
+)
 print(f"charts: {len(written)} files -> {args.outdir}")

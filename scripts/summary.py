@@ -10,6 +10,8 @@ parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--benchmarks", required=True)
 parser.add_argument("--speedups", required=True)
 parser.add_argument("--crossovers", required=True)
+parser.add_argument("--baseline-library", required=True)
+parser.add_argument("--baseline-device", required=True)
 parser.add_argument("--charts-dir", required=True, help="where the charts are, for the links")
 parser.add_argument("--output", required=True)
 parser.add_argument("--html-output")
@@ -20,6 +22,8 @@ write_summary(
     args.crossovers,
     args.output,
     args.charts_dir,
+    args.baseline_library,
+    args.baseline_device,
     html_output=args.html_output,
 )
 print(f"summary -> {args.output}")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from numbench import inputs
+from numbench.charts import FORMATS, chart_names
 from numbench.config import cell_path, inputs_path
 from numbench.replicates import MEASURED, ProcessRun
 from numbench.spec import CellMeta, ProcessReport
@@ -81,9 +82,12 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     )
     tables = ["--benchmarks", str(res / "benchmarks.parquet"), "--speedups"]
     tables += [str(res / "speedups.parquet"), "--crossovers", str(res / "crossovers.parquet")]
+    baseline = ["--baseline-library", "numpy", "--baseline-device", "cpu"]
+    run("charts.py", *tables, *baseline, "--outdir", str(res / "charts"))
     run(
         "summary.py",
         *tables,
+        *baseline,
         "--charts-dir",
         str(res / "charts"),
         "--output",
@@ -100,5 +104,22 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     summary = (res / "summary.md").read_text(encoding="utf-8")
     assert "PyTorch beats NumPy on fft from n ≈" in summary
     assert "[time_fft](charts/time_fft.html)" in summary  # links relative to the summary
+    for name in chart_names(["fft"]):  # every chart the summary links to was written
+        assert f"[{name}](charts/{name}.html)" in summary
+        assert {p.name for p in (res / "charts").glob(f"{name}.*")} == {
+            f"{name}.{fmt}" for fmt in FORMATS
+        }
     assert "| Cores (logical) | 4 |" in summary
     assert "<h2>Crossovers</h2>" in (res / "summary.html").read_text(encoding="utf-8")
+
+
+def test_summary_and_charts_need_the_baseline():
+    """The baseline is always passed in: neither script guesses it."""
+    for script in ("summary.py", "charts.py"):
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "scripts" / script), "--benchmarks", "b.parquet"],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2
+        assert "--baseline-library" in proc.stderr and "--baseline-device" in proc.stderr

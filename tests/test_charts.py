@@ -90,7 +90,7 @@ def rendered_chart(dom: str) -> bool:
 def charts_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("charts")
     bench, speedups, crossovers = constructed_results()
-    for name, chart in build_charts(bench, speedups, crossovers, "numpy (cpu)").items():
+    for name, chart in build_charts(bench, speedups, crossovers, "numpy", "cpu").items():
         save_chart(chart, folder, name)
     return folder
 
@@ -138,3 +138,13 @@ def test_the_browser_check_catches_a_broken_page(chromium, tmp_path):
     errors = console_messages(stderr)
     assert any("chart failed" in e for e in errors), stderr[-2000:]
     assert any("vegaEmbed is not defined" in e for e in errors), stderr[-2000:]
+
+
+def test_charts_are_drawn_under_their_registered_names_for_the_baseline_given():
+    """The speedup charts name the baseline passed in, even when there are no speedups."""
+    bench, speedups, crossovers = constructed_results()
+    charts = build_charts(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "gpu")
+    assert list(charts) == chart_names(OPERATIONS)
+    assert charts["speedup_fft"].to_dict()["title"] == "fft: speedup over torch (gpu)"
+    heatmap = charts["speedup_heatmap"].to_dict()["title"]
+    assert heatmap.startswith("speedup over torch (gpu) at each operation's")

@@ -20,7 +20,7 @@ def section(text: str, title: str) -> str:
 @pytest.fixture(scope="module")
 def text():
     bench, speedups, crossovers = constructed_results()
-    return render(bench, speedups, crossovers)
+    return render(bench, speedups, crossovers, "numpy", "cpu")
 
 
 def test_format_size():
@@ -130,7 +130,7 @@ def test_no_gpu_notice_without_gpu_cells(text):
 
 
 def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
-    text = render(*constructed_results(gpu="unavailable"))
+    text = render(*constructed_results(gpu="unavailable"), "numpy", "cpu")
     top = text.split("## Key findings")[0]
     assert top.startswith("# numbench summary\n\n**No GPU was found on this host (testhost).**")
     assert "All 6 GPU cells asked for" in top
@@ -140,7 +140,7 @@ def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
 
 
 def test_no_gpu_notice_when_a_gpu_cell_ran():
-    text = render(*constructed_results(gpu="ok"))
+    text = render(*constructed_results(gpu="ok"), "numpy", "cpu")
     assert "No GPU was found" not in text
     assert "| GPU | Test GPU 80GB |" in text
 
@@ -157,11 +157,12 @@ def sentence(points) -> str:
     from test_crossovers import curve
 
     from numbench.crossovers import find_crossovers
+    from numbench.findings import crossover
     from numbench.summary import crossover_sentence
 
     speedups = curve(points, sizes=[10, 100, 1000])
     row = next(find_crossovers(speedups).itertuples())
-    return crossover_sentence(row, speedups, "NumPy", multi_device=False)
+    return crossover_sentence(crossover(row, speedups), "NumPy", multi_device=False)
 
 
 def test_ties_are_named_as_ties_in_words():
@@ -175,3 +176,15 @@ def test_ties_are_named_as_ties_in_words():
     assert "1.11× slower" not in text
     text = sentence([0.2, 0.3, 0.4])
     assert text.endswith("at best 0.4× at n = 10^3 (0.38 to 0.42), i.e. 2.5× slower.")
+
+
+def test_the_baseline_given_is_named_even_without_speedups():
+    bench, speedups, crossovers = constructed_results()
+    text = render(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "cpu")
+    assert "Baseline: PyTorch on cpu;" in text
+    assert "- No library is significantly faster than PyTorch anywhere." in text
+
+
+def test_tables_computed_against_another_baseline_are_refused():
+    with pytest.raises(ValueError, match="computed against numpy on cpu, not the baseline"):
+        render(*constructed_results(), "torch", "cpu")

@@ -1,7 +1,7 @@
 """results/charts/: Altair charts, each written as .html (JavaScript inlined, opens offline),
 .svg and .png.
 
-Charts (``chart_names`` lists them for a set of operations):
+Charts (``chart_names`` lists them for a set of operations; their names are made only here):
 
 * ``time_{operation}``: median time per call against size, log-log, a 95% CI band per
   library and device.
@@ -23,30 +23,29 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from numbench.formatting import series_label, series_labels
+from numbench.speedups import check_baseline
+
 FORMATS = ("html", "svg", "png")
 WIDTH, HEIGHT = 460, 300
 FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
 
 
+#: the charts drawn for each operation, named ``{kind}_{operation}``
+OPERATION_CHARTS = ("time", "speedup", "throughput")
+#: the charts drawn once, over every operation
+OVERVIEW_CHARTS = ("speedup_heatmap", "first_call")
+
+
+def operation_chart(kind: str, operation: str) -> str:
+    """The name of the ``kind`` chart (one of OPERATION_CHARTS) of ``operation``."""
+    return f"{kind}_{operation}"
+
+
 def chart_names(operations: Iterable[str]) -> list[str]:
-    names = []
-    for op in sorted(operations):
-        names += [f"time_{op}", f"speedup_{op}", f"throughput_{op}"]
-    return names + ["speedup_heatmap", "first_call"]
-
-
-def chart_files(operations: Iterable[str]) -> list[str]:
-    """File names (relative to the charts folder) of every chart in every format."""
-    return [f"{name}.{fmt}" for name in chart_names(operations) for fmt in FORMATS]
-
-
-def series_labels(df: pd.DataFrame) -> pd.Series:
-    """'torch', or 'torch (gpu)' when the results hold more than one device."""
-    if df.empty:
-        return pd.Series([], dtype=str, index=df.index)
-    if df["device"].nunique() > 1:
-        return df["library"] + " (" + df["device"] + ")"
-    return df["library"].astype(str)
+    """Every chart's name (its file name without the format), in the order they are drawn."""
+    names = [operation_chart(kind, op) for op in sorted(operations) for kind in OPERATION_CHARTS]
+    return names + list(OVERVIEW_CHARTS)
 
 
 def _no_data(title: str, why: str) -> alt.Chart:
@@ -339,16 +338,28 @@ def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
 
 
 def build_charts(
-    bench: pd.DataFrame, speedups: pd.DataFrame, crossovers: pd.DataFrame, baseline: str
+    bench: pd.DataFrame,
+    speedups: pd.DataFrame,
+    crossovers: pd.DataFrame,
+    baseline_library: str,
+    baseline_device: str,
 ) -> dict[str, alt.TopLevelMixin]:
-    operations = sorted(bench["operation"].unique())
+    """Every chart of ``chart_names``, by name; the speedups are over the baseline given."""
+    check_baseline(baseline_library, baseline_device, speedups, crossovers)
+    baseline = series_label(baseline_library, baseline_device, with_device=True)
     charts: dict[str, alt.TopLevelMixin] = {}
-    for op in operations:
-        charts[f"time_{op}"] = time_chart(bench, op)
-        charts[f"speedup_{op}"] = speedup_chart(speedups, crossovers, op, baseline)
-        charts[f"throughput_{op}"] = throughput_chart(bench, op)
-    charts["speedup_heatmap"] = heatmap_chart(speedups, baseline)
-    charts["first_call"] = first_call_chart(bench)
+    for op in sorted(bench["operation"].unique()):
+        drawn = {
+            "time": time_chart(bench, op),
+            "speedup": speedup_chart(speedups, crossovers, op, baseline),
+            "throughput": throughput_chart(bench, op),
+        }
+        charts.update({operation_chart(kind, op): drawn[kind] for kind in OPERATION_CHARTS})
+    overview = {
+        "speedup_heatmap": heatmap_chart(speedups, baseline),
+        "first_call": first_call_chart(bench),
+    }
+    charts.update({name: overview[name] for name in OVERVIEW_CHARTS})
     return charts
 
 
@@ -369,24 +380,18 @@ def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
     return paths
 
 
-def baseline_label(speedups: pd.DataFrame, default: str) -> str:
-    if speedups.empty:
-        return default
-    lib, dev = speedups["baseline_library"].iloc[0], speedups["baseline_device"].iloc[0]
-    return f"{lib} ({dev})"
-
-
 def write_charts(
     benchmarks: str | os.PathLike,
     speedups: str | os.PathLike,
     crossovers: str | os.PathLike,
     outdir: str | os.PathLike,
-    baseline: str = "numpy (cpu)",
+    baseline_library: str,
+    baseline_device: str,
 ) -> list[Path]:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
-    charts = build_charts(bench, sp, cr, baseline_label(sp, baseline))
+    charts = build_charts(bench, sp, cr, baseline_library, baseline_device)
     written = []
     for name, chart in charts.items():
         written += save_chart(chart, Path(outdir), name)

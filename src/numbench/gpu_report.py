@@ -1,22 +1,22 @@
 """What the summary says about GPU cells that could not run.
 
-``no_gpu_notice(benchmarks)`` gives the paragraph for the top of the summary when GPU cells
-were asked for and none could run (every one ``unavailable``: no GPU, no CUDA build of the
-library): it says plainly that no GPU was found and lists the skipped cells, grouped by library
-and reason, with operations and sizes folded onto one line. ``gpu_gaps_notice`` is the milder
-note for a host where some GPU libraries ran and others were unavailable. Both return None
-when there is nothing to say, and take the table of ``results/benchmarks.parquet`` (a pandas
-DataFrame or a pyarrow Table).
+``render_gpu_notice`` words a ``findings.GpuNotice``. When every GPU cell asked for was
+``unavailable`` (no GPU, no CUDA build of the library) it is the paragraph for the top of the
+summary: it says plainly that no GPU was found and lists the skipped cells, grouped by library
+and reason, with operations and sizes folded onto one line. When some GPU cells ran it is the
+milder note listing the ones that did not.
+
+``no_gpu_notice(benchmarks)`` and ``gpu_gaps_notice(benchmarks)`` give either text straight
+from the table of ``results/benchmarks.parquet`` (a pandas DataFrame or a pyarrow Table), or
+None when there is nothing of that kind to say.
 """
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
-#: longest reason quoted in a notice; the full text stays in benchmarks.parquet
-MAX_REASON_CHARS = 240
+from numbench.findings import GpuNotice, SkippedGpuCells, gpu_notice
+from numbench.formatting import display
 
 INSTALL_HINT = (
     "To measure a GPU, run on a host with an NVIDIA GPU and the CUDA set installed "
@@ -31,82 +31,58 @@ def _frame(benchmarks) -> pd.DataFrame:
     return benchmarks
 
 
-def _clean_reason(reason, library: str) -> str:
-    text = re.sub(r"\s+", " ", str(reason or "no reason given")).strip()
-    text = text.replace(f" (device=gpu asked for {library})", "")
-    text = text.replace("|", "/")
-    if len(text) > MAX_REASON_CHARS:
-        text = text[: MAX_REASON_CHARS - 1].rstrip() + "…"
-    return text
+def _skipped_line(group: SkippedGpuCells) -> str:
+    """'- **torch**: 3 cells, matmul (64, 128), sort (10): reason'."""
+    folded = ", ".join(f"{op} ({', '.join(str(s) for s in sizes)})" for op, sizes in group.sizes)
+    n = group.count
+    return f"- **{group.library}**: {n} cell{'s' if n != 1 else ''}, {folded}: {group.reason}"
 
 
-def _fold_cells(cells: pd.DataFrame) -> str:
-    """'elementwise (1000, 20000), matmul (32, 64)'."""
-    parts = []
-    for op, group in cells.groupby("operation", sort=True):
-        sizes = ", ".join(str(int(s)) for s in sorted(group["size"].unique()))
-        parts.append(f"{op} ({sizes})")
-    return ", ".join(parts)
-
-
-def _skipped_lines(skipped: pd.DataFrame) -> list[str]:
-    lines = []
-    reasons = zip(skipped["error"], skipped["library"], strict=True)
-    skipped = skipped.assign(reason=[_clean_reason(r, lib) for r, lib in reasons])
-    for (library, reason), cells in skipped.groupby(["library", "reason"], sort=True):
-        n = len(cells)
-        lines.append(
-            f"- **{library}**: {n} cell{'s' if n != 1 else ''}, {_fold_cells(cells)}: {reason}"
+def render_gpu_notice(notice: GpuNotice) -> str:
+    skipped = [_skipped_line(g) for g in notice.skipped]
+    if not notice.none_found:
+        n = notice.skipped_cells
+        return "\n".join(
+            [
+                f"**{n} GPU cell{'s were' if n != 1 else ' was'} unavailable** on this host, "
+                "while other GPU cells ran:",
+                "",
+                *skipped,
+            ]
         )
-    return lines
-
-
-def _hosts(df: pd.DataFrame) -> str:
-    hosts = sorted({str(h) for h in df.get("host", pd.Series(dtype=str)).dropna()})
-    return f" ({', '.join(hosts)})" if hosts else ""
-
-
-def no_gpu_notice(benchmarks) -> str | None:
-    """The Markdown paragraph for the top of the summary when no GPU cell could run.
-
-    None when no GPU cells were asked for, or when at least one GPU cell got past
-    'unavailable' (then a GPU was found; see ``gpu_gaps_notice``).
-    """
-    df = _frame(benchmarks)
-    gpu = df[df["device"] == "gpu"]
-    if gpu.empty or not (gpu["status"] == "unavailable").all():
-        return None
-    n = len(gpu)
-    cpu = df[df["device"] == "cpu"]
+    n = notice.gpu_cells
+    hosts = f" ({', '.join(notice.hosts)})" if notice.hosts else ""
+    included = (
+        f" (the {display(notice.cpu_baseline)} baseline included)" if notice.cpu_baseline else ""
+    )
     cpu_note = (
-        f" The {len(cpu)} CPU cells (the NumPy baseline included) ran as usual."
-        if not cpu.empty
-        else ""
+        f" The {notice.cpu_cells} CPU cells{included} ran as usual." if notice.cpu_cells else ""
     )
     lines = [
-        f"**No GPU was found on this host{_hosts(df)}.** All {n} GPU cell"
+        f"**No GPU was found on this host{hosts}.** All {n} GPU cell"
         f"{'s' if n != 1 else ''} asked for (`device=gpu`) were skipped as `unavailable`; "
         f"no GPU number below was measured.{cpu_note} Skipped, by library and reason:",
         "",
-        *_skipped_lines(gpu),
+        *skipped,
         "",
         INSTALL_HINT,
     ]
     return "\n".join(lines)
 
 
+def no_gpu_notice(
+    benchmarks, baseline_library: str | None = None, baseline_device: str | None = None
+) -> str | None:
+    """The Markdown paragraph for the top of the summary when no GPU cell could run.
+
+    None when no GPU cells were asked for, or when at least one GPU cell got past
+    'unavailable' (then a GPU was found; see ``gpu_gaps_notice``).
+    """
+    notice = gpu_notice(_frame(benchmarks), baseline_library, baseline_device)
+    return render_gpu_notice(notice) if notice and notice.none_found else None
+
+
 def gpu_gaps_notice(benchmarks) -> str | None:
     """A note listing GPU cells that were unavailable while other GPU cells ran; else None."""
-    df = _frame(benchmarks)
-    gpu = df[df["device"] == "gpu"]
-    skipped = gpu[gpu["status"] == "unavailable"]
-    if skipped.empty or len(skipped) == len(gpu):
-        return None
-    n = len(skipped)
-    lines = [
-        f"**{n} GPU cell{'s were' if n != 1 else ' was'} unavailable** on this host, while "
-        "other GPU cells ran:",
-        "",
-        *_skipped_lines(skipped),
-    ]
-    return "\n".join(lines)
+    notice = gpu_notice(_frame(benchmarks))
+    return render_gpu_notice(notice) if notice and not notice.none_found else None

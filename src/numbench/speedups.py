@@ -123,3 +123,17 @@ def write_speedups(
     )
     write_atomic(pa.Table.from_pandas(result, schema=SPEEDUPS_SCHEMA, preserve_index=False), output)
     return result
+
+
+def check_baseline(baseline_library: str, baseline_device: str, *tables: pd.DataFrame) -> None:
+    """Raise ValueError unless every row of ``tables`` (speedups, crossovers) was computed
+    against this baseline: a report must not name one baseline and show another's numbers."""
+    found = set()
+    for table in tables:
+        found |= set(zip(table["baseline_library"], table["baseline_device"], strict=True))
+    if found - {(baseline_library, baseline_device)}:
+        against = ", ".join(f"{lib} on {dev}" for lib, dev in sorted(found))
+        raise ValueError(
+            f"the tables were computed against {against}, not the baseline given "
+            f"({baseline_library} on {baseline_device}): recompute them"
+        )

@@ -1,429 +1,211 @@
 """results/summary.md: the human answer, written from the data.
 
 The summary reads the three tables (benchmarks, speedups, crossovers) and nothing else, so it
-can be re-rendered without re-running a cell. ``render`` returns Markdown; ``to_html`` turns it
-into the standalone page the Snakemake report shows.
+can be re-rendered without re-running a cell. ``numbench.findings`` decides what to say; this
+module words it. ``render`` returns Markdown; ``to_html`` turns it into the standalone page the
+Snakemake report shows; ``write_summary`` writes both.
 """
 
 from __future__ import annotations
 
-import math
 import os
+from itertools import groupby
 from pathlib import Path
 
 import pandas as pd
 
-from numbench.charts import chart_names
-from numbench.gpu_report import gpu_gaps_notice, no_gpu_notice
+from numbench.charts import OPERATION_CHARTS, chart_names, operation_chart
+from numbench.findings import (
+    NOISY_IQR_FRACTION,
+    CellWarning,
+    Crossover,
+    Fastest,
+    Findings,
+    NoBaseline,
+    NoisyCell,
+    NotMeasured,
+    SpeedupFact,
+    Tie,
+    UnmeasuredCell,
+    decide,
+)
+from numbench.formatting import (
+    display,
+    format_ci,
+    format_seconds,
+    format_size,
+    format_sizes,
+    format_speedup,
+    md_cell,
+    series_label,
+    slowdown,
+    who,
+)
+from numbench.gpu_report import render_gpu_notice
+from numbench.summary_tables import (
+    crossover_table,
+    environment_table,
+    every_cell_table,
+    operation_tables,
+)
 from numbench.tables import write_text_atomic
 
-NOISY_IQR_FRACTION = 0.10
-TOP_SPEEDUPS = 5
-DISPLAY_NAMES = {
-    "numpy": "NumPy",
-    "jax": "JAX",
-    "torch": "PyTorch",
-    "tensorflow": "TensorFlow",
-    "numba": "Numba",
-    "cupy": "CuPy",
-    "jax-eager": "JAX (eager)",
-    "torch-compile": "PyTorch (torch.compile)",
-    "tensorflow-eager": "TensorFlow (eager)",
-}
-NOT_MEASURED = ("mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
-
-# -- formatting ---------------------------------------------------------------------------------
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-
-
-def format_seconds(s: float | None) -> str:
-    if _missing(s):
-        return "–"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
-
-
-def format_size(n: float | int | None, approx: bool = False, mark: bool = True) -> str:
-    """'10^4' for powers of ten from 1000 up, '1,024' otherwise; an interpolated size is
-    rounded to two significant digits, '≈ 2,300' (without the '≈' when ``mark`` is false)."""
-    if _missing(n):
-        return "–"
-    if approx:
-        digits = max(0, int(math.floor(math.log10(n))) - 1)
-        rounded = round(n / 10**digits) * 10**digits
-        return f"≈ {rounded:,.0f}" if mark else f"{rounded:,.0f}"
-    n = int(n)
-    k = math.log10(n) if n > 0 else 0
-    if n >= 1000 and k.is_integer():
-        return f"10^{int(k)}"
-    return f"{n:,}"
-
-
-def format_speedup(s: float | None) -> str:
-    if _missing(s):
-        return "–"
-    return f"{s:.3g}×"
-
-
-def format_ci(lo: float | None, hi: float | None) -> str:
-    if _missing(lo) or _missing(hi):
-        return ""
-    return f"({lo:.3g} to {hi:.3g})"
-
-
-def display(library: str) -> str:
-    return DISPLAY_NAMES.get(library, library)
-
-
-def _cell(value) -> str:
-    if _missing(value):
-        return ""
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def who(library: str, device: str, multi_device: bool) -> str:
-    name = display(library)
-    return f"{name} on {device}" if multi_device else name
-
-
-def md_table(header: list[str], rows: list[list[str]], align: str | None = None) -> str:
-    align = align or "l" * len(header)
-    marks = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks) + "|"]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-# -- sections -----------------------------------------------------------------------------------
-def _unique(values) -> str:
-    vals = sorted({str(v) for v in values if not _missing(v) and str(v) != ""})
-    return ", ".join(vals) if vals else "–"
-
-
-def short_blas(text) -> str:
-    """The BLAS name without a build-configuration dump (PyTorch reports its whole config)."""
-    if _missing(text):
-        return ""
-    text = str(text).strip()
-    return text if len(text) <= 60 else text.split(",")[0].strip() + " (…)"
-
-
-def environment_table(bench: pd.DataFrame) -> str:
-    rows = [
-        ["Host", _unique(bench["host"])],
-        ["CPU model", _unique(bench["cpu_model"])],
-    ]
-    if "cpu_count" in bench:
-        rows.append(["Cores (logical)", _unique(bench["cpu_count"].dropna().astype(int))])
-    if "ram_gb" in bench:
-        rows.append(["RAM", _unique(f"{v:.1f} GB" for v in bench["ram_gb"].dropna())])
-    gpu = bench[bench["device"] == "gpu"]
-    if gpu.empty:
-        gpu_text = "not asked for (device: cpu)"
-    elif (gpu["status"] == "unavailable").all():
-        gpu_text = "none found (every GPU cell unavailable)"
-    else:
-        gpu_text = _unique(gpu.loc[gpu["status"] != "unavailable", "device_name"])
-    rows += [
-        ["GPU", gpu_text],
-        ["OS", _unique(bench["platform"])],
-        ["Python", _unique(bench["python_version"])],
-        ["dtype", _unique(bench["dtype"])],
-        ["Threads per cell", _unique(bench["threads"].dropna().astype(int))],
-    ]
-    for lib, g in bench.groupby("library", sort=True):
-        version = _unique(g["library_version"])
-        blas = _unique(short_blas(b) for b in g["blas"])
-        rows.append([display(lib), version + (f"; BLAS: {blas}" if blas != "–" else "")])
-    return md_table(["", "value"], rows)
-
-
-def fastest_line(bench: pd.DataFrame, op: str, size: int, multi_device: bool) -> str:
-    d = bench[(bench["operation"] == op) & (bench["size"] == size) & (bench["status"] == "ok")]
-    if d.empty:
-        return f"n = {format_size(size)}: no cell measured"
-    d = d.sort_values("median_s")
-    best = d.iloc[0]
-    rest = d.iloc[1:]
-    # Within noise: the runner-up's CI of the median reaches the winner's.
-    tied = rest[rest["ci_low_s"] <= best["ci_high_s"]]
+# -- key findings -------------------------------------------------------------------------------
+def fastest_part(fact: Fastest, multi_device: bool) -> str:
+    """'n = 10^3: **JAX** (1.2 µs), 1.5× ahead of NumPy'."""
+    if isinstance(fact, NotMeasured):
+        return f"n = {format_size(fact.size)}: no cell measured"
+    best = fact.fastest
     text = (
-        f"n = {format_size(size)}: **{who(best.library, best.device, multi_device)}** "
+        f"n = {format_size(fact.size)}: **{who(best.library, best.device, multi_device)}** "
         f"({format_seconds(best.median_s)})"
     )
-    if not tied.empty:
-        names = ", ".join(who(r.library, r.device, multi_device) for r in tied.itertuples())
-        text += f", within noise of {names}"
-    elif len(rest):
-        second = rest.iloc[0]
-        text += (
-            f", {second.median_s / best.median_s:.2g}× ahead of "
-            f"{who(second.library, second.device, multi_device)}"
-        )
+    if isinstance(fact, Tie):
+        names = ", ".join(who(t.library, t.device, multi_device) for t in fact.within_noise)
+        return text + f", within noise of {names}"
+    if fact.runner_up is not None:
+        second = fact.runner_up
+        text += f", {fact.lead:.2g}× ahead of {who(second.library, second.device, multi_device)}"
     return text
 
 
-def _sizes(sizes) -> str:
-    return ", ".join(format_size(s) for s in sorted(sizes))
-
-
-def slowdown(s: float) -> str:
-    """', i.e. 12× slower' for speedups well below 1, where '0.083×' is hard to read."""
-    return f", i.e. {1 / s:.3g}× slower" if 0 < s < 0.5 else ""
-
-
-def crossover_sentence(row, speedups: pd.DataFrame, baseline: str, multi_device: bool) -> str:
-    name = who(row.library, row.device, multi_device)
-    g = speedups[
-        (speedups["library"] == row.library)
-        & (speedups["device"] == row.device)
-        & (speedups["operation"] == row.operation)
-        & (speedups["dtype"] == row.dtype)
-        & (speedups["host"] == row.host)
-        & speedups["speedup"].notna()
-    ].sort_values("size")
-    if g.empty:
-        return f"{name} against {baseline} on {row.operation}: no speedup could be computed."
-    last = g.iloc[-1]
-    at_last = (
-        f"{format_speedup(last.speedup)} at n = {format_size(last['size'])} "
-        f"{format_ci(last.speedup_ci_low, last.speedup_ci_high)}".rstrip()
+def speedup_line(fact: SpeedupFact, multi_device: bool, bold: bool) -> str:
+    value = format_speedup(fact.speedup)
+    return (
+        f"- {who(fact.library, fact.device, multi_device)} on {fact.operation} at n = "
+        f"{format_size(fact.size)}: {f'**{value}**' if bold else value} "
+        f"{format_ci(fact.ci_low, fact.ci_high)}"
     )
-    span = f"n = {format_size(g['size'].min())} to {format_size(g['size'].max())}"
-    if row.kind == "crosses":
+
+
+def crossover_sentence(c: Crossover, baseline: str, multi_device: bool) -> str:
+    """One crossover in words; ``baseline`` is the baseline's name in prose."""
+    name = who(c.library, c.device, multi_device)
+    op = c.operation
+    if not c.points:
+        return f"{name} against {baseline} on {op}: no speedup could be computed."
+    last = c.last
+    at_last = (
+        f"{format_speedup(last.speedup)} at n = {format_size(last.size)} "
+        f"{format_ci(last.ci_low, last.ci_high)}".rstrip()
+    )
+    span = f"n = {format_size(c.points[0].size)} to {format_size(c.points[-1].size)}"
+    if c.kind == "crosses":
         return (
-            f"{name} beats {baseline} on {row.operation} from n "
-            f"{format_size(row.crossover_size, approx=True)} "
-            f"(between {format_size(row.below_size)} and {format_size(row.above_size)}; "
-            f"CI {format_size(row.ci_low, approx=True, mark=False)} to "
-            f"{format_size(row.ci_high, approx=True, mark=False)}), "
+            f"{name} beats {baseline} on {op} from n "
+            f"{format_size(c.crossover_size, approx=True)} "
+            f"(between {format_size(c.below_size)} and {format_size(c.above_size)}; "
+            f"CI {format_size(c.ci_low, approx=True, mark=False)} to "
+            f"{format_size(c.ci_high, approx=True, mark=False)}), "
             f"{at_last}."
         )
-    ties = g[~g["significant"]]
-    tie_text = (
-        f"; tied at n = {_sizes(ties['size'])}, where the CI contains 1" if not ties.empty else ""
-    )
-    if row.kind == "always_faster":
-        if ties.empty:
-            return f"{name} beats {baseline} on {row.operation} at every size ({span}), {at_last}."
-        faster = g[g["significant"]]["size"]
+    tie_text = f"; tied at n = {format_sizes(c.tied)}, where the CI contains 1" if c.tied else ""
+    if c.kind == "always_faster":
+        if not c.tied:
+            return f"{name} beats {baseline} on {op} at every size ({span}), {at_last}."
         return (
-            f"{name} beats {baseline} on {row.operation} at n = {_sizes(faster)} and is never "
+            f"{name} beats {baseline} on {op} at n = {format_sizes(c.faster)} and is never "
             f"slower{tie_text}; {at_last}."
         )
-    if row.kind == "never_faster":
-        best = g.loc[g["speedup"].idxmax()]
-        slower = g[g["significant"]]["size"]
-        where = f"({span})" if ties.empty else f"(slower at n = {_sizes(slower)}{tie_text})"
+    if c.kind == "never_faster":
+        best = c.best
+        where = f"({span})" if not c.tied else f"(slower at n = {format_sizes(c.slower)}{tie_text})"
         return (
-            f"{name} is never faster than {baseline} on {row.operation} {where}; at best "
-            f"{format_speedup(best.speedup)} at n = {format_size(best['size'])} "
-            f"{format_ci(best.speedup_ci_low, best.speedup_ci_high)}".rstrip()
+            f"{name} is never faster than {baseline} on {op} {where}; at best "
+            f"{format_speedup(best.speedup)} at n = {format_size(best.size)} "
+            f"{format_ci(best.ci_low, best.ci_high)}".rstrip()
             + (f"{slowdown(best.speedup)}." if best.significant else ", a tie.")
         )
-    if row.kind == "crosses_back":
-        faster = g[g["significant"] & (g["speedup_ci_low"] > 1)]["size"]
-        slower = g[g["significant"] & (g["speedup_ci_high"] < 1)]["size"]
-        back = slower[slower > faster.min()].min()
+    if c.kind == "crosses_back":
         return (
-            f"{name} beats {baseline} on {row.operation} at n = "
-            f"{', '.join(format_size(s) for s in faster)} but falls behind again at "
-            f"n = {format_size(back)}; no single crossover."
+            f"{name} beats {baseline} on {op} at n = "
+            f"{', '.join(format_size(s) for s in c.faster)} but falls behind again at "
+            f"n = {format_size(c.back_size)}; no single crossover."
         )
     why = (
         "fewer than two sizes have a speedup"
-        if len(g) < 2
+        if len(c.points) < 2
         else "every speedup CI contains 1 (within noise)"
     )
-    return f"{name} against {baseline} on {row.operation}: no verdict, {why}."
+    return f"{name} against {baseline} on {op}: no verdict, {why}."
 
 
-def measured_on_several_devices(bench: pd.DataFrame) -> bool:
-    """Whether prose must name the device: ok cells exist on more than one device."""
-    return bench.loc[bench["status"] == "ok", "device"].nunique() > 1
-
-
-def findings(
-    bench: pd.DataFrame, speedups: pd.DataFrame, crossovers: pd.DataFrame, baseline: str
-) -> str:
-    multi = measured_on_several_devices(bench)
+def key_findings(f: Findings, baseline: str) -> str:
+    multi = f.multi_device
     lines = ["### Fastest library per operation", ""]
-    for op in sorted(bench["operation"].unique()):
-        sizes = sorted(bench.loc[bench["operation"] == op, "size"].unique())
-        ends = [sizes[0]] if len(sizes) == 1 else [sizes[0], sizes[-1]]
-        parts = [fastest_line(bench, op, int(s), multi) for s in ends]
-        lines.append(f"- **{op}**: " + "; ".join(parts) + ".")
-    sig = speedups[speedups["significant"] & speedups["speedup"].notna()]
+    for op, facts in groupby(f.fastest, key=lambda fact: fact.operation):
+        lines.append(f"- **{op}**: " + "; ".join(fastest_part(x, multi) for x in facts) + ".")
     lines += ["", f"### Largest speedups over {baseline}", ""]
-    up = sig[sig["speedup"] > 1].sort_values("speedup", ascending=False).head(TOP_SPEEDUPS)
-    if up.empty:
+    if not f.speedups:
         lines.append(f"- No library is significantly faster than {baseline} anywhere.")
-    for r in up.itertuples():
-        lines.append(
-            f"- {who(r.library, r.device, multi)} on {r.operation} at n = {format_size(r.size)}: "
-            f"**{format_speedup(r.speedup)}** {format_ci(r.speedup_ci_low, r.speedup_ci_high)}"
-        )
-    down = sig[sig["speedup"] < 1].sort_values("speedup").head(3)
-    if not down.empty:
+    lines += [speedup_line(s, multi, bold=True) for s in f.speedups]
+    if f.slowdowns:
         lines += ["", f"Largest slowdowns against {baseline}:", ""]
-        for r in down.itertuples():
-            lines.append(
-                f"- {who(r.library, r.device, multi)} on {r.operation} at n = {format_size(r.size)}: "
-                f"{format_speedup(r.speedup)} {format_ci(r.speedup_ci_low, r.speedup_ci_high)}"
-                f"{slowdown(r.speedup)}"
-            )
+        lines += [speedup_line(s, multi, bold=False) + slowdown(s.speedup) for s in f.slowdowns]
     lines += ["", "### Crossovers", ""]
-    if crossovers.empty:
+    if not f.crossovers:
         lines.append("- No speedups, so no crossovers.")
-    order = {
-        "crosses": 0,
-        "always_faster": 1,
-        "crosses_back": 2,
-        "never_faster": 3,
-        "insufficient": 4,
-    }
-    cr = crossovers.assign(_o=crossovers["kind"].map(order)).sort_values(
-        ["_o", "operation", "library"]
-    )
-    for r in cr.itertuples():
-        lines.append("- " + crossover_sentence(r, speedups, baseline, multi))
+    lines += ["- " + crossover_sentence(c, baseline, multi) for c in f.crossovers]
     return "\n".join(lines)
 
 
-def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> str:
-    d = bench[bench["operation"] == op].copy()
-    multi = bench["device"].nunique() > 1
-    d["series"] = [
-        f"{lib} ({dev})" if multi else lib
-        for lib, dev in zip(d["library"], d["device"], strict=True)
-    ]
-    series = sorted(d["series"].unique())
-    sizes = sorted(d["size"].unique())
-    time_rows = []
-    for size in sizes:
-        at = d[d["size"] == size].set_index("series")
-        ok = at[at["status"] == "ok"]
-        best = ok["median_s"].idxmin() if not ok.empty else None
-        row = [format_size(size)]
-        for s in series:
-            if s not in at.index:
-                row.append("")
-            elif at.loc[s, "status"] != "ok":
-                row.append(at.loc[s, "status"])
-            else:
-                t = format_seconds(at.loc[s, "median_s"])
-                row.append(f"**{t}**" if s == best else t)
-        time_rows.append(row)
-    out = [
-        "Median time per call (fastest in bold; a status where a cell was not measured):",
-        "",
-        md_table(["n"] + series, time_rows, "r" * (len(series) + 1)),
-    ]
-    sp = speedups[speedups["operation"] == op].copy()
-    if not sp.empty:
-        sp["series"] = [
-            f"{lib} ({dev})" if multi else lib
-            for lib, dev in zip(sp["library"], sp["device"], strict=True)
-        ]
-        sseries = sorted(sp["series"].unique())
-        rows = []
-        for size in sizes:
-            at = sp[sp["size"] == size].set_index("series")
-            row = [format_size(size)]
-            for s in sseries:
-                if s not in at.index or _missing(at.loc[s, "speedup"]):
-                    row.append("")
-                    continue
-                r = at.loc[s]
-                text = (
-                    f"{format_speedup(r.speedup)} {format_ci(r.speedup_ci_low, r.speedup_ci_high)}"
-                )
-                row.append(text if r.significant else text + " ns")
-            rows.append(row)
-        out += [
-            "",
-            "Speedup over the baseline, 95% CI in brackets (ns: the CI contains 1):",
-            "",
-            md_table(["n"] + sseries, rows, "r" * (len(sseries) + 1)),
-        ]
-    return "\n".join(out)
+# -- warnings -----------------------------------------------------------------------------------
+def _cell_name(w: CellWarning) -> str:
+    """'jax (cpu) sort n = 10^3'."""
+    return f"{series_label(w.library, w.device, True)} {w.operation} n = {format_size(w.size)}"
 
 
-def crossover_table(crossovers: pd.DataFrame) -> str:
-    if crossovers.empty:
-        return "No speedups, so no crossovers."
-    rows = []
-    for r in crossovers.sort_values(["operation", "library", "device"]).itertuples():
-        crossing = r.kind == "crosses"
-        rows.append(
-            [
-                r.operation,
-                r.library,
-                r.device,
-                r.kind,
-                format_size(r.crossover_size, approx=True) if crossing else "",
-                f"{format_size(r.ci_low, approx=True, mark=False)} to "
-                f"{format_size(r.ci_high, approx=True, mark=False)}"
-                if crossing
-                else "",
-                f"{format_size(r.below_size)} to {format_size(r.above_size)}" if crossing else "",
-            ]
-        )
-    return md_table(
-        ["operation", "library", "device", "kind", "crossover n", "CI", "between sizes"],
-        rows,
-        "lllllrr",
-    )
-
-
-def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> str:
+def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
+    noisy = [w for w in warnings if isinstance(w, NoisyCell)]
+    bad = [w for w in warnings if isinstance(w, UnmeasuredCell)]
+    orphans = [w for w in warnings if isinstance(w, NoBaseline)]
     lines = []
-    ok = bench[bench["status"] == "ok"]
-    noisy = ok[ok["iqr_s"] > NOISY_IQR_FRACTION * ok["median_s"]]
-    if not noisy.empty:
+    if noisy:
         lines += [
             f"Noisy cells (IQR above {NOISY_IQR_FRACTION:.0%} of the median): their speedups "
             "carry wide intervals.",
             "",
         ]
-        for r in noisy.sort_values(["operation", "size", "library"]).itertuples():
-            lines.append(
-                f"- {r.library} ({r.device}) {r.operation} n = {format_size(r.size)}: IQR "
-                f"{format_seconds(r.iqr_s)} = {r.iqr_s / r.median_s:.0%} of the median "
-                f"{format_seconds(r.median_s)}"
-            )
+        lines += [
+            f"- {_cell_name(w)}: IQR {format_seconds(w.iqr_s)} = {w.iqr_s / w.median_s:.0%} "
+            f"of the median {format_seconds(w.median_s)}"
+            for w in noisy
+        ]
         lines.append("")
-    bad = bench[bench["status"] != "ok"]
-    if not bad.empty:
+    if bad:
         lines += ["Cells without a usable measurement:", ""]
-        for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
-            reason = _cell(r.error) or "no reason recorded"
-            lines.append(
-                f"- `{r.status}`: {r.library} ({r.device}) {r.operation} n = "
-                f"{format_size(r.size)}: {reason}"
-            )
+        for w in bad:
+            reason = md_cell(w.reason) or "no reason recorded"
+            lines.append(f"- `{w.status}`: {_cell_name(w)}: {reason}")
         lines.append("")
-    orphans = speedups[speedups["speedup"].isna()]
-    if not orphans.empty:
+    if orphans:
         lines += ["Cells with no speedup because their baseline cell was not measured:", ""]
-        for r in orphans.itertuples():
-            lines.append(f"- {r.library} ({r.device}) {r.operation} n = {format_size(r.size)}")
+        lines += [f"- {_cell_name(w)}" for w in orphans]
         lines.append("")
     if not lines:
-        return "None: every cell was measured, correct, and quiet (IQR within 10% of the median)."
+        return (
+            "None: every cell was measured, correct, and quiet "
+            f"(IQR within {NOISY_IQR_FRACTION:.0%} of the median)."
+        )
     return "\n".join(lines).rstrip()
 
 
+# -- the page -----------------------------------------------------------------------------------
 def chart_links(operations: list[str], charts_dir: str) -> str:
     lines = []
     for name in chart_names(operations):
         base = f"{charts_dir}/{name}"
         lines.append(f"- [{name}]({base}.html) ([svg]({base}.svg), [png]({base}.png))")
     return "\n".join(lines)
+
+
+def operation_chart_links(op: str, charts_dir: str) -> str:
+    """'Charts: [time](charts/time_fft.html), [speedup](...), [throughput](...).'"""
+    links = [
+        f"[{kind}]({charts_dir}/{operation_chart(kind, op)}.html)" for kind in OPERATION_CHARTS
+    ]
+    return "Charts: " + ", ".join(links) + "."
 
 
 METHODOLOGY = """\
@@ -445,54 +227,29 @@ interpolated on log-log axes where the speedup rises through 1, and its CI is wh
 and the lower CI bounds of the speedup do."""
 
 
-def every_cell_table(df: pd.DataFrame) -> str:
-    rows = []
-    for r in df.sort_values(["operation", "size", "library", "device"]).itertuples(index=False):
-        rel = "" if _missing(r.rel_error) else f"{r.rel_error:.1e}"
-        rows.append(
-            [
-                r.library,
-                r.device,
-                r.operation,
-                f"{r.size}",
-                r.dtype,
-                r.status,
-                format_seconds(r.median_s),
-                format_seconds(r.iqr_s),
-                format_seconds(r.first_call_s),
-                rel,
-                _cell(r.error),
-            ]
-        )
-    header = ["library", "device", "operation", "size", "dtype", "status", "median", "IQR"]
-    header += ["first call", "rel. error", "note"]
-    return md_table(header, rows, "llllllrrrrl")
-
-
 def render(
     bench: pd.DataFrame,
     speedups: pd.DataFrame,
     crossovers: pd.DataFrame,
+    baseline_library: str,
+    baseline_device: str,
     charts_dir: str = "charts",
-    baseline: tuple[str, str] = ("numpy", "cpu"),
 ) -> str:
-    if not speedups.empty:
-        baseline = (speedups["baseline_library"].iloc[0], speedups["baseline_device"].iloc[0])
-    base_name = who(baseline[0], baseline[1], measured_on_several_devices(bench))
+    f = decide(bench, speedups, crossovers, baseline_library, baseline_device)
+    base_name = who(baseline_library, baseline_device, f.multi_device)
     counts = bench["status"].value_counts().to_dict()
     status_line = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
     operations = sorted(bench["operation"].unique())
     parts = ["# numbench summary", ""]
-    for notice in (no_gpu_notice(bench), gpu_gaps_notice(bench)):
-        if notice:
-            parts += [notice, ""]
+    if f.gpu_notice is not None:
+        parts += [render_gpu_notice(f.gpu_notice), ""]
     parts += [
-        f"{len(bench)} cells: {status_line}. Baseline: {display(baseline[0])} on "
-        f"{baseline[1]}; a speedup above 1 means faster than the baseline.",
+        f"{len(bench)} cells: {status_line}. Baseline: {display(baseline_library)} on "
+        f"{baseline_device}; a speedup above 1 means faster than the baseline.",
         "",
         "## Key findings",
         "",
-        findings(bench, speedups, crossovers, base_name),
+        key_findings(f, base_name),
         "",
         "## Environment",
         "",
@@ -507,18 +264,17 @@ def render(
             "",
             operation_tables(bench, speedups, op),
             "",
-            f"Charts: [time]({charts_dir}/time_{op}.html), [speedup]({charts_dir}/speedup_{op}.html), "
-            f"[throughput]({charts_dir}/throughput_{op}.html).",
+            operation_chart_links(op, charts_dir),
             "",
         ]
     parts += [
         "## Crossovers",
         "",
-        crossover_table(crossovers),
+        crossover_table(f.crossovers),
         "",
         "## Warnings",
         "",
-        warnings(bench, speedups),
+        warnings_text(f.warnings),
         "",
         "## Charts",
         "",
@@ -565,13 +321,15 @@ def write_summary(
     crossovers: str | os.PathLike,
     output: str | os.PathLike,
     charts_dir: str | os.PathLike,
+    baseline_library: str,
+    baseline_device: str,
     html_output: str | os.PathLike | None = None,
 ) -> str:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
     rel = os.path.relpath(Path(charts_dir), Path(output).parent).replace(os.sep, "/")
-    text = render(bench, sp, cr, charts_dir=rel)
+    text = render(bench, sp, cr, baseline_library, baseline_device, charts_dir=rel)
     write_text_atomic(text, output)
     if html_output is not None:
         write_text_atomic(to_html(text), html_output)

@@ -1,0 +1,390 @@
+"""What the summary says, decided as data: typed facts, no sentences.
+
+``decide(benchmarks, speedups, crossovers, baseline_library, baseline_device)`` reads the three
+tables and returns ``Findings``: the fastest library per operation at its smallest and largest
+size (a ``Winner``, a ``Tie`` within noise, or ``NotMeasured``), the largest significant
+speedups and slowdowns over the baseline, one ``Crossover`` per group with its kind, the
+warnings (``NoisyCell``, ``UnmeasuredCell``, ``NoBaseline``) and the ``GpuNotice``. The
+renderer (``numbench.summary``) turns them into Markdown; nothing here is worded.
+
+The baseline is always given: the tables are checked against it, never the other way round.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import pandas as pd
+
+from numbench.crossovers import GROUP_COLUMNS
+from numbench.formatting import missing
+from numbench.speedups import check_baseline
+
+NOISY_IQR_FRACTION = 0.10
+TOP_SPEEDUPS = 5
+TOP_SLOWDOWNS = 3
+#: longest reason quoted in a GPU notice; the full text stays in benchmarks.parquet
+MAX_REASON_CHARS = 240
+
+CrossoverKind = Literal["crosses", "always_faster", "crosses_back", "never_faster", "insufficient"]
+#: the order in which crossovers are told: clear claims first
+KIND_ORDER: tuple[CrossoverKind, ...] = get_args(CrossoverKind)
+
+
+# -- the fastest library per operation ----------------------------------------------------------
+@dataclass(frozen=True)
+class Timed:
+    library: str
+    device: str
+    median_s: float
+
+
+@dataclass(frozen=True)
+class Winner:
+    """The fastest ok cell of ``operation`` at ``size``, clear of the others' noise.
+    ``runner_up`` is None when it was the only ok cell there; ``lead`` is the runner-up's
+    median over the winner's."""
+
+    operation: str
+    size: int
+    fastest: Timed
+    runner_up: Timed | None = None
+    lead: float | None = None
+
+
+@dataclass(frozen=True)
+class Tie:
+    """The fastest ok cell, and the others whose CI of the median reaches the fastest's."""
+
+    operation: str
+    size: int
+    fastest: Timed
+    within_noise: tuple[Timed, ...]
+
+
+@dataclass(frozen=True)
+class NotMeasured:
+    """No ok cell of ``operation`` at ``size``."""
+
+    operation: str
+    size: int
+
+
+Fastest = Winner | Tie | NotMeasured
+
+
+# -- speedups over the baseline -----------------------------------------------------------------
+@dataclass(frozen=True)
+class SpeedupFact:
+    library: str
+    device: str
+    operation: str
+    size: int
+    speedup: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class LargestSpeedup(SpeedupFact):
+    """One of the largest speedups whose CI lies wholly above 1."""
+
+
+@dataclass(frozen=True)
+class LargestSlowdown(SpeedupFact):
+    """One of the largest slowdowns: a speedup whose CI lies wholly below 1."""
+
+
+# -- crossovers ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SpeedupPoint:
+    size: int
+    speedup: float
+    ci_low: float
+    ci_high: float
+    significant: bool
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """One row of crossovers.parquet with its group's speedup curve (``points``, by size; empty
+    when no speedup could be computed). The sizes are None unless ``kind`` is 'crosses'."""
+
+    library: str
+    device: str
+    operation: str
+    dtype: str
+    host: str
+    kind: CrossoverKind
+    points: tuple[SpeedupPoint, ...]
+    crossover_size: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    below_size: int | None = None
+    above_size: int | None = None
+
+    @property
+    def last(self) -> SpeedupPoint:
+        return self.points[-1]
+
+    @property
+    def best(self) -> SpeedupPoint:
+        """The largest speedup (the first, at equal speedups)."""
+        return max(self.points, key=lambda p: p.speedup)
+
+    @property
+    def tied(self) -> tuple[int, ...]:
+        """Sizes whose speedup CI contains 1."""
+        return tuple(p.size for p in self.points if not p.significant)
+
+    @property
+    def faster(self) -> tuple[int, ...]:
+        """Sizes whose speedup CI lies wholly above 1."""
+        return tuple(p.size for p in self.points if p.significant and p.ci_low > 1)
+
+    @property
+    def slower(self) -> tuple[int, ...]:
+        """Sizes whose speedup CI lies wholly below 1."""
+        return tuple(p.size for p in self.points if p.significant and p.ci_high < 1)
+
+    @property
+    def back_size(self) -> int | None:
+        """For 'crosses_back': the first slower size after the first faster one."""
+        later = [s for s in self.slower if self.faster and s > min(self.faster)]
+        return min(later) if later else None
+
+
+# -- warnings -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NoisyCell:
+    """An ok cell whose IQR is above NOISY_IQR_FRACTION of its median."""
+
+    library: str
+    device: str
+    operation: str
+    size: int
+    iqr_s: float
+    median_s: float
+
+
+@dataclass(frozen=True)
+class UnmeasuredCell:
+    """A cell without a usable measurement, with its status and the reason recorded (if any)."""
+
+    status: str
+    library: str
+    device: str
+    operation: str
+    size: int
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class NoBaseline:
+    """An ok cell with no speedup: its baseline cell was not measured."""
+
+    library: str
+    device: str
+    operation: str
+    size: int
+
+
+CellWarning = NoisyCell | UnmeasuredCell | NoBaseline
+
+
+# -- GPU cells that could not run ---------------------------------------------------------------
+@dataclass(frozen=True)
+class SkippedGpuCells:
+    """Unavailable GPU cells of one library for one (cleaned) reason."""
+
+    library: str
+    reason: str
+    count: int
+    sizes: tuple[tuple[str, tuple[int, ...]], ...]  # (operation, its sizes), by operation
+
+
+@dataclass(frozen=True)
+class GpuNotice:
+    """GPU cells were asked for and some could not run. ``none_found``: every one was
+    unavailable (no GPU on the host); otherwise some ran and ``skipped`` lists the gaps.
+    ``cpu_baseline`` names the baseline library when it is among the CPU cells."""
+
+    none_found: bool
+    gpu_cells: int
+    skipped: tuple[SkippedGpuCells, ...]
+    skipped_cells: int
+    hosts: tuple[str, ...]
+    cpu_cells: int
+    cpu_baseline: str | None = None
+
+
+# -- all of it ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Findings:
+    baseline_library: str
+    baseline_device: str
+    multi_device: bool  # ok cells on more than one device: prose must name the device
+    gpu_notice: GpuNotice | None
+    fastest: tuple[Fastest, ...]  # per operation (sorted), at its smallest and largest size
+    speedups: tuple[LargestSpeedup, ...]  # largest first
+    slowdowns: tuple[LargestSlowdown, ...]  # largest (smallest speedup) first
+    crossovers: tuple[Crossover, ...]  # in KIND_ORDER, then by operation and library
+    warnings: tuple[CellWarning, ...]  # noisy cells, then unmeasured cells, then no baseline
+
+
+def measured_on_several_devices(bench: pd.DataFrame) -> bool:
+    """Whether prose must name the device: ok cells exist on more than one device."""
+    return bench.loc[bench["status"] == "ok", "device"].nunique() > 1
+
+
+def fastest_at(bench: pd.DataFrame, operation: str, size: int) -> Fastest:
+    d = bench[
+        (bench["operation"] == operation) & (bench["size"] == size) & (bench["status"] == "ok")
+    ]
+    if d.empty:
+        return NotMeasured(operation, size)
+    d = d.sort_values("median_s")
+    timed = [Timed(r.library, r.device, r.median_s) for r in d.itertuples()]
+    best, rest = d.iloc[0], d.iloc[1:]
+    # Within noise: the runner-up's CI of the median reaches the winner's.
+    reaches = list(rest["ci_low_s"] <= best["ci_high_s"])
+    tied = tuple(t for t, r in zip(timed[1:], reaches, strict=True) if r)
+    if tied:
+        return Tie(operation, size, timed[0], tied)
+    if len(timed) > 1:
+        return Winner(operation, size, timed[0], timed[1], timed[1].median_s / timed[0].median_s)
+    return Winner(operation, size, timed[0])
+
+
+def fastest(bench: pd.DataFrame) -> tuple[Fastest, ...]:
+    out = []
+    for op in sorted(bench["operation"].unique()):
+        sizes = sorted(bench.loc[bench["operation"] == op, "size"].unique())
+        ends = [sizes[0]] if len(sizes) == 1 else [sizes[0], sizes[-1]]
+        out += [fastest_at(bench, op, int(s)) for s in ends]
+    return tuple(out)
+
+
+def _speedup_facts(rows: pd.DataFrame, cls: type[SpeedupFact]) -> tuple:
+    columns = ["library", "device", "operation", "size", "speedup"]
+    columns += ["speedup_ci_low", "speedup_ci_high"]
+    return tuple(cls(*r) for r in rows[columns].itertuples(index=False))
+
+
+def largest_speedups(speedups: pd.DataFrame) -> tuple[LargestSpeedup, ...]:
+    sig = speedups[speedups["significant"] & speedups["speedup"].notna()]
+    up = sig[sig["speedup"] > 1].sort_values("speedup", ascending=False).head(TOP_SPEEDUPS)
+    return _speedup_facts(up, LargestSpeedup)
+
+
+def largest_slowdowns(speedups: pd.DataFrame) -> tuple[LargestSlowdown, ...]:
+    sig = speedups[speedups["significant"] & speedups["speedup"].notna()]
+    down = sig[sig["speedup"] < 1].sort_values("speedup").head(TOP_SLOWDOWNS)
+    return _speedup_facts(down, LargestSlowdown)
+
+
+def _present(value):
+    return None if missing(value) else value
+
+
+def crossover(row, speedups: pd.DataFrame) -> Crossover:
+    """The fact of one crossovers row (a namedtuple from ``itertuples``) and its curve."""
+    group = [getattr(row, column) for column in GROUP_COLUMNS]
+    in_group = speedups["speedup"].notna()
+    for column, value in zip(GROUP_COLUMNS, group, strict=True):
+        in_group &= speedups[column] == value
+    points = tuple(
+        SpeedupPoint(int(p.size), p.speedup, p.speedup_ci_low, p.speedup_ci_high, p.significant)
+        for p in speedups[in_group].sort_values("size").itertuples()
+    )
+    sizes = ("crossover_size", "ci_low", "ci_high", "below_size", "above_size")
+    found = {name: _present(getattr(row, name)) for name in sizes}
+    return Crossover(*group, row.kind, points, **found)
+
+
+def crossover_facts(crossovers: pd.DataFrame, speedups: pd.DataFrame) -> tuple[Crossover, ...]:
+    facts = [crossover(r, speedups) for r in crossovers.itertuples()]
+    rank = {kind: i for i, kind in enumerate(KIND_ORDER)}
+    return tuple(sorted(facts, key=lambda c: (rank.get(c.kind, len(rank)), c.operation, c.library)))
+
+
+def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, ...]:
+    out: list[CellWarning] = []
+    ok = bench[bench["status"] == "ok"]
+    noisy = ok[ok["iqr_s"] > NOISY_IQR_FRACTION * ok["median_s"]]
+    for r in noisy.sort_values(["operation", "size", "library"]).itertuples():
+        out.append(NoisyCell(r.library, r.device, r.operation, int(r.size), r.iqr_s, r.median_s))
+    bad = bench[bench["status"] != "ok"]
+    for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
+        reason = None if missing(r.error) else str(r.error)
+        out.append(UnmeasuredCell(r.status, r.library, r.device, r.operation, int(r.size), reason))
+    for r in speedups[speedups["speedup"].isna()].itertuples():
+        out.append(NoBaseline(r.library, r.device, r.operation, int(r.size)))
+    return tuple(out)
+
+
+def _clean_reason(reason, library: str) -> str:
+    text = re.sub(r"\s+", " ", str(reason or "no reason given")).strip()
+    text = text.replace(f" (device=gpu asked for {library})", "")
+    text = text.replace("|", "/")
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def _skipped(cells: pd.DataFrame) -> tuple[SkippedGpuCells, ...]:
+    reasons = zip(cells["error"], cells["library"], strict=True)
+    cells = cells.assign(reason=[_clean_reason(r, lib) for r, lib in reasons])
+    out = []
+    for (library, reason), group in cells.groupby(["library", "reason"], sort=True):
+        sizes = tuple(
+            (op, tuple(int(s) for s in sorted(g["size"].unique())))
+            for op, g in group.groupby("operation", sort=True)
+        )
+        out.append(SkippedGpuCells(library, reason, len(group), sizes))
+    return tuple(out)
+
+
+def gpu_notice(
+    bench: pd.DataFrame, baseline_library: str | None = None, baseline_device: str | None = None
+) -> GpuNotice | None:
+    """GPU cells that were asked for and are ``unavailable``; None when there are none."""
+    gpu = bench[bench["device"] == "gpu"]
+    skipped = gpu[gpu["status"] == "unavailable"]
+    if skipped.empty:
+        return None
+    cpu = bench[bench["device"] == "cpu"]
+    baseline_on_cpu = baseline_device == "cpu" and (cpu["library"] == baseline_library).any()
+    return GpuNotice(
+        none_found=len(skipped) == len(gpu),
+        gpu_cells=len(gpu),
+        skipped=_skipped(skipped),
+        skipped_cells=len(skipped),
+        hosts=tuple(sorted({str(h) for h in bench.get("host", pd.Series(dtype=str)).dropna()})),
+        cpu_cells=len(cpu),
+        cpu_baseline=baseline_library if baseline_on_cpu else None,
+    )
+
+
+def decide(
+    bench: pd.DataFrame,
+    speedups: pd.DataFrame,
+    crossovers: pd.DataFrame,
+    baseline_library: str,
+    baseline_device: str,
+) -> Findings:
+    """The findings of the three tables, against the baseline they were computed for."""
+    check_baseline(baseline_library, baseline_device, speedups, crossovers)
+    return Findings(
+        baseline_library=baseline_library,
+        baseline_device=baseline_device,
+        multi_device=measured_on_several_devices(bench),
+        gpu_notice=gpu_notice(bench, baseline_library, baseline_device),
+        fastest=fastest(bench),
+        speedups=largest_speedups(speedups),
+        slowdowns=largest_slowdowns(speedups),
+        crossovers=crossover_facts(crossovers, speedups),
+        warnings=warnings(bench, speedups),
+    )
