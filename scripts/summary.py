@@ -12,6 +12,7 @@ parser.add_argument("--speedups", required=True)
 parser.add_argument("--crossovers", required=True)
 parser.add_argument("--baseline-library", required=True)
 parser.add_argument("--baseline-device", required=True)
+parser.add_argument("--margin", type=float, required=True, help="the config's margin")
 parser.add_argument("--charts-dir", required=True, help="where the charts are, for the links")
 parser.add_argument("--output", required=True)
 parser.add_argument("--html-output")
@@ -24,6 +25,7 @@ write_summary(
     args.charts_dir,
     args.baseline_library,
     args.baseline_device,
+    args.margin,
     html_output=args.html_output,
 )
 print(f"summary -> {args.output}")

@@ -88,6 +88,8 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         "summary.py",
         *tables,
         *baseline,
+        "--margin",
+        "1.1",
         "--charts-dir",
         str(res / "charts"),
         "--output",

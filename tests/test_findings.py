@@ -6,7 +6,7 @@ import dataclasses
 
 import pandas as pd
 import pytest
-from conftest import constructed_results
+from conftest import MARGIN, constructed_results
 
 from numbench.findings import (
     Crossover,
@@ -27,7 +27,7 @@ from numbench.findings import (
 
 @pytest.fixture(scope="module")
 def findings():
-    return decide(*constructed_results(), "numpy", "cpu")
+    return decide(*constructed_results(), "numpy", "cpu", MARGIN)
 
 
 def cells(*rows) -> pd.DataFrame:
@@ -50,18 +50,18 @@ def cells(*rows) -> pd.DataFrame:
 
 
 def test_a_runner_up_within_the_winners_noise_is_a_tie():
-    fact = fastest_at(cells(("numpy", 1.0, 0.9, 1.1), ("jax", 1.05, 1.0, 1.2)), "fft", 1000)
+    fact = fastest_at(cells(("numpy", 1.0, 0.9, 1.1), ("jax", 1.05, 1.0, 1.2)), "fft", 1000, MARGIN)
     assert fact == Tie("fft", 1000, Timed("numpy", "cpu", 1.0), (Timed("jax", "cpu", 1.05),))
 
 
 def test_a_clear_winner_is_a_winner_with_its_lead():
-    fact = fastest_at(cells(("jax", 2.0, 1.9, 2.1), ("numpy", 1.0, 0.9, 1.1)), "fft", 1000)
+    fact = fastest_at(cells(("jax", 2.0, 1.9, 2.1), ("numpy", 1.0, 0.9, 1.1)), "fft", 1000, MARGIN)
     assert isinstance(fact, Winner)
     assert fact.fastest.library == "numpy" and fact.runner_up.library == "jax"
     assert fact.lead == pytest.approx(2.0)
-    alone = fastest_at(cells(("numpy", 1.0, 0.9, 1.1)), "fft", 1000)
+    alone = fastest_at(cells(("numpy", 1.0, 0.9, 1.1)), "fft", 1000, MARGIN)
     assert alone == Winner("fft", 1000, Timed("numpy", "cpu", 1.0))
-    assert fastest_at(cells(("numpy", 1.0, 0.9, 1.1)), "fft", 10) == NotMeasured("fft", 10)
+    assert fastest_at(cells(("numpy", 1.0, 0.9, 1.1)), "fft", 10, MARGIN) == NotMeasured("fft", 10)
 
 
 def test_fastest_per_operation_at_both_ends(findings):
@@ -133,32 +133,32 @@ def test_a_speedup_without_its_baseline_cell_is_a_no_baseline_warning():
     gap = (speedups["operation"] == "fft") & (speedups["size"] == 1000)
     speedups.loc[gap, ["speedup", "speedup_ci_low", "speedup_ci_high"]] = float("nan")
     speedups.loc[gap, "significant"] = False
-    found = decide(bench, speedups, crossovers, "numpy", "cpu")
+    found = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
     orphans = [w for w in found.warnings if isinstance(w, NoBaseline)]
     assert sorted((w.library, w.size) for w in orphans) == [("jax", 1000), ("torch", 1000)]
 
 
 def test_the_baseline_given_is_used_even_without_speedups():
     bench, speedups, crossovers = constructed_results()
-    found = decide(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "gpu")
+    found = decide(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "gpu", MARGIN)
     assert (found.baseline_library, found.baseline_device) == ("torch", "gpu")
     assert found.speedups == () and found.slowdowns == () and found.crossovers == ()
 
 
 def test_tables_computed_against_another_baseline_are_refused():
     with pytest.raises(ValueError, match="computed against numpy on cpu, not the baseline"):
-        decide(*constructed_results(), "numpy", "gpu")
+        decide(*constructed_results(), "numpy", "gpu", MARGIN)
 
 
 def test_gpu_notice_facts():
-    assert decide(*constructed_results(), "numpy", "cpu").gpu_notice is None
-    none_found = decide(*constructed_results(gpu="unavailable"), "numpy", "cpu").gpu_notice
+    assert decide(*constructed_results(), "numpy", "cpu", MARGIN).gpu_notice is None
+    none_found = decide(*constructed_results(gpu="unavailable"), "numpy", "cpu", MARGIN).gpu_notice
     assert none_found.none_found and none_found.gpu_cells == 6
     assert none_found.hosts == ("testhost",) and none_found.cpu_baseline == "numpy"
     (torch,) = none_found.skipped
     assert (torch.library, torch.count, torch.reason) == ("torch", 6, "no CUDA device found")
     assert torch.sizes == (("fft", (1000, 10_000, 100_000)), ("sort", (1000, 10_000, 100_000)))
-    gaps = decide(*constructed_results(gpu="ok"), "numpy", "cpu").gpu_notice
+    gaps = decide(*constructed_results(gpu="ok"), "numpy", "cpu", MARGIN).gpu_notice
     assert not gaps.none_found and gaps.skipped_cells == 5 and gaps.gpu_cells == 6
 
 

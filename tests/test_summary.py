@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import constructed_results
+from conftest import MARGIN, constructed_results
 
 from numbench.summary import format_size, render, to_html
 
@@ -20,7 +20,7 @@ def section(text: str, title: str) -> str:
 @pytest.fixture(scope="module")
 def text():
     bench, speedups, crossovers = constructed_results()
-    return render(bench, speedups, crossovers, "numpy", "cpu")
+    return render(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
 
 
 def test_format_size():
@@ -130,7 +130,7 @@ def test_no_gpu_notice_without_gpu_cells(text):
 
 
 def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
-    text = render(*constructed_results(gpu="unavailable"), "numpy", "cpu")
+    text = render(*constructed_results(gpu="unavailable"), "numpy", "cpu", MARGIN)
     top = text.split("## Key findings")[0]
     assert top.startswith("# numbench summary\n\n**No GPU was found on this host (testhost).**")
     assert "All 6 GPU cells asked for" in top
@@ -140,7 +140,7 @@ def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
 
 
 def test_no_gpu_notice_when_a_gpu_cell_ran():
-    text = render(*constructed_results(gpu="ok"), "numpy", "cpu")
+    text = render(*constructed_results(gpu="ok"), "numpy", "cpu", MARGIN)
     assert "No GPU was found" not in text
     assert "| GPU | Test GPU 80GB |" in text
 
@@ -165,14 +165,14 @@ def sentence(points) -> str:
     return crossover_sentence(crossover(row, speedups), "NumPy", multi_device=False)
 
 
-def test_ties_are_named_as_ties_in_words():
+def test_ties_are_named_as_the_same_speed_in_words():
     text = sentence([(1.02, 0.9, 1.2), 2.0, 3.0])
     assert text.startswith("PyTorch beats NumPy on fft at n = 100, 10^3 and is never slower")
-    assert "tied at n = 10, where the CI contains 1" in text
+    assert "the same speed at n = 10;" in text
     text = sentence([0.2, 0.3, (0.9, 0.7, 1.1)])
     assert "never faster" in text and "slower at n = 10, 100" in text
     # the best point is a tie: no 'i.e. ... slower' claim about it
-    assert text.endswith("at best 0.9× at n = 10^3 (0.7 to 1.1), a tie.")
+    assert text.endswith("at best 0.9× at n = 10^3 (0.7 to 1.1), the same speed.")
     assert "1.11× slower" not in text
     text = sentence([0.2, 0.3, 0.4])
     assert text.endswith("at best 0.4× at n = 10^3 (0.38 to 0.42), i.e. 2.5× slower.")
@@ -180,11 +180,11 @@ def test_ties_are_named_as_ties_in_words():
 
 def test_the_baseline_given_is_named_even_without_speedups():
     bench, speedups, crossovers = constructed_results()
-    text = render(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "cpu")
+    text = render(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "cpu", MARGIN)
     assert "Baseline: PyTorch on cpu;" in text
-    assert "- No library is significantly faster than PyTorch anywhere." in text
+    assert "- No library is faster than PyTorch beyond the margin anywhere." in text
 
 
 def test_tables_computed_against_another_baseline_are_refused():
     with pytest.raises(ValueError, match="computed against numpy on cpu, not the baseline"):
-        render(*constructed_results(), "torch", "cpu")
+        render(*constructed_results(), "torch", "cpu", MARGIN)

@@ -15,6 +15,7 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable
@@ -83,6 +84,15 @@ def _color(domain: list[str]) -> alt.Color:
     )
 
 
+def process_points(d: pd.DataFrame) -> pd.DataFrame:
+    """One row per process median of each unstable cell of ``d``."""
+    rows = []
+    for r in d[d["unstable"].fillna(False).astype(bool)].itertuples():
+        for m in json.loads(r.process_medians_s or "[]"):
+            rows.append({"series": r.series, "size": r.size, "process_median_s": m})
+    return pd.DataFrame(rows)
+
+
 def time_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
     title = f"{operation}: time per call against size"
     d = bench[(bench["operation"] == operation) & (bench["status"] == "ok")].copy()
@@ -104,10 +114,30 @@ def time_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
         alt.Tooltip("ci_high_s:Q", title="CI high s", format=".3e"),
         alt.Tooltip("iqr_s:Q", title="IQR s", format=".3e"),
         alt.Tooltip("n_samples:Q", title="samples"),
+        alt.Tooltip("n_processes:Q", title="processes"),
+        alt.Tooltip("process_medians_s:N", title="process medians s"),
     ]
     line = base.mark_line(point=True).encode(y=y, tooltip=tooltip)
-    return (band + line).properties(
-        title=alt.Title(title, subtitle="median of the samples; band: 95% bootstrap CI"),
+    # Unstable cells: each process's median as a hollow point, so the spread shows.
+    spread = process_points(d)
+    layers = [band, line]
+    if not spread.empty:
+        layers.append(
+            alt.Chart(spread)
+            .mark_point(shape="diamond", filled=False, size=60)
+            .encode(
+                x=_log_x(d["size"]),
+                y=alt.Y("process_median_s:Q", scale=alt.Scale(type="log")),
+                color=_color(domain),
+                tooltip=[alt.Tooltip("series:N", title="unstable cell"), "process_median_s:Q"],
+            )
+        )
+    return alt.layer(*layers).properties(
+        title=alt.Title(
+            title,
+            subtitle="median of the samples; band: 95% two-level bootstrap CI; "
+            "diamonds: per-process medians of unstable cells",
+        ),
         width=WIDTH,
         height=HEIGHT,
     )
@@ -121,7 +151,13 @@ def speedup_chart(
     if d.empty:
         return _no_data(title, f"no speedups for {operation}")
     d["series"] = series_labels(d)
-    d["significant"] = d["significant"].map({True: "yes", False: "no (CI contains 1)"})
+    d["verdict"] = d["verdict"].map(
+        {
+            "faster": "faster",
+            "slower": "slower",
+            "same": "same speed (CI holds 1, or within the margin)",
+        }
+    )
     domain = sorted(d["series"].unique())
     lo = min(d["speedup_ci_low"].min(), d["speedup"].min(), 1.0)
     hi = max(d["speedup_ci_high"].max(), d["speedup"].max(), 1.0)
@@ -143,7 +179,7 @@ def speedup_chart(
             alt.Tooltip("speedup:Q", format=".3g"),
             alt.Tooltip("speedup_ci_low:Q", title="CI low", format=".3g"),
             alt.Tooltip("speedup_ci_high:Q", title="CI high", format=".3g"),
-            alt.Tooltip("significant:N"),
+            alt.Tooltip("verdict:N"),
         ],
     )
     one = (
@@ -232,8 +268,8 @@ def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
             parts.append(part)
     out = pd.concat(parts, ignore_index=True)
     out["label"] = [
-        f"{s:.2g}×" if sig else f"{s:.2g}× ns"
-        for s, sig in zip(out["speedup"], out["significant"], strict=True)
+        f"{s:.2g}×" if v != "same" else f"{s:.2g}× ns"
+        for s, v in zip(out["speedup"], out["verdict"], strict=True)
     ]
     return out
 

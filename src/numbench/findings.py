@@ -21,6 +21,7 @@ import pandas as pd
 from numbench.crossovers import GROUP_COLUMNS
 from numbench.formatting import missing
 from numbench.speedups import check_baseline
+from numbench.stats import FASTER, SAME, SLOWER
 
 NOISY_IQR_FRACTION = 0.10
 TOP_SPEEDUPS = 5
@@ -104,7 +105,7 @@ class SpeedupPoint:
     speedup: float
     ci_low: float
     ci_high: float
-    significant: bool
+    verdict: str  # faster / same / slower (numbench.stats.verdict)
 
 
 @dataclass(frozen=True)
@@ -136,18 +137,18 @@ class Crossover:
 
     @property
     def tied(self) -> tuple[int, ...]:
-        """Sizes whose speedup CI contains 1."""
-        return tuple(p.size for p in self.points if not p.significant)
+        """Sizes at the same speed (the CI holds 1, or the speedup is within the margin)."""
+        return tuple(p.size for p in self.points if p.verdict == SAME)
 
     @property
     def faster(self) -> tuple[int, ...]:
-        """Sizes whose speedup CI lies wholly above 1."""
-        return tuple(p.size for p in self.points if p.significant and p.ci_low > 1)
+        """Sizes where the library is faster (CI above 1, speedup beyond the margin)."""
+        return tuple(p.size for p in self.points if p.verdict == FASTER)
 
     @property
     def slower(self) -> tuple[int, ...]:
-        """Sizes whose speedup CI lies wholly below 1."""
-        return tuple(p.size for p in self.points if p.significant and p.ci_high < 1)
+        """Sizes where the library is slower (CI below 1, beyond the margin)."""
+        return tuple(p.size for p in self.points if p.verdict == SLOWER)
 
     @property
     def back_size(self) -> int | None:
@@ -191,7 +192,19 @@ class NoBaseline:
     size: int
 
 
-CellWarning = NoisyCell | UnmeasuredCell | NoBaseline
+@dataclass(frozen=True)
+class UnstableCell:
+    """An ok cell whose processes disagree far beyond their own noise (stats.is_unstable)."""
+
+    library: str
+    device: str
+    operation: str
+    size: int
+    process_spread: float
+    process_medians_s: str
+
+
+CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell
 
 
 # -- GPU cells that could not run ---------------------------------------------------------------
@@ -225,6 +238,7 @@ class GpuNotice:
 class Findings:
     baseline_library: str
     baseline_device: str
+    margin: float  # a ratio within this factor of 1 is the same speed
     multi_device: bool  # ok cells on more than one device: prose must name the device
     gpu_notice: GpuNotice | None
     fastest: tuple[Fastest, ...]  # per operation (sorted), at its smallest and largest size
@@ -239,7 +253,7 @@ def measured_on_several_devices(bench: pd.DataFrame) -> bool:
     return bench.loc[bench["status"] == "ok", "device"].nunique() > 1
 
 
-def fastest_at(bench: pd.DataFrame, operation: str, size: int) -> Fastest:
+def fastest_at(bench: pd.DataFrame, operation: str, size: int, margin: float) -> Fastest:
     d = bench[
         (bench["operation"] == operation) & (bench["size"] == size) & (bench["status"] == "ok")
     ]
@@ -248,8 +262,11 @@ def fastest_at(bench: pd.DataFrame, operation: str, size: int) -> Fastest:
     d = d.sort_values("median_s")
     timed = [Timed(r.library, r.device, r.median_s) for r in d.itertuples()]
     best, rest = d.iloc[0], d.iloc[1:]
-    # Within noise: the runner-up's CI of the median reaches the winner's.
-    reaches = list(rest["ci_low_s"] <= best["ci_high_s"])
+    # The same speed: the runner-up's CI of the median reaches the winner's, or it is
+    # slower by less than the margin.
+    reaches = list(
+        (rest["ci_low_s"] <= best["ci_high_s"]) | (rest["median_s"] < margin * best["median_s"])
+    )
     tied = tuple(t for t, r in zip(timed[1:], reaches, strict=True) if r)
     if tied:
         return Tie(operation, size, timed[0], tied)
@@ -258,12 +275,12 @@ def fastest_at(bench: pd.DataFrame, operation: str, size: int) -> Fastest:
     return Winner(operation, size, timed[0])
 
 
-def fastest(bench: pd.DataFrame) -> tuple[Fastest, ...]:
+def fastest(bench: pd.DataFrame, margin: float) -> tuple[Fastest, ...]:
     out = []
     for op in sorted(bench["operation"].unique()):
         sizes = sorted(bench.loc[bench["operation"] == op, "size"].unique())
         ends = [sizes[0]] if len(sizes) == 1 else [sizes[0], sizes[-1]]
-        out += [fastest_at(bench, op, int(s)) for s in ends]
+        out += [fastest_at(bench, op, int(s), margin) for s in ends]
     return tuple(out)
 
 
@@ -274,14 +291,14 @@ def _speedup_facts(rows: pd.DataFrame, cls: type[SpeedupFact]) -> tuple:
 
 
 def largest_speedups(speedups: pd.DataFrame) -> tuple[LargestSpeedup, ...]:
-    sig = speedups[speedups["significant"] & speedups["speedup"].notna()]
-    up = sig[sig["speedup"] > 1].sort_values("speedup", ascending=False).head(TOP_SPEEDUPS)
+    up = speedups[(speedups["verdict"] == FASTER) & speedups["speedup"].notna()]
+    up = up.sort_values("speedup", ascending=False).head(TOP_SPEEDUPS)
     return _speedup_facts(up, LargestSpeedup)
 
 
 def largest_slowdowns(speedups: pd.DataFrame) -> tuple[LargestSlowdown, ...]:
-    sig = speedups[speedups["significant"] & speedups["speedup"].notna()]
-    down = sig[sig["speedup"] < 1].sort_values("speedup").head(TOP_SLOWDOWNS)
+    down = speedups[(speedups["verdict"] == SLOWER) & speedups["speedup"].notna()]
+    down = down.sort_values("speedup").head(TOP_SLOWDOWNS)
     return _speedup_facts(down, LargestSlowdown)
 
 
@@ -296,7 +313,7 @@ def crossover(row, speedups: pd.DataFrame) -> Crossover:
     for column, value in zip(GROUP_COLUMNS, group, strict=True):
         in_group &= speedups[column] == value
     points = tuple(
-        SpeedupPoint(int(p.size), p.speedup, p.speedup_ci_low, p.speedup_ci_high, p.significant)
+        SpeedupPoint(int(p.size), p.speedup, p.speedup_ci_low, p.speedup_ci_high, p.verdict)
         for p in speedups[in_group].sort_values("size").itertuples()
     )
     sizes = ("crossover_size", "ci_low", "ci_high", "below_size", "above_size")
@@ -316,6 +333,10 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, 
     noisy = ok[ok["iqr_s"] > NOISY_IQR_FRACTION * ok["median_s"]]
     for r in noisy.sort_values(["operation", "size", "library"]).itertuples():
         out.append(NoisyCell(r.library, r.device, r.operation, int(r.size), r.iqr_s, r.median_s))
+    unstable = ok[ok["unstable"].fillna(False).astype(bool)]
+    for r in unstable.sort_values(["operation", "size", "library"]).itertuples():
+        cell = (r.library, r.device, r.operation, int(r.size))
+        out.append(UnstableCell(*cell, r.process_spread, r.process_medians_s))
     bad = bench[bench["status"] != "ok"]
     for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
         reason = None if missing(r.error) else str(r.error)
@@ -374,15 +395,18 @@ def decide(
     crossovers: pd.DataFrame,
     baseline_library: str,
     baseline_device: str,
+    margin: float,
 ) -> Findings:
-    """The findings of the three tables, against the baseline they were computed for."""
+    """The findings of the three tables, against the baseline they were computed for; a
+    ratio within ``margin`` of 1 is the same speed."""
     check_baseline(baseline_library, baseline_device, speedups, crossovers)
     return Findings(
         baseline_library=baseline_library,
         baseline_device=baseline_device,
+        margin=margin,
         multi_device=measured_on_several_devices(bench),
         gpu_notice=gpu_notice(bench, baseline_library, baseline_device),
-        fastest=fastest(bench),
+        fastest=fastest(bench, margin),
         speedups=largest_speedups(speedups),
         slowdowns=largest_slowdowns(speedups),
         crossovers=crossover_facts(crossovers, speedups),

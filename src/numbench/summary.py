@@ -27,6 +27,7 @@ from numbench.findings import (
     SpeedupFact,
     Tie,
     UnmeasuredCell,
+    UnstableCell,
     decide,
 )
 from numbench.formatting import (
@@ -100,7 +101,7 @@ def crossover_sentence(c: Crossover, baseline: str, multi_device: bool) -> str:
             f"{format_size(c.ci_high, approx=True, mark=False)}), "
             f"{at_last}."
         )
-    tie_text = f"; tied at n = {format_sizes(c.tied)}, where the CI contains 1" if c.tied else ""
+    tie_text = f"; the same speed at n = {format_sizes(c.tied)}" if c.tied else ""
     if c.kind == "always_faster":
         if not c.tied:
             return f"{name} beats {baseline} on {op} at every size ({span}), {at_last}."
@@ -115,7 +116,7 @@ def crossover_sentence(c: Crossover, baseline: str, multi_device: bool) -> str:
             f"{name} is never faster than {baseline} on {op} {where}; at best "
             f"{format_speedup(best.speedup)} at n = {format_size(best.size)} "
             f"{format_ci(best.ci_low, best.ci_high)}".rstrip()
-            + (f"{slowdown(best.speedup)}." if best.significant else ", a tie.")
+            + (f"{slowdown(best.speedup)}." if best.verdict == "slower" else ", the same speed.")
         )
     if c.kind == "crosses_back":
         return (
@@ -126,7 +127,7 @@ def crossover_sentence(c: Crossover, baseline: str, multi_device: bool) -> str:
     why = (
         "fewer than two sizes have a speedup"
         if len(c.points) < 2
-        else "every speedup CI contains 1 (within noise)"
+        else "every size is the same speed (CI holds 1, or within the margin)"
     )
     return f"{name} against {baseline} on {op}: no verdict, {why}."
 
@@ -138,7 +139,7 @@ def key_findings(f: Findings, baseline: str) -> str:
         lines.append(f"- **{op}**: " + "; ".join(fastest_part(x, multi) for x in facts) + ".")
     lines += ["", f"### Largest speedups over {baseline}", ""]
     if not f.speedups:
-        lines.append(f"- No library is significantly faster than {baseline} anywhere.")
+        lines.append(f"- No library is faster than {baseline} beyond the margin anywhere.")
     lines += [speedup_line(s, multi, bold=True) for s in f.speedups]
     if f.slowdowns:
         lines += ["", f"Largest slowdowns against {baseline}:", ""]
@@ -160,7 +161,20 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
     noisy = [w for w in warnings if isinstance(w, NoisyCell)]
     bad = [w for w in warnings if isinstance(w, UnmeasuredCell)]
     orphans = [w for w in warnings if isinstance(w, NoBaseline)]
+    unstable = [w for w in warnings if isinstance(w, UnstableCell)]
     lines = []
+    if unstable:
+        lines += [
+            "Unstable cells: their processes disagree far beyond their own noise (per-process "
+            "medians below); their intervals cover the disagreement, and a rerun may differ.",
+            "",
+        ]
+        lines += [
+            f"- {_cell_name(w)}: processes {w.process_spread:.2f}x apart, medians (s) "
+            f"{w.process_medians_s}"
+            for w in unstable
+        ]
+        lines.append("")
     if noisy:
         lines += [
             f"Noisy cells (IQR above {NOISY_IQR_FRACTION:.0%} of the median): their speedups "
@@ -185,7 +199,7 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
         lines.append("")
     if not lines:
         return (
-            "None: every cell was measured, correct, and quiet "
+            "None: every cell was measured, correct, stable across its processes, and quiet "
             f"(IQR within {NOISY_IQR_FRACTION:.0%} of the median)."
         )
     return "\n".join(lines).rstrip()
@@ -209,19 +223,23 @@ def operation_chart_links(op: str, charts_dir: str) -> str:
 
 
 METHODOLOGY = """\
-Every (library, device, operation, size) cell ran in a fresh process, one timing cell at a time
-on the host, with the same thread settings for every library made before it was imported.
+Every (library, device, operation, size) cell ran in several fresh processes (replicates), one
+timing cell at a time on the host, with the same thread settings for every library made before
+it was imported. Every cell but the baseline's ran one baseline process beside each of its
+own, back to back in a seeded random order, so each speedup compares measurements taken
+seconds apart whatever order the cells ran in.
 Inputs were converted to the library's arrays outside any timing. The first call was timed
 alone (`first_call_s`: tracing, compilation, warm-up) and never enters the samples. Each
 timed region waits for the result (`block_until_ready`, device synchronisation,
 materialisation). Loops per sample were calibrated so a sample lasts at least
 `min_sample_time`; times are per call. The output was checked against a float64 reference with
 a tolerance by dtype: a wrong result is `mismatch` and never used. Times are medians with a 95%
-percentile-bootstrap CI of the median. A speedup is the baseline's median over the library's
-median on the same host, operation, size and dtype; its 95% CI comes from bootstrap resampling
-both cells' samples independently, and it is *significant* when the CI excludes 1. For
-crossovers, a size counts as faster (slower) only when its speedup CI lies wholly above (below)
-1; sizes whose CI contains 1 are ties and neither make nor break a claim. A library *crosses*
+two-level bootstrap CI (processes drawn with replacement, then samples within each). A speedup
+is the baseline's median over the library's median on the same host, operation, size and dtype;
+its 95% CI comes from the same two-level bootstrap, drawing the same rounds on both sides where
+they were paired. A speedup is *faster* (*slower*) only when its CI lies wholly above (below) 1
+**and** it is beyond the margin of {margin:g}x; anything else is *the same speed*, and such
+sizes neither make nor break a crossover claim. A library *crosses*
 when slower sizes are followed by faster sizes and never by a slower one again; the crossover is
 interpolated on log-log axes where the speedup rises through 1, and its CI is where the upper
 and the lower CI bounds of the speedup do."""
@@ -233,9 +251,10 @@ def render(
     crossovers: pd.DataFrame,
     baseline_library: str,
     baseline_device: str,
+    margin: float,
     charts_dir: str = "charts",
 ) -> str:
-    f = decide(bench, speedups, crossovers, baseline_library, baseline_device)
+    f = decide(bench, speedups, crossovers, baseline_library, baseline_device, margin)
     base_name = who(baseline_library, baseline_device, f.multi_device)
     counts = bench["status"].value_counts().to_dict()
     status_line = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
@@ -284,7 +303,7 @@ def render(
         "",
         "## Methodology",
         "",
-        METHODOLOGY,
+        METHODOLOGY.format(margin=margin),
         "",
         "## Every cell",
         "",
@@ -323,13 +342,14 @@ def write_summary(
     charts_dir: str | os.PathLike,
     baseline_library: str,
     baseline_device: str,
+    margin: float,
     html_output: str | os.PathLike | None = None,
 ) -> str:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
     rel = os.path.relpath(Path(charts_dir), Path(output).parent).replace(os.sep, "/")
-    text = render(bench, sp, cr, baseline_library, baseline_device, charts_dir=rel)
+    text = render(bench, sp, cr, baseline_library, baseline_device, margin, charts_dir=rel)
     write_text_atomic(text, output)
     if html_output is not None:
         write_text_atomic(to_html(text), html_output)

@@ -94,7 +94,7 @@ def _speedup_table(sp: pd.DataFrame, sizes) -> str:
                 continue
             r = at.loc[s]
             text = f"{format_speedup(r.speedup)} {format_ci(r.speedup_ci_low, r.speedup_ci_high)}"
-            row.append(text if r.significant else text + " ns")
+            row.append(text if r.verdict != "same" else text + " ns")
         rows.append(row)
     return md_table(["n"] + series, rows, "r" * (len(series) + 1))
 

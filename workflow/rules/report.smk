@@ -85,8 +85,12 @@ rule charts:
         "../../envs/numbench-cpu.yaml"
     params:
         script=SCRIPTS / "charts.py",
+        baseline_library=BASELINE["library"],
+        baseline_device=BASELINE["device"],
     shell:
         "python {params.script} --benchmarks {input.benchmarks}"
+        " --baseline-library {params.baseline_library}"
+        " --baseline-device {params.baseline_device}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --outdir {output} > {log} 2>&1"
 
@@ -111,8 +115,13 @@ rule summary:
     params:
         script=SCRIPTS / "summary.py",
         charts=CHARTS_DIR,
+        baseline_library=BASELINE["library"],
+        baseline_device=BASELINE["device"],
+        margin=CFG["margin"],
     shell:
         "python {params.script} --benchmarks {input.benchmarks}"
+        " --baseline-library {params.baseline_library}"
+        " --baseline-device {params.baseline_device} --margin {params.margin}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --charts-dir {params.charts} --output {output.markdown}"
         " --html-output {output.html} > {log} 2>&1"
