@@ -24,6 +24,11 @@ LIST_KEYS = ("libraries",)
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "config.yaml"
 
 
+def default_margin() -> float:
+    """The margin of the shipped default config (``margin`` in ``config/config.yaml``)."""
+    return float(yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))["margin"])
+
+
 def default_sizes(name: str) -> list[int]:
     """The sizes of ``name`` in the shipped default grid (``config/config.yaml``)."""
     shipped = yaml.safe_load(DEFAULT_CONFIG.read_text(encoding="utf-8"))["operations"]

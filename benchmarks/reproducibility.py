@@ -1,0 +1,209 @@
+"""Do the verdicts hold on a second run? (a benchmark, not a test)
+
+Runs the grid (default: the default CPU grid) twice, A then B, each from scratch in its own
+copy of the workflow with ``--cores 1``, and compares them as a reviewer rerunning numbench
+would:
+
+- speedups: how many of B's speedups lie inside A's 95% interval; verdicts (faster / same /
+  slower) that are identical, and those reversed outright (faster in one, slower in the
+  other); the median relative half-width of the speedup intervals;
+- cell medians within 5% of each other; crossover kinds that are identical, and whether each
+  crossover size lies inside the other run's interval;
+- A/A: the baseline's cells of B against A's with ``numbench.compare`` (should be "same");
+- cost: wall time of each run, processes per cell, and the cost of one process.
+
+    .venv/bin/python benchmarks/reproducibility.py [--write] [--configfile FILE] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+from _report import write_section
+from workflow_cost import copy_workflow, snakemake
+
+from numbench.compare import compare
+from numbench.config import default_margin
+
+SPEEDUP_KEY = ["library", "device", "operation", "size", "dtype"]
+GROUP_KEY = ["library", "device", "operation", "dtype"]
+
+
+def run_once(root: Path, name: str, extra: list[str]) -> tuple[Path, float]:
+    wd = copy_workflow(root / name)
+    t0 = time.perf_counter()
+    snakemake(wd, "--cores", "1", *extra)
+    wall = time.perf_counter() - t0
+    print(f"run {name}: {wall:.0f} s", flush=True)
+    return wd / "results", wall
+
+
+def speedup_figures(a: pd.DataFrame, b: pd.DataFrame) -> dict:
+    both = a.merge(b, on=SPEEDUP_KEY, suffixes=("_a", "_b")).dropna(
+        subset=["speedup_a", "speedup_b"]
+    )
+    inside = (both["speedup_b"] >= both["speedup_ci_low_a"]) & (
+        both["speedup_b"] <= both["speedup_ci_high_a"]
+    )
+    same = both["verdict_a"] == both["verdict_b"]
+    reversed_ = ((both["verdict_a"] == "faster") & (both["verdict_b"] == "slower")) | (
+        (both["verdict_a"] == "slower") & (both["verdict_b"] == "faster")
+    )
+    half = pd.concat(
+        [
+            (both[f"speedup_ci_high_{s}"] - both[f"speedup_ci_low_{s}"]) / 2 / both[f"speedup_{s}"]
+            for s in "ab"
+        ]
+    )
+    changed = both[~same][SPEEDUP_KEY + ["speedup_a", "verdict_a", "speedup_b", "verdict_b"]]
+    return {
+        "n": len(both),
+        "inside": int(inside.sum()),
+        "same_verdict": int(same.sum()),
+        "reversed": int(reversed_.sum()),
+        "half_width_median": float(half.median()),
+        "half_width_p90": float(half.quantile(0.9)),
+        "changed": changed,
+    }
+
+
+def crossover_figures(a: pd.DataFrame, b: pd.DataFrame) -> dict:
+    both = a.merge(b, on=GROUP_KEY, suffixes=("_a", "_b"))
+    same = both["kind_a"] == both["kind_b"]
+    sized = both[(both["kind_a"] == "crosses") & (both["kind_b"] == "crosses")]
+    mutual = (
+        (sized["crossover_size_b"] >= sized["ci_low_a"])
+        & (sized["crossover_size_b"] <= sized["ci_high_a"])
+        & (sized["crossover_size_a"] >= sized["ci_low_b"])
+        & (sized["crossover_size_a"] <= sized["ci_high_b"])
+    )
+    differ = both[~same][GROUP_KEY + ["kind_a", "kind_b"]]
+    return {
+        "n": len(both),
+        "same_kind": int(same.sum()),
+        "sized": len(sized),
+        "mutual": int(mutual.sum()),
+        "differ": differ,
+    }
+
+
+def cost_figures(results: Path, wall: float) -> dict:
+    bench = pd.read_parquet(results / "benchmarks.parquet")
+    ok = bench[bench["status"] == "ok"]
+    paired = ok["paired_with"].notna()
+    processes = ok["replicates"] * (1 + paired.astype(int))
+    return {
+        "cells": len(bench),
+        "wall": wall,
+        "processes": int(processes.sum()),
+        "replicates_mean": float(ok["replicates"].mean()),
+        "replicates_max": int(ok["replicates"].max()),
+        "at_min": int((ok["replicates"] == ok["replicates"].min()).sum()),
+        "ok": len(ok),
+        "cell_wall": float(bench["wall_s"].sum()),
+        "unstable": int(ok["unstable"].sum()),
+    }
+
+
+def pct(k: int, n: int) -> str:
+    return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "0 of 0"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--configfile", help="a smaller grid (default: config/config.yaml)")
+    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument("--keep", help="keep both runs' results/ under this folder (a/, b/)")
+    args = parser.parse_args()
+    extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
+    margin = default_margin()
+    if args.configfile:
+        import yaml
+
+        margin = float((yaml.safe_load(Path(args.configfile).read_text()) or {}).get("margin", margin))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        res_a, wall_a = run_once(Path(tmp), "a", extra)
+        res_b, wall_b = run_once(Path(tmp), "b", extra)
+        if args.keep:
+            for name, res in (("a", res_a), ("b", res_b)):
+                shutil.copytree(res, Path(args.keep) / name, dirs_exist_ok=True)
+        sp = speedup_figures(*(pd.read_parquet(r / "speedups.parquet") for r in (res_a, res_b)))
+        cr = crossover_figures(*(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b)))
+        bench_a, bench_b = (pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b))
+        cost = [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)]
+
+    key = ["library", "device", "operation", "size"]
+    medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
+    medians = medians[(medians["status_a"] == "ok") & (medians["status_b"] == "ok")]
+    within5 = ((medians["median_s_b"] / medians["median_s_a"] - 1).abs() <= 0.05).sum()
+    base_lib = sp["changed"]  # noqa: F841 - kept for the table below
+    baseline = bench_a[bench_a["paired_with"].isna() & (bench_a["status"] == "ok")]
+    base_names = set(zip(baseline["library"], baseline["device"], strict=True))
+    aa = compare(bench_a, bench_b, margin)
+    aa = aa[[(lib, dev) in base_names for lib, dev in zip(aa["library"], aa["device"], strict=True)]]
+    aa = aa[aa["ratio"].notna()]
+    aa_same = int((aa["change"] == "same").sum())
+
+    lines = [
+        "## Reproducibility: the default grid run twice",
+        "",
+        f"Two runs, A then B, each from scratch (`--cores 1`), margin {margin:g}x.",
+        "",
+        "| figure | run A vs run B |",
+        "|---|---|",
+        f"| speedups of B inside A's 95% CI | {pct(sp['inside'], sp['n'])} |",
+        f"| verdicts (faster / same / slower) identical | {pct(sp['same_verdict'], sp['n'])} |",
+        f"| verdicts reversed (faster in one run, slower in the other) | {sp['reversed']} |",
+        f"| median relative CI half-width of the speedups | {sp['half_width_median']:.1%} "
+        f"(90th percentile {sp['half_width_p90']:.1%}) |",
+        f"| cell medians within 5% of each other | {pct(int(within5), len(medians))} |",
+        f"| crossover kinds identical | {pct(cr['same_kind'], cr['n'])} |",
+        f"| crossover sizes each inside the other run's CI (both `crosses`) | "
+        f"{pct(cr['mutual'], cr['sized'])} |",
+        f"| A/A: baseline cells of B against A, \"same\" | {pct(aa_same, len(aa))} |",
+        "",
+        "| cost | run A | run B |",
+        "|---|---:|---:|",
+        f"| wall time (`snakemake --cores 1`) | {cost[0]['wall'] / 60:.1f} min | "
+        f"{cost[1]['wall'] / 60:.1f} min |",
+        f"| cells | {cost[0]['cells']} | {cost[1]['cells']} |",
+        f"| worker processes (own and paired baseline) | {cost[0]['processes']} | "
+        f"{cost[1]['processes']} |",
+        f"| own processes per ok cell: mean, max | {cost[0]['replicates_mean']:.2f}, "
+        f"{cost[0]['replicates_max']} | {cost[1]['replicates_mean']:.2f}, "
+        f"{cost[1]['replicates_max']} |",
+        f"| ok cells that stopped at the minimum | {pct(cost[0]['at_min'], cost[0]['ok'])} | "
+        f"{pct(cost[1]['at_min'], cost[1]['ok'])} |",
+        f"| summed cell wall time / processes = cost of one process | "
+        f"{cost[0]['cell_wall'] / max(cost[0]['processes'], 1):.2f} s | "
+        f"{cost[1]['cell_wall'] / max(cost[1]['processes'], 1):.2f} s |",
+        f"| unstable cells | {cost[0]['unstable']} | {cost[1]['unstable']} |",
+    ]
+    if len(sp["changed"]):
+        lines += ["", "Speedups whose verdict differs:", ""]
+        lines += ["| cell | A | B |", "|---|---:|---:|"]
+        for r in sp["changed"].itertuples():
+            cell = f"{r.library}/{r.device}/{r.operation}/{r.size}"
+            lines.append(f"| {cell} | {r.speedup_a:.3f} {r.verdict_a} | {r.speedup_b:.3f} {r.verdict_b} |")
+    if len(cr["differ"]):
+        lines += ["", "Crossover kinds that differ:", ""]
+        lines += ["| group | A | B |", "|---|---|---|"]
+        for r in cr["differ"].itertuples():
+            lines.append(f"| {r.library}/{r.device}/{r.operation} | {r.kind_a} | {r.kind_b} |")
+    body = "\n".join(lines) + "\n"
+    print(body)
+    if args.write:
+        cmd = "python benchmarks/reproducibility.py --write" + (
+            f" --configfile {args.configfile}" if args.configfile else ""
+        )
+        write_section("reproducibility", cmd, body)
+
+
+if __name__ == "__main__":
+    main()
