@@ -239,14 +239,20 @@ def test_run_resumes_without_measuring_again(remote):
     assert proc.returncode == 1 and "pass --resume" in proc.stderr
     proc = remote_run(there, "plan.json", "--output", "again.tar.gz", "--workdir", "cells.work")
     assert proc.returncode == 1
+    lost = CELLS[1]  # numpy's sort cell: as if the run had stopped before it
+    (there / "cells.work" / lost).unlink()
     proc = remote_run(
         there, "plan.json", "--output", "again.tar.gz", "--workdir", "cells.work", "--resume"
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("ok (kept)") == 4
-    kept = archive_json(there / "again.tar.gz", "manifest.json")["cells"]
+    assert proc.stdout.count("ok (kept)") == 3
+    assert re.search(rf"^\[\d/4\] {re.escape(lost)}  ok  [\d.]+ s$", proc.stdout, flags=re.M)
+    again = archive_json(there / "again.tar.gz", "manifest.json")["cells"]
     first = archive_json(remote["archive"], "manifest.json")["cells"]
-    assert {k: v["sha256"] for k, v in kept.items()} == {k: v["sha256"] for k, v in first.items()}
+    assert set(again) == set(first)
+    for name in set(CELLS) - {lost}:
+        assert again[name]["sha256"] == first[name]["sha256"]
+    assert again[lost]["sha256"] != first[lost]["sha256"]  # measured anew
 
 
 # -- import (here) -------------------------------------------------------------------------------
@@ -304,7 +310,9 @@ def test_import_over_an_earlier_local_run_forgets_its_records(remote):
     assert "cell" not in jobs and "inputs" not in jobs, jobs
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not-gzip", "cell-changed", "foreign-member"])
+@pytest.mark.parametrize(
+    "damage", ["truncated", "not-gzip", "cell-changed", "cell-missing", "foreign-member"]
+)
 def test_a_damaged_archive_is_refused_and_results_stay(remote, damage):
     wf = fresh_workflow(remote, f"damaged-{damage}")
     earlier = wf / "results" / "benchmarks.parquet"
@@ -326,6 +334,9 @@ def test_a_damaged_archive_is_refused_and_results_stay(remote, damage):
         content[len(content) // 2] ^= 0xFF
         repack(remote["archive"], bad, {cell: bytes(content)})
         phrase = f"{cell} in the archive does not match its checksum in the manifest"
+    elif damage == "cell-missing":
+        repack(remote["archive"], bad, {CELLS[2]: None})
+        phrase = "lacks 1 of its plan's 4 cells (first: results/cells/torch/cpu/elementwise"
     else:
         repack(remote["archive"], bad, {"../outside.txt": b"x"})
         phrase = "unexpected member '../outside.txt'"

@@ -351,10 +351,15 @@ def default_workdir(output: str | os.PathLike) -> Path:
     return output.with_name(f"{name}.work")
 
 
-def _cell_status(path: Path) -> str:
+def _cell_status(path: Path) -> tuple[str, str | None] | None:
+    """(status, error) of a cell file an earlier run left; None when it cannot be read."""
     import pyarrow.parquet as pq
 
-    return str(pq.read_table(path, columns=["status"]).column("status")[0])
+    try:
+        table = pq.read_table(path, columns=["status", "error"])
+        return str(table.column("status")[0]), table.column("error")[0].as_py()
+    except Exception:  # noqa: BLE001 - unreadable: the cell is measured again
+        return None
 
 
 def run_plan(
@@ -415,11 +420,17 @@ def run_plan(
             state = "kept"
             if not (resume and path.exists() and _intact(inputs_file, path, CorruptFile)):
                 state = "made"
-                with _output_to(Path(item["log"])):
-                    inputs_file.write(
-                        item["operation"], item["size"], item["seed"], path, item["params"]
-                    )
-                    print(f"inputs: {item['operation']} n={item['size']} seed={item['seed']}")
+                try:
+                    with _output_to(Path(item["log"])):
+                        inputs_file.write(
+                            item["operation"], item["size"], item["seed"], path, item["params"]
+                        )
+                        print(f"inputs: {item['operation']} n={item['size']} seed={item['seed']}")
+                except Exception as exc:  # noqa: BLE001 - named, with the log to read
+                    raise OffsiteError(
+                        f"cannot make {item['path']}: {type(exc).__name__}: {exc} "
+                        f"(log: {work / item['log']})"
+                    ) from None
             try:
                 checks = inputs_checksums(path)
             except CorruptFile as exc:
@@ -432,8 +443,9 @@ def run_plan(
         for i, (entry, spec) in enumerate(zip(plan["cells"], specs), 1):
             path = Path(entry["path"])
             t0 = time.perf_counter()
-            if resume and path.exists():
-                status, state, error = _cell_status(path), "kept", None
+            kept = _cell_status(path) if resume and path.exists() else None
+            if kept is not None:
+                (status, error), state = kept, "kept"
             else:
                 with _output_to(Path(entry["log"])):
                     result = run_cell(spec, path)
