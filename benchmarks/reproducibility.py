@@ -125,7 +125,9 @@ def main() -> None:
     if args.configfile:
         import yaml
 
-        margin = float((yaml.safe_load(Path(args.configfile).read_text()) or {}).get("margin", margin))
+        margin = float(
+            (yaml.safe_load(Path(args.configfile).read_text()) or {}).get("margin", margin)
+        )
 
     with tempfile.TemporaryDirectory() as tmp:
         res_a, wall_a = run_once(Path(tmp), "a", extra)
@@ -146,7 +148,9 @@ def main() -> None:
     baseline = bench_a[bench_a["paired_with"].isna() & (bench_a["status"] == "ok")]
     base_names = set(zip(baseline["library"], baseline["device"], strict=True))
     aa = compare(bench_a, bench_b, margin)
-    aa = aa[[(lib, dev) in base_names for lib, dev in zip(aa["library"], aa["device"], strict=True)]]
+    aa = aa[
+        [(lib, dev) in base_names for lib, dev in zip(aa["library"], aa["device"], strict=True)]
+    ]
     aa = aa[aa["ratio"].notna()]
     aa_same = int((aa["change"] == "same").sum())
 
@@ -166,7 +170,7 @@ def main() -> None:
         f"| crossover kinds identical | {pct(cr['same_kind'], cr['n'])} |",
         f"| crossover sizes each inside the other run's CI (both `crosses`) | "
         f"{pct(cr['mutual'], cr['sized'])} |",
-        f"| A/A: baseline cells of B against A, \"same\" | {pct(aa_same, len(aa))} |",
+        f'| A/A: baseline cells of B against A, "same" | {pct(aa_same, len(aa))} |',
         "",
         "| cost | run A | run B |",
         "|---|---:|---:|",
@@ -190,7 +194,9 @@ def main() -> None:
         lines += ["| cell | A | B |", "|---|---:|---:|"]
         for r in sp["changed"].itertuples():
             cell = f"{r.library}/{r.device}/{r.operation}/{r.size}"
-            lines.append(f"| {cell} | {r.speedup_a:.3f} {r.verdict_a} | {r.speedup_b:.3f} {r.verdict_b} |")
+            lines.append(
+                f"| {cell} | {r.speedup_a:.3f} {r.verdict_a} | {r.speedup_b:.3f} {r.verdict_b} |"
+            )
     if len(cr["differ"]):
         lines += ["", "Crossover kinds that differ:", ""]
         lines += ["| group | A | B |", "|---|---|---|"]

@@ -53,7 +53,9 @@ def make_spec(
         timing=TimingSettings(**timing),
         timeout_s=timeout_s,
         memory_limit_mb=memory_limit_mb,
-        replicates=ReplicateSettings(min=replicates[0], max=replicates[1], target_ci=0.03),
+        replicates=ReplicateSettings(
+            min=replicates[0], max=replicates[1], target_ci=0.03, margin=1.1
+        ),
         paired_with=paired_with,
     )
 

@@ -31,6 +31,7 @@ operations:
   matmul:
     sizes: [16]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 5, budget_s: 0.05}
+replicates: {min: 1, max: 2}
 cell_timeout_s: 6
 cell_memory_limit_mb: 300
 """
@@ -268,6 +269,7 @@ operations:
   elementwise:
     sizes: [1000, 2000]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 5, budget_s: 0.05}
+replicates: {min: 1, max: 2}
 cell_timeout_s: 4
 """
 

@@ -30,6 +30,7 @@ operations:
   elementwise: {sizes: [1000]}
   sort: {sizes: [1000]}
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
+replicates: {min: 1, max: 2}
 cell_timeout_s: 120
 """
 CELLS = [

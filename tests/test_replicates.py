@@ -83,7 +83,7 @@ class FakeWorker:
 
 
 def spec_with(library="torch", paired="numpy/cpu", **reps):
-    settings = {"min": 2, "max": 6, "target_ci": 0.03, **reps}
+    settings = {"min": 2, "max": 6, "target_ci": 0.03, "margin": 1.1, **reps}
     return make_spec(library, "cpu", "sort", 1000, "x.npz", FAST).replace(
         replicates=ReplicateSettings(**settings), paired_with=paired
     )
@@ -98,7 +98,8 @@ def test_agreeing_processes_stop_at_the_minimum():
 
 
 def test_disagreeing_processes_get_more_up_to_the_cap():
-    worker = FakeWorker({"torch": [1e-3, 3e-3], "numpy": [2e-3]})
+    # torch 1 or 1.3 ms against numpy 1.2 ms: the speedup's interval straddles the margin
+    worker = FakeWorker({"torch": [1e-3, 1.3e-3], "numpy": [1.2e-3]})
     runs, _ = measure_replicates(spec_with(), worker)
     assert [r.role for r in runs].count(MEASURED) == 6  # the cap
     worker = FakeWorker({"torch": [1e-3, 3e-3]})
@@ -106,9 +107,17 @@ def test_disagreeing_processes_get_more_up_to_the_cap():
     assert len(runs) == 4 and {r.role for r in runs} == {MEASURED}
 
 
+def test_a_settled_verdict_needs_no_more_processes():
+    """Processes 3x apart, but every one of them far faster than the baseline: more
+    processes could not turn 'faster' into anything else."""
+    worker = FakeWorker({"torch": [1e-4, 3e-4], "numpy": [2e-3]})
+    runs, _ = measure_replicates(spec_with(), worker)
+    assert [r.role for r in runs].count(MEASURED) == 2
+
+
 def test_paired_rounds_alternate_in_a_seeded_order():
     spec = spec_with()
-    worker = FakeWorker({"torch": [1e-3, 3e-3], "numpy": [2e-3]})
+    worker = FakeWorker({"torch": [1e-3, 1.3e-3], "numpy": [1.2e-3]})
     runs, _ = measure_replicates(spec, worker)
     for rep in range(6):
         roles = tuple(r.role for r in runs if r.replicate == rep)
@@ -140,4 +149,4 @@ def test_a_failed_baseline_process_ends_the_pairing_only():
 @pytest.mark.parametrize("reps", [{"min": 3, "max": 2}, {"min": 0, "max": 2}])
 def test_replicate_settings_refuse_bad_bounds(reps):
     with pytest.raises(ValueError):
-        ReplicateSettings(target_ci=0.03, **reps)
+        ReplicateSettings(target_ci=0.03, margin=1.1, **reps)

@@ -54,6 +54,7 @@ timing:
   min_samples: 3
   max_samples: 3
   budget_s: 0.02
+replicates: {min: 2, max: 2}
 cell_timeout_s: 120
 """
 CELL_KEY = ["library", "device", "operation", "size"]

@@ -21,6 +21,7 @@ operations:
   fft: {sizes: [1024]}
   sort: {sizes: [2000]}
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
+replicates: {min: 2, max: 2}
 cell_timeout_s: 300
 """
 LIBRARIES = ["numpy", "jax", "torch", "tensorflow", "numba"]
@@ -115,6 +116,7 @@ def test_rules_run_the_python_first_on_path(tmp_path):
     (wd / "one.yaml").write_text(
         "libraries: [numpy]\noperations:\n  sort: {sizes: [1000]}\n"
         "timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}\n"
+        "replicates: {min: 1, max: 1}\n"
     )
     other = _environment_beside(Path(sys.prefix), tmp_path / "other-env")
     path = f"{other.parent}{os.pathsep}{os.environ['PATH']}"

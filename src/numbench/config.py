@@ -340,7 +340,10 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],
         replicates=ReplicateSettings(
-            min=reps["min"], max=reps["max"], target_ci=float(reps["target_ci"])
+            min=reps["min"],
+            max=reps["max"],
+            target_ci=float(reps["target_ci"]),
+            margin=float(cfg["margin"]),
         ),
         paired_with=None
         if is_baseline or not reps["paired"]

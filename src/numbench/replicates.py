@@ -11,8 +11,11 @@ the same host, whatever order the jobs ran in. The baseline's own cell measures 
 
 The number of rounds adapts (``replicates`` in the config): ``min`` rounds always; then one
 more while the 95% interval of the cell's median (of its speedup, when paired) is wider than
-``target_ci`` of its value, up to ``max``. Cells whose processes agree stop early; cells
-whose processes disagree get more of them, and are flagged unstable later if they still do.
+``target_ci`` of its value, up to ``max``, unless the paired speedup's whole interval already
+lies beyond the margin (the verdict is settled). Cells whose processes agree stop early;
+cells whose processes disagree where it matters get more of them, and are flagged unstable
+later if they still disagree. Processes are the cost of a cell, so they go where a verdict
+is in doubt.
 
 A process that is not ``ok`` ends the cell's measuring: its status and error are the cell's
 (a fault in any process is the cell's fault). A failed baseline process ends the pairing
@@ -55,11 +58,16 @@ def round_order(spec: CellSpec, replicate: int) -> tuple[str, str]:
 
 
 def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
-    """True once the cell's interval is within ``replicates.target_ci`` of its value."""
+    """True once more processes would not change what the cell says: its interval is within
+    ``replicates.target_ci`` of its value, or, paired, the whole interval of the speedup lies
+    beyond the margin (a clear ``faster`` or ``slower`` that more processes only sharpen)."""
     own = [r.report.samples_s for r in runs if r.role == MEASURED]
     base = [r.report.samples_s for r in runs if r.role == BASELINE]
     if base and len(base) == len(own):
         point, lo, hi = ratio_ci(base, own, paired=True, resamples=STOPPING_RESAMPLES)
+        margin = spec.replicates.margin
+        if lo >= margin or hi <= 1.0 / margin:
+            return True
     else:
         import numpy as np
 

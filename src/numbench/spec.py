@@ -31,6 +31,8 @@ class ReplicateSettings:
     #: after ``min``, processes are added until the 95% interval of the cell's median (of its
     #: speedup, when paired) is within this relative half-width, or ``max`` is reached
     target_ci: float
+    #: the config's margin: a paired speedup whose whole interval lies beyond it is settled
+    margin: float
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
