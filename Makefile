@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.numbench-installed
 CORES ?= 1
 
-.PHONY: run report test lint venv clean
+.PHONY: run report test check-cuda-env lint venv clean
 
 venv: $(STAMP)
 
@@ -25,6 +25,11 @@ report: $(STAMP)
 
 test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# pip resolves the CUDA sets (envs/requirements-cuda*.txt) against the public index, dry run:
+# one CUDA major each, every package pinned. Minutes; skipped when no index answers.
+check-cuda-env: $(STAMP)
+	$(BIN)/python -m pytest -m cuda_env tests/test_cuda_env.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src scripts tests benchmarks

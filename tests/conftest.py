@@ -72,6 +72,17 @@ def copy_workflow(dst: Path) -> Path:
     return dst
 
 
+def pytest_collection_modifyitems(config, items):
+    """Leave the ``cuda_env`` tests (pip resolves of the CUDA sets, minutes and GBs) out of a
+    plain ``pytest``; they run when ``-m`` names them (``make check-cuda-env``)."""
+    if "cuda_env" in (config.getoption("markexpr") or ""):
+        return
+    left_out = [item for item in items if item.get_closest_marker("cuda_env") is not None]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item.get_closest_marker("cuda_env") is None]
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A fresh copy of the workflow in a temporary folder."""

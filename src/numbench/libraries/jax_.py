@@ -62,7 +62,7 @@ class JaxAdapter(Adapter):
                 why = (
                     f"jax's CUDA plugin ({plugin}) found no usable GPU"
                     if plugin
-                    else "no CUDA plugin installed (pip install 'jax[cuda12]')"
+                    else "no CUDA plugin installed (pip install 'jax[cuda13]')"
                 )
                 raise self.gpu_unavailable(
                     f"no CUDA device visible to jax: {why}; jax says: {exc or type(exc).__name__}"
