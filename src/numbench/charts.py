@@ -16,7 +16,6 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,14 +23,12 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
+from numbench.chart_style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
+from numbench.charts_overview import first_call_chart, heatmap_chart
 from numbench.formatting import series_label, series_labels
 from numbench.speedups import check_baseline
 
 FORMATS = ("html", "svg", "png")
-WIDTH, HEIGHT = 460, 300
-FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
-
-
 #: the charts drawn for each operation, named ``{kind}_{operation}``
 OPERATION_CHARTS = ("time", "speedup", "throughput")
 #: the charts drawn once, over every operation
@@ -49,41 +46,6 @@ def chart_names(operations: Iterable[str]) -> list[str]:
     return names + list(OVERVIEW_CHARTS)
 
 
-def _no_data(title: str, why: str) -> alt.Chart:
-    return (
-        alt.Chart(pd.DataFrame({"text": [why]}))
-        .mark_text(size=14)
-        .encode(text="text:N")
-        .properties(title=title, width=WIDTH, height=80)
-    )
-
-
-def _log_x(sizes, title: str = "size (n)") -> alt.X:
-    """A log size axis fitted to the measured sizes, with a tick at each of them."""
-    sizes = sorted({int(s) for s in sizes})
-    domain = [sizes[0] / 1.25, sizes[-1] * 1.25] if sizes else None
-    return alt.X(
-        "size:Q",
-        scale=alt.Scale(type="log", domain=domain, nice=False),
-        axis=alt.Axis(title=title, values=sizes, format="~s", labelOverlap=True),
-    )
-
-
-def _log_y(field: str, title: str, fmt: str = "~g") -> alt.Y:
-    return alt.Y(
-        field, scale=alt.Scale(type="log"), axis=alt.Axis(title=title, tickCount=6, format=fmt)
-    )
-
-
-def _color(domain: list[str]) -> alt.Color:
-    return alt.Color(
-        "series:N",
-        title="library",
-        scale=alt.Scale(domain=domain),
-        legend=alt.Legend(symbolOpacity=1, symbolType="stroke", symbolStrokeWidth=3),
-    )
-
-
 def process_points(d: pd.DataFrame) -> pd.DataFrame:
     """One row per process median of each unstable cell of ``d``."""
     rows = []
@@ -97,11 +59,11 @@ def time_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
     title = f"{operation}: time per call against size"
     d = bench[(bench["operation"] == operation) & (bench["status"] == "ok")].copy()
     if d.empty:
-        return _no_data(title, f"no ok cells for {operation}")
+        return no_data(title, f"no ok cells for {operation}")
     d["series"] = series_labels(d)
     domain = sorted(d["series"].unique())
-    base = alt.Chart(d).encode(x=_log_x(d["size"]), color=_color(domain))
-    y = _log_y("median_s:Q", "time per call (s; m = 10^-3, µ = 10^-6)", fmt="~s")
+    base = alt.Chart(d).encode(x=log_x(d["size"]), color=color(domain))
+    y = log_y("median_s:Q", "time per call (s; m = 10^-3, µ = 10^-6)", fmt="~s")
     band = base.mark_area(opacity=0.2).encode(
         y=alt.Y("ci_low_s:Q", scale=alt.Scale(type="log")),
         y2="ci_high_s:Q",
@@ -126,9 +88,9 @@ def time_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
             alt.Chart(spread)
             .mark_point(shape="diamond", filled=False, size=60)
             .encode(
-                x=_log_x(d["size"]),
+                x=log_x(d["size"]),
                 y=alt.Y("process_median_s:Q", scale=alt.Scale(type="log")),
-                color=_color(domain),
+                color=color(domain),
                 tooltip=[alt.Tooltip("series:N", title="unstable cell"), "process_median_s:Q"],
             )
         )
@@ -149,7 +111,7 @@ def speedup_chart(
     title = f"{operation}: speedup over {baseline}"
     d = speedups[(speedups["operation"] == operation) & speedups["speedup"].notna()].copy()
     if d.empty:
-        return _no_data(title, f"no speedups for {operation}")
+        return no_data(title, f"no speedups for {operation}")
     d["series"] = series_labels(d)
     d["verdict"] = d["verdict"].map(
         {
@@ -162,7 +124,7 @@ def speedup_chart(
     lo = min(d["speedup_ci_low"].min(), d["speedup"].min(), 1.0)
     hi = max(d["speedup_ci_high"].max(), d["speedup"].max(), 1.0)
     yscale = alt.Scale(type="log", domain=[lo / 1.2, hi * 1.2])
-    base = alt.Chart(d).encode(x=_log_x(d["size"]), color=_color(domain))
+    base = alt.Chart(d).encode(x=log_x(d["size"]), color=color(domain))
     band = base.mark_area(opacity=0.2).encode(
         y=alt.Y("speedup_ci_low:Q", scale=yscale),
         y2="speedup_ci_high:Q",
@@ -194,7 +156,7 @@ def speedup_chart(
     if not c.empty:
         c["series"] = series_labels(c)
         c["y"] = 1.0
-        cbase = alt.Chart(c).encode(color=_color(domain))
+        cbase = alt.Chart(c).encode(color=color(domain))
         layers.append(
             cbase.mark_rule(strokeWidth=3, opacity=0.7).encode(
                 x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q", y="y:Q"
@@ -236,9 +198,9 @@ def throughput_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
             alt.Chart(p)
             .mark_line(point=True)
             .encode(
-                x=_log_x(p["size"]),
-                y=_log_y(f"{column}:Q", label),
-                color=_color(domain),
+                x=log_x(p["size"]),
+                y=log_y(f"{column}:Q", label),
+                color=color(domain),
                 tooltip=[
                     alt.Tooltip("series:N", title="library"),
                     alt.Tooltip("size:Q"),
@@ -248,128 +210,9 @@ def throughput_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
             .properties(width=WIDTH * 0.75, height=HEIGHT)
         )
     if not panels:
-        return _no_data(title, f"no throughput for {operation}")
+        return no_data(title, f"no throughput for {operation}")
     return alt.hconcat(*panels).properties(
         title=alt.Title(title, subtitle="from the operation's cost model and the median time")
-    )
-
-
-def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
-    d = speedups[speedups["speedup"].notna()].copy()
-    if d.empty:
-        return d
-    d["series"] = series_labels(d)
-    parts = []
-    for op, g in d.groupby("operation"):
-        for end, size in (("smallest size", g["size"].min()), ("largest size", g["size"].max())):
-            part = g[g["size"] == size].copy()
-            part["end"] = end
-            part["row"] = f"{op} (n = {size:,})"
-            parts.append(part)
-    out = pd.concat(parts, ignore_index=True)
-    out["label"] = [
-        f"{s:.2g}×" if v != "same" else f"{s:.2g}× ns"
-        for s, v in zip(out["speedup"], out["verdict"], strict=True)
-    ]
-    return out
-
-
-def heatmap_chart(speedups: pd.DataFrame, baseline: str) -> alt.TopLevelMixin:
-    title = f"speedup over {baseline} at each operation's smallest and largest size"
-    d = heatmap_frame(speedups)
-    if d.empty:
-        return _no_data(title, "no speedups")
-    m = max(abs(math.log10(v)) for v in d["speedup"] if v > 0) or 1.0
-    color = alt.Color(
-        "speedup:Q",
-        title="speedup (×)",
-        scale=alt.Scale(type="log", scheme="redblue", domain=[10**-m, 10**m], domainMid=1),
-    )
-    base = alt.Chart(d).encode(
-        x=alt.X("series:N", title="library"),
-        y=alt.Y("row:N", title=None),
-    )
-    rect = base.mark_rect().encode(
-        color=color,
-        tooltip=[
-            alt.Tooltip("series:N", title="library"),
-            alt.Tooltip("operation:N"),
-            alt.Tooltip("size:Q"),
-            alt.Tooltip("speedup:Q", format=".3g"),
-            alt.Tooltip("speedup_ci_low:Q", title="CI low", format=".3g"),
-            alt.Tooltip("speedup_ci_high:Q", title="CI high", format=".3g"),
-        ],
-    )
-    text = base.mark_text(fontSize=11).encode(
-        text="label:N",
-        color=alt.condition(
-            f"abs(log(datum.speedup) / LN10) > {0.6 * m}", alt.value("white"), alt.value("black")
-        ),
-    )
-    return (
-        alt.layer(rect, text, data=d)
-        .properties(width=70 * d["series"].nunique(), height=28 * d["operation"].nunique())
-        .facet(column=alt.Column("end:N", title=None, sort=["smallest size", "largest size"]))
-        .resolve_scale(y="independent")
-        .properties(
-            title=alt.Title(
-                title, subtitle="blue: faster than the baseline, red: slower; ns: CI contains 1"
-            )
-        )
-    )
-
-
-def first_call_frame(bench: pd.DataFrame) -> pd.DataFrame:
-    d = bench[(bench["status"] == "ok") & bench["first_call_s"].notna()].copy()
-    if d.empty:
-        return d
-    d["series"] = series_labels(d)
-    steady = d.assign(measure="steady state (median)", seconds=d["median_s"])
-    first = d.assign(measure="first call (includes compile)", seconds=d["first_call_s"])
-    out = pd.concat([first, steady], ignore_index=True)
-    return out[out["seconds"] > 0]
-
-
-def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
-    title = "first call against steady-state time"
-    d = first_call_frame(bench)
-    if d.empty:
-        return _no_data(title, "no ok cells")
-    domain = sorted(d["series"].unique())
-    return (
-        alt.Chart(d)
-        .mark_line(point=True)
-        .encode(
-            x=alt.X(
-                "size:Q",
-                scale=alt.Scale(type="log", nice=False, padding=14),
-                axis=alt.Axis(title="size (n)", format="~s", labelOverlap=True),
-            ),
-            y=_log_y("seconds:Q", "time (s; m = 10^-3, µ = 10^-6)", fmt="~s"),
-            color=_color(domain),
-            strokeDash=alt.StrokeDash(
-                "measure:N",
-                sort=["first call (includes compile)", "steady state (median)"],
-                legend=None,
-            ),
-            tooltip=[
-                alt.Tooltip("series:N", title="library"),
-                alt.Tooltip("operation:N"),
-                alt.Tooltip("size:Q"),
-                alt.Tooltip("measure:N"),
-                alt.Tooltip("seconds:Q", format=".3e"),
-            ],
-        )
-        .properties(width=220, height=200)
-        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
-        .resolve_scale(y="independent", x="independent")
-        .properties(
-            title=alt.Title(
-                title,
-                subtitle="solid: first call (includes tracing and compilation); "
-                "dashed: steady-state median",
-            )
-        )
     )
 
 

@@ -12,7 +12,6 @@ The baseline is always given: the tables are checked against it, never the other
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -20,14 +19,13 @@ import pandas as pd
 
 from numbench.crossovers import GROUP_COLUMNS
 from numbench.formatting import missing
+from numbench.gpu_report import GpuNotice, gpu_notice
 from numbench.speedups import check_baseline
 from numbench.stats import FASTER, SAME, SLOWER
 
 NOISY_IQR_FRACTION = 0.10
 TOP_SPEEDUPS = 5
 TOP_SLOWDOWNS = 3
-#: longest reason quoted in a GPU notice; the full text stays in benchmarks.parquet
-MAX_REASON_CHARS = 240
 
 CrossoverKind = Literal["crosses", "always_faster", "crosses_back", "never_faster", "insufficient"]
 #: the order in which crossovers are told: clear claims first
@@ -207,32 +205,6 @@ class UnstableCell:
 CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell
 
 
-# -- GPU cells that could not run ---------------------------------------------------------------
-@dataclass(frozen=True)
-class SkippedGpuCells:
-    """Unavailable GPU cells of one library for one (cleaned) reason."""
-
-    library: str
-    reason: str
-    count: int
-    sizes: tuple[tuple[str, tuple[int, ...]], ...]  # (operation, its sizes), by operation
-
-
-@dataclass(frozen=True)
-class GpuNotice:
-    """GPU cells were asked for and some could not run. ``none_found``: every one was
-    unavailable (no GPU on the host); otherwise some ran and ``skipped`` lists the gaps.
-    ``cpu_baseline`` names the baseline library when it is among the CPU cells."""
-
-    none_found: bool
-    gpu_cells: int
-    skipped: tuple[SkippedGpuCells, ...]
-    skipped_cells: int
-    hosts: tuple[str, ...]
-    cpu_cells: int
-    cpu_baseline: str | None = None
-
-
 # -- all of it ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Findings:
@@ -344,49 +316,6 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, 
     for r in speedups[speedups["speedup"].isna()].itertuples():
         out.append(NoBaseline(r.library, r.device, r.operation, int(r.size)))
     return tuple(out)
-
-
-def _clean_reason(reason, library: str) -> str:
-    text = re.sub(r"\s+", " ", str(reason or "no reason given")).strip()
-    text = text.replace(f" (device=gpu asked for {library})", "")
-    text = text.replace("|", "/")
-    if len(text) > MAX_REASON_CHARS:
-        text = text[: MAX_REASON_CHARS - 1].rstrip() + "…"
-    return text
-
-
-def _skipped(cells: pd.DataFrame) -> tuple[SkippedGpuCells, ...]:
-    reasons = zip(cells["error"], cells["library"], strict=True)
-    cells = cells.assign(reason=[_clean_reason(r, lib) for r, lib in reasons])
-    out = []
-    for (library, reason), group in cells.groupby(["library", "reason"], sort=True):
-        sizes = tuple(
-            (op, tuple(int(s) for s in sorted(g["size"].unique())))
-            for op, g in group.groupby("operation", sort=True)
-        )
-        out.append(SkippedGpuCells(library, reason, len(group), sizes))
-    return tuple(out)
-
-
-def gpu_notice(
-    bench: pd.DataFrame, baseline_library: str | None = None, baseline_device: str | None = None
-) -> GpuNotice | None:
-    """GPU cells that were asked for and are ``unavailable``; None when there are none."""
-    gpu = bench[bench["device"] == "gpu"]
-    skipped = gpu[gpu["status"] == "unavailable"]
-    if skipped.empty:
-        return None
-    cpu = bench[bench["device"] == "cpu"]
-    baseline_on_cpu = baseline_device == "cpu" and (cpu["library"] == baseline_library).any()
-    return GpuNotice(
-        none_found=len(skipped) == len(gpu),
-        gpu_cells=len(gpu),
-        skipped=_skipped(skipped),
-        skipped_cells=len(skipped),
-        hosts=tuple(sorted({str(h) for h in bench.get("host", pd.Series(dtype=str)).dropna()})),
-        cpu_cells=len(cpu),
-        cpu_baseline=baseline_library if baseline_on_cpu else None,
-    )
 
 
 def decide(

@@ -1,6 +1,7 @@
 """What the summary says about GPU cells that could not run.
 
-``render_gpu_notice`` words a ``findings.GpuNotice``. When every GPU cell asked for was
+``gpu_notice`` decides the fact (a ``GpuNotice``, part of ``findings.Findings``) and
+``render_gpu_notice`` words it. When every GPU cell asked for was
 ``unavailable`` (no GPU, no CUDA build of the library) it is the paragraph for the top of the
 summary: it says plainly that no GPU was found and lists the skipped cells, grouped by library
 and reason, with operations and sizes folded onto one line. When some GPU cells ran it is the
@@ -13,10 +14,85 @@ None when there is nothing of that kind to say.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 import pandas as pd
 
-from numbench.findings import GpuNotice, SkippedGpuCells, gpu_notice
 from numbench.formatting import display
+
+#: longest reason quoted in a GPU notice; the full text stays in benchmarks.parquet
+MAX_REASON_CHARS = 240
+
+
+# -- GPU cells that could not run ---------------------------------------------------------------
+@dataclass(frozen=True)
+class SkippedGpuCells:
+    """Unavailable GPU cells of one library for one (cleaned) reason."""
+
+    library: str
+    reason: str
+    count: int
+    sizes: tuple[tuple[str, tuple[int, ...]], ...]  # (operation, its sizes), by operation
+
+
+@dataclass(frozen=True)
+class GpuNotice:
+    """GPU cells were asked for and some could not run. ``none_found``: every one was
+    unavailable (no GPU on the host); otherwise some ran and ``skipped`` lists the gaps.
+    ``cpu_baseline`` names the baseline library when it is among the CPU cells."""
+
+    none_found: bool
+    gpu_cells: int
+    skipped: tuple[SkippedGpuCells, ...]
+    skipped_cells: int
+    hosts: tuple[str, ...]
+    cpu_cells: int
+    cpu_baseline: str | None = None
+
+
+def _clean_reason(reason, library: str) -> str:
+    text = re.sub(r"\s+", " ", str(reason or "no reason given")).strip()
+    text = text.replace(f" (device=gpu asked for {library})", "")
+    text = text.replace("|", "/")
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def _skipped(cells: pd.DataFrame) -> tuple[SkippedGpuCells, ...]:
+    reasons = zip(cells["error"], cells["library"], strict=True)
+    cells = cells.assign(reason=[_clean_reason(r, lib) for r, lib in reasons])
+    out = []
+    for (library, reason), group in cells.groupby(["library", "reason"], sort=True):
+        sizes = tuple(
+            (op, tuple(int(s) for s in sorted(g["size"].unique())))
+            for op, g in group.groupby("operation", sort=True)
+        )
+        out.append(SkippedGpuCells(library, reason, len(group), sizes))
+    return tuple(out)
+
+
+def gpu_notice(
+    bench: pd.DataFrame, baseline_library: str | None = None, baseline_device: str | None = None
+) -> GpuNotice | None:
+    """GPU cells that were asked for and are ``unavailable``; None when there are none."""
+    gpu = bench[bench["device"] == "gpu"]
+    skipped = gpu[gpu["status"] == "unavailable"]
+    if skipped.empty:
+        return None
+    cpu = bench[bench["device"] == "cpu"]
+    baseline_on_cpu = baseline_device == "cpu" and (cpu["library"] == baseline_library).any()
+    return GpuNotice(
+        none_found=len(skipped) == len(gpu),
+        gpu_cells=len(gpu),
+        skipped=_skipped(skipped),
+        skipped_cells=len(skipped),
+        hosts=tuple(sorted({str(h) for h in bench.get("host", pd.Series(dtype=str)).dropna()})),
+        cpu_cells=len(cpu),
+        cpu_baseline=baseline_library if baseline_on_cpu else None,
+    )
+
 
 INSTALL_HINT = (
     "To measure a GPU, run on a host with an NVIDIA GPU and the CUDA set installed "

@@ -1,0 +1,59 @@
+"""Running a grid's cells on another host, and bringing them back as one archive.
+
+Three steps, for a host that has the numerical libraries but not the workflow's environment
+(no Snakemake, no PyYAML or jsonschema, no network; files travel by copy):
+
+1. ``plan`` (here, in the workflow's environment) validates the config exactly as the
+   workflow does and writes one JSON plan: every cell's spec and output path (in a seeded
+   random order), the inputs files to make, and the config it came from.
+2. ``run`` (there; needs numpy, pyarrow and this package from ``src/``, nothing else) makes
+   the inputs files in a scratch folder, runs every cell with ``numbench.cell.run_cell``
+   (the host lock, the timeouts and the fault statuses come with it), keeps one log per
+   cell as the workflow does, and packs the cell files, the logs and a manifest into one
+   ``.tar.gz``.
+3. ``import`` (here) checks the archive against its manifest and against the config here,
+   makes sure the inputs files exist and hold the very arrays the cells were measured on,
+   and moves the cells into ``results/`` so that Snakemake takes them as up to date: the
+   next ``snakemake`` runs only the analysis rules.
+
+Every problem is one ``OffsiteError`` whose message names it; nothing is moved into
+``results/`` before every check has passed.
+"""
+
+from numbench.offsite.common import (  # noqa: F401 - the package's API
+    ARCHIVE_FORMAT,
+    CELL_MEMBER,
+    DEFAULT_CONFIG,
+    FORMAT_VERSION,
+    PLAN_FORMAT,
+    REFERENCE_NORM_RTOL,
+    SCHEMA,
+    TRANSFER_LIMIT_BYTES,
+    OffsiteError,
+    canonical,
+    code_hash,
+    compare_inputs,
+    inputs_checksums,
+    log_path,
+    now_iso,
+    plan_hash,
+    sha256,
+)
+from numbench.offsite.importer import (  # noqa: F401 - the package's API
+    check_against_config,
+    import_archive,
+    read_archive,
+)
+from numbench.offsite.plan import (  # noqa: F401 - the package's API
+    check_plan,
+    load_config,
+    make_plan,
+    read_plan,
+    write_bundle,
+    write_plan,
+)
+from numbench.offsite.run import (  # noqa: F401 - the package's API
+    default_workdir,
+    pack,
+    run_plan,
+)

@@ -1,0 +1,316 @@
+"""Step 3, here: check an archive and move its cells into ``results/`` as up to date."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from numbench.offsite.common import (
+    ARCHIVE_FORMAT,
+    CELL_MEMBER,
+    FORMAT_VERSION,
+    OffsiteError,
+    _write_bytes_atomic,
+    canonical,
+    code_hash,
+    compare_inputs,
+    inputs_checksums,
+    sha256,
+)
+from numbench.offsite.plan import (
+    check_plan,
+    load_config,
+    make_plan,
+)
+
+
+# -- step 3: import (here) -----------------------------------------------------------------------
+def read_archive(path: str | os.PathLike) -> dict[str, bytes]:
+    """Every regular file of the archive, by name; an unreadable archive is an OffsiteError."""
+    members: dict[str, bytes] = {}
+    try:
+        with tarfile.open(path, mode="r:gz") as tar:
+            for info in tar:
+                if info.isdir():
+                    continue
+                if not info.isfile():
+                    raise OffsiteError(f"{path}: member {info.name} is not a regular file")
+                fh = tar.extractfile(info)
+                members[info.name] = fh.read() if fh is not None else b""
+    except OffsiteError:
+        raise
+    except FileNotFoundError:
+        raise OffsiteError(f"no archive at {path}") from None
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        raise OffsiteError(
+            f"{path} is not a readable archive (corrupt or truncated?): {type(exc).__name__}: {exc}"
+        ) from None
+    return members
+
+
+def _json_member(members: dict[str, bytes], name: str, archive) -> Any:
+    if name not in members:
+        raise OffsiteError(f"{archive} lacks {name}: it is not an archive made by `offsite run`")
+    try:
+        return json.loads(members[name])
+    except ValueError as exc:
+        raise OffsiteError(f"{archive}: {name} is not readable JSON: {exc}") from None
+
+
+def _config_differences(here: Any, there: Any, where: str = "") -> list[str]:
+    if isinstance(here, dict) and isinstance(there, dict):
+        out = []
+        for key in sorted(set(here) | set(there), key=str):
+            sub = f"{where}.{key}" if where else str(key)
+            if key not in here:
+                out.append(f"{sub} is {there[key]!r} in the archive's plan and not set here")
+            elif key not in there:
+                out.append(f"{sub} is {here[key]!r} here and not in the archive's plan")
+            else:
+                out.extend(_config_differences(here[key], there[key], sub))
+        return out
+    if here == there:
+        return []
+    return [f"{where} = {here!r} here, {there!r} in the archive's plan"]
+
+
+def _made_with(plan: dict) -> str:
+    made = plan.get("made_with") or {}
+    words = []
+    if made.get("configfiles"):
+        words.append("--configfile " + " ".join(made["configfiles"]))
+    if made.get("config"):
+        words.append("--config " + " ".join(made["config"]))
+    return " ".join(words) or "no --configfile or --config"
+
+
+def check_against_config(plan: dict, local: dict) -> None:
+    """The archive's plan must be the plan of the config here (same cells, same specs)."""
+    if local["plan_hash"] == plan["plan_hash"]:
+        return
+    diffs = _config_differences(local["config"], plan["config"])
+    if diffs:
+        shown = "; ".join(diffs[:5]) + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else "")
+        raise OffsiteError(
+            f"the archive's cells were planned with another config than the one here: {shown}. "
+            f"Import with the same --configfile/--config as the plan (it was made with "
+            f"{_made_with(plan)})"
+        )
+    here = {c["path"]: canonical(c["spec"]) for c in local["cells"]}
+    there = {c["path"]: canonical(c["spec"]) for c in plan["cells"]}
+    only_here, only_there = sorted(set(here) - set(there)), sorted(set(there) - set(here))
+    changed = sorted(p for p in set(here) & set(there) if here[p] != there[p])
+    raise OffsiteError(
+        "the same config makes another grid here than in the archive's plan (the numbench "
+        f"sources differ?): {len(only_here)} cells only here {only_here[:3]}, "
+        f"{len(only_there)} only in the archive {only_there[:3]}, {len(changed)} with "
+        f"another spec {changed[:3]}"
+    )
+
+
+def _check_cell_bytes(name: str, data: bytes, spec: dict, recorded: dict | None) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if recorded is None:
+        raise OffsiteError(f"the archive's manifest does not list {name}")
+    if sha256(data) != recorded.get("sha256"):
+        raise OffsiteError(
+            f"{name} in the archive does not match its checksum in the manifest: the archive "
+            "is corrupt"
+        )
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+        row = {k: table.column(k)[0].as_py() for k in ("library", "device", "operation", "size")}
+        status = table.column("status")[0].as_py()
+    except Exception as exc:  # noqa: BLE001 - any reader error means the cell is unusable
+        raise OffsiteError(f"{name} in the archive is not a readable cell file: {exc}") from None
+    want = {k: spec[k] for k in row}
+    if row != want:
+        raise OffsiteError(f"{name} in the archive holds the cell {row}, not {want}")
+    if not status:
+        raise OffsiteError(f"{name} in the archive has no status")
+
+
+def import_archive(
+    archive: str | os.PathLike,
+    root: str | os.PathLike = ".",
+    results: str | os.PathLike | None = None,
+    configfiles: Iterable[str] = (),
+    config_args: Iterable[str] = (),
+    force: bool = False,
+    say: Callable[[str], None] = print,
+) -> dict:
+    """Check the archive and bring its cells into ``results`` as if made here; return a
+    summary. Nothing under ``results`` changes unless every check passes."""
+    from numbench import inputs as inputs_file
+    from numbench.errors import CorruptFile
+
+    root = Path(root)
+    results = Path(results) if results is not None else root / "results"
+    logs_dir = results.parent / "logs"
+
+    def local_path(name: str) -> Path:
+        top, _, rest = name.partition("/")
+        return (results if top == "results" else logs_dir) / rest
+
+    members = read_archive(archive)
+    manifest = _json_member(members, "manifest.json", archive)
+    plan = check_plan(_json_member(members, "plan.json", archive), f"the plan in {archive}")
+    if manifest.get("format") != ARCHIVE_FORMAT or manifest.get("version") != FORMAT_VERSION:
+        raise OffsiteError(f"{archive}: manifest.json is not a numbench offsite manifest")
+    if manifest.get("plan_hash") != plan["plan_hash"]:
+        raise OffsiteError(
+            f"{archive}: the manifest's plan_hash {str(manifest.get('plan_hash'))[:12]} is not "
+            f"the plan's {plan['plan_hash'][:12]}: the manifest belongs to another plan"
+        )
+
+    # the archive itself: exactly the plan's cells (and their logs), each as recorded
+    expected_cells = {c["path"]: c for c in plan["cells"]}
+    allowed_logs = {c["log"] for c in plan["cells"]} | {i["log"] for i in plan["inputs"]}
+    for name in members:
+        if name in ("manifest.json", "plan.json") or name in allowed_logs:
+            continue
+        if name not in expected_cells or not CELL_MEMBER.fullmatch(name):
+            raise OffsiteError(f"{archive}: unexpected member {name!r} (not a cell of its plan)")
+    missing = sorted(set(expected_cells) - set(members))
+    if missing:
+        raise OffsiteError(
+            f"{archive} lacks {len(missing)} of its plan's {len(expected_cells)} cells "
+            f"(first: {missing[0]}): was the run interrupted? Finish it with `offsite run "
+            "--resume`"
+        )
+    recorded_cells = manifest.get("cells") or {}
+    for name, entry in expected_cells.items():
+        _check_cell_bytes(name, members[name], entry["spec"], recorded_cells.get(name))
+
+    # the config here must plan the same grid
+    local = make_plan(load_config(root, configfiles, config_args))
+    check_against_config(plan, local)
+
+    # cells here that differ from the archive's are not overwritten without --force
+    conflicts = []
+    for name in expected_cells:
+        dest = local_path(name)
+        if dest.exists() and sha256(dest.read_bytes()) != recorded_cells[name]["sha256"]:
+            conflicts.append(name)
+    if conflicts and not force:
+        raise OffsiteError(
+            f"{len(conflicts)} cell files here differ from the archive's (first: "
+            f"{conflicts[0]}); refusing to overwrite them: pass --force to replace them"
+        )
+
+    # the inputs: present here, or made here with the same seed, and the same arrays
+    recorded_inputs = manifest.get("inputs") or {}
+    staging = Path(tempfile.mkdtemp(prefix=".offsite-import-", dir=_existing_parent(results)))
+    made: list[tuple[Path, Path]] = []
+    notes: list[str] = []
+    try:
+        for item in plan["inputs"]:
+            dest = local_path(item["path"])
+            recorded = (recorded_inputs.get(item["path"]) or {}).get("arrays")
+            if not recorded:
+                raise OffsiteError(f"the archive's manifest has no checksums of {item['path']}")
+            if dest.exists():
+                source, check_path = "the inputs file here", dest
+            else:
+                check_path = staging / item["path"]
+                inputs_file.write(
+                    item["operation"], item["size"], item["seed"], check_path, item["params"]
+                )
+                source = "the inputs file made here with the same seed"
+                made.append((check_path, dest))
+            try:
+                here = inputs_checksums(check_path)
+            except CorruptFile as exc:
+                raise OffsiteError(str(exc)) from None
+            problems, ref_notes = compare_inputs(here, recorded)
+            if problems:
+                raise OffsiteError(
+                    f"{item['path']}: {source} differs from the one the cells were measured on "
+                    f"({'; '.join(problems[:3])}). The cells cannot be compared with it"
+                )
+            notes.extend(f"{item['path']}: {n}" for n in ref_notes)
+
+        # every check passed: move into place
+        for src, dest in made:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    newest_input = max(
+        (local_path(i["path"]).stat().st_mtime_ns for i in plan["inputs"]), default=0
+    )
+    for name, data in members.items():
+        if name in expected_cells or name in allowed_logs:
+            dest = local_path(name)
+            if not (dest.exists() and dest.read_bytes() == data):
+                _write_bytes_atomic(data, dest)
+    # Snakemake reruns an output older than its inputs: the cells are made newer than every
+    # inputs file, as they would be had they been made here.
+    stamp = max(time.time_ns(), newest_input + 1_000_000)
+    for name in expected_cells:
+        os.utime(local_path(name), ns=(stamp, stamp))
+    forgotten = _forget_metadata(
+        root, results, [i["path"] for i in plan["inputs"]] + sorted(expected_cells), say
+    )
+    for note in notes:
+        say(f"note: {note}")
+    if manifest.get("code_hash") != code_hash():
+        say("note: the cells were measured with numbench sources that differ from the ones here")
+    statuses = Counter(recorded_cells[n].get("status") for n in expected_cells)
+    summary = {
+        "cells": len(expected_cells),
+        "statuses": dict(statuses),
+        "inputs_made": [str(d) for _, d in made],
+        "replaced": conflicts,
+        "host": manifest.get("host"),
+        "snakemake_records_cleared": forgotten,
+    }
+    say(
+        f"imported {len(expected_cells)} cells from {manifest.get('host')} "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(statuses.items()))}); "
+        f"{len(made)} inputs files made here, {len(plan['inputs']) - len(made)} already here"
+        + (f"; {len(conflicts)} cell files replaced" if conflicts else "")
+    )
+    return summary
+
+
+def _existing_parent(path: Path) -> Path:
+    """The folder for the staging area: ``path`` itself when it exists (same file system as
+    the destination, so moving is a rename), else its nearest existing parent."""
+    path = path.resolve()
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def _forget_metadata(root: Path, results: Path, paths: list[str], say) -> bool:
+    """Drop what Snakemake recorded about ``paths`` in an earlier run here.
+
+    Snakemake reruns a job whose output has a record (``.snakemake/metadata``) made with
+    other params, or a mark that it was left incomplete; an output without a record is judged
+    by its modification time alone. So the records of the imported files go, through
+    Snakemake's own ``--cleanup-metadata``. Nothing to do where Snakemake never ran."""
+    if not (root / ".snakemake").is_dir() or results.resolve() != (root / "results").resolve():
+        return False
+    cmd = [sys.executable, "-m", "snakemake", "--cleanup-metadata", *paths, "--cores", "1"]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    if proc.returncode != 0:
+        say(
+            "warning: could not clear Snakemake's records of the imported files "
+            f"({proc.stderr.strip().splitlines()[-1:] or proc.returncode}); run "
+            "`snakemake --cleanup-metadata results/cells/... --cores 1` before the next run"
+        )
+        return False
+    return True

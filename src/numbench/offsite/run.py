@@ -1,0 +1,258 @@
+"""Step 2, on the other host: make the inputs, run every cell, pack one archive."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import re
+import socket
+import sys
+import tarfile
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from numbench.offsite.common import (
+    ARCHIVE_FORMAT,
+    FORMAT_VERSION,
+    TRANSFER_LIMIT_BYTES,
+    OffsiteError,
+    _add_bytes,
+    _readable_by_all,
+    _write_bytes_atomic,
+    code_hash,
+    inputs_checksums,
+    now_iso,
+    sha256,
+)
+from numbench.offsite.plan import (
+    read_plan,
+)
+
+
+# -- step 2: run (there) -------------------------------------------------------------------------
+@contextlib.contextmanager
+def _output_to(path: Path):
+    """Send this process's stdout and stderr, and so the cell worker's, to ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            os.dup2(fh.fileno(), 1)
+            os.dup2(fh.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os.dup2(saved[0], 1)
+                os.dup2(saved[1], 2)
+    finally:
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+@contextlib.contextmanager
+def _working_in(folder: Path):
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def default_workdir(output: str | os.PathLike) -> Path:
+    output = Path(output)
+    name = re.sub(r"(\.tar\.gz|\.tgz)$", "", output.name)
+    return output.with_name(f"{name}.work")
+
+
+def _cell_status(path: Path) -> tuple[str, str | None] | None:
+    """(status, error) of a cell file an earlier run left; None when it cannot be read."""
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path, columns=["status", "error"])
+        return str(table.column("status")[0]), table.column("error")[0].as_py()
+    except Exception:  # noqa: BLE001 - unreadable: the cell is measured again
+        return None
+
+
+def run_plan(
+    plan_path: str | os.PathLike,
+    output: str | os.PathLike,
+    workdir: str | os.PathLike | None = None,
+    resume: bool = False,
+    say: Callable[[str], None] = print,
+) -> dict:
+    """Make the inputs, run every cell of the plan and pack them into ``output``; return the
+    manifest. With ``resume``, inputs files and cells already in ``workdir`` are kept."""
+    from numbench import inputs as inputs_file
+    from numbench.cell import run_cell
+    from numbench.errors import CorruptFile
+    from numbench.spec import CellSpec
+
+    plan = read_plan(plan_path)
+    output = Path(output).resolve()
+    work = Path(workdir).resolve() if workdir else default_workdir(output).resolve()
+    marker = work / "plan.json"
+    if work.exists() and any(work.iterdir()):
+        if not resume:
+            raise OffsiteError(
+                f"{work} holds an earlier run: pass --resume to keep its finished cells, "
+                "or remove it"
+            )
+        if marker.exists():
+            earlier = json.loads(marker.read_text(encoding="utf-8")).get("plan_hash")
+            if earlier != plan["plan_hash"]:
+                raise OffsiteError(
+                    f"{work} holds a run of another plan ({str(earlier)[:12]}, this one is "
+                    f"{plan['plan_hash'][:12]}); use another --workdir"
+                )
+    try:
+        specs = [CellSpec.from_dict(c["spec"]) for c in plan["cells"]]
+    except (ValueError, TypeError) as exc:
+        raise OffsiteError(
+            f"the plan's cell specs do not fit this numbench ({exc}); make the plan with the "
+            "same numbench sources as the ones here"
+        ) from None
+    if plan.get("code_hash") != code_hash():
+        say("warning: the numbench sources here differ from the ones the plan was made with")
+    work.mkdir(parents=True, exist_ok=True)
+    _write_bytes_atomic(json.dumps(plan, indent=1, sort_keys=True).encode(), marker)
+
+    started, t_start = now_iso(), time.perf_counter()
+    n_cells, n_inputs = len(plan["cells"]), len(plan["inputs"])
+    say(
+        f"plan {plan['plan_hash'][:12]}: {n_cells} cells, {n_inputs} inputs files; "
+        f"working in {work}"
+    )
+    manifest_inputs: dict[str, Any] = {}
+    manifest_cells: dict[str, Any] = {}
+    with _working_in(work):
+        for i, item in enumerate(plan["inputs"], 1):
+            path = Path(item["path"])
+            t0 = time.perf_counter()
+            state = "kept"
+            if not (resume and path.exists() and _intact(inputs_file, path, CorruptFile)):
+                state = "made"
+                try:
+                    with _output_to(Path(item["log"])):
+                        inputs_file.write(
+                            item["operation"], item["size"], item["seed"], path, item["params"]
+                        )
+                        print(f"inputs: {item['operation']} n={item['size']} seed={item['seed']}")
+                except Exception as exc:  # noqa: BLE001 - named, with the log to read
+                    raise OffsiteError(
+                        f"cannot make {item['path']}: {type(exc).__name__}: {exc} "
+                        f"(log: {work / item['log']})"
+                    ) from None
+            try:
+                checks = inputs_checksums(path)
+            except CorruptFile as exc:
+                raise OffsiteError(str(exc)) from None
+            manifest_inputs[item["path"]] = {"bytes": path.stat().st_size, "arrays": checks}
+            say(
+                f"inputs [{i}/{n_inputs}] {item['path']}  {state}  {time.perf_counter() - t0:.1f} s"
+            )
+        width = len(str(n_cells))
+        for i, (entry, spec) in enumerate(zip(plan["cells"], specs), 1):
+            path = Path(entry["path"])
+            t0 = time.perf_counter()
+            kept = _cell_status(path) if resume and path.exists() else None
+            if kept is not None:
+                (status, error), state = kept, "kept"
+            else:
+                with _output_to(Path(entry["log"])):
+                    result = run_cell(spec, path)
+                    print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
+                status, state, error = result.status, "", result.error
+            seconds = time.perf_counter() - t0
+            data = path.read_bytes()
+            manifest_cells[entry["path"]] = {
+                "status": status,
+                "error": error,
+                "seconds": round(seconds, 3),
+                "bytes": len(data),
+                "sha256": sha256(data),
+            }
+            say(
+                f"[{i:>{width}}/{n_cells}] {entry['path']}  {status}"
+                + (f" ({state})" if state else "")
+                + f"  {seconds:.1f} s"
+            )
+        manifest = {
+            "format": ARCHIVE_FORMAT,
+            "version": FORMAT_VERSION,
+            "plan_hash": plan["plan_hash"],
+            "code_hash": code_hash(),
+            "host": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "python_executable": sys.executable,
+            "packages": _package_versions(),
+            "started_at": started,
+            "finished_at": now_iso(),
+            "seconds": round(time.perf_counter() - t_start, 1),
+            "statuses": dict(Counter(c["status"] for c in manifest_cells.values())),
+            "inputs": manifest_inputs,
+            "cells": manifest_cells,
+        }
+        logs = [c["log"] for c in plan["cells"]] + [i["log"] for i in plan["inputs"]]
+        pack(output, plan, manifest, [c["path"] for c in plan["cells"]], logs)
+    size = output.stat().st_size
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(manifest["statuses"].items()))
+    say(f"wrote {output} ({size / 2**20:.2f} MiB; {n_cells} cells: {statuses})")
+    if size > TRANSFER_LIMIT_BYTES:
+        say(
+            f"warning: the archive is larger than {TRANSFER_LIMIT_BYTES // 2**20} MiB; "
+            "split the grid into several plans (fewer operations or libraries each)"
+        )
+    return manifest
+
+
+def _intact(inputs_file, path: Path, corrupt_error) -> bool:
+    try:
+        inputs_file.check(path)
+    except corrupt_error:
+        return False
+    return True
+
+
+def _package_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for name in ("numpy", "pyarrow", "torch", "jax", "jaxlib", "tensorflow", "numba", "cupy"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            out[name] = metadata.version(name)
+    return out
+
+
+def pack(output: Path, plan: dict, manifest: dict, cells: list[str], logs: list[str]) -> None:
+    """The one archive: manifest.json, plan.json, the cell files and the logs (paths as under
+    the workflow's folder), written to a temporary name and renamed into place."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+    os.close(fd)
+    try:
+        with tarfile.open(tmp, mode="w:gz", compresslevel=9) as tar:
+            _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
+            _add_bytes(tar, "plan.json", json.dumps(plan, indent=1, sort_keys=True).encode())
+            for name in sorted(cells) + sorted(set(logs)):
+                path = Path(name)
+                if path.exists():
+                    _add_bytes(tar, name, path.read_bytes(), path.stat().st_mtime)
+        _readable_by_all(tmp)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
