@@ -42,3 +42,14 @@ def write_section(name: str, command: str, body: str) -> None:
     )
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(text, encoding="utf-8")
+
+
+def publish(name: str, script: str, body: str, write: bool, configfile: str | None) -> None:
+    """Print a section and, with ``--write``, put it in docs/performance.md with the command
+    that made it."""
+    print(body)
+    if write:
+        cmd = f"python benchmarks/{script} --write" + (
+            f" --configfile {configfile}" if configfile else ""
+        )
+        write_section(name, cmd, body)

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from _report import write_section
+from _report import publish
 from workflow_cost import copy_workflow, snakemake
 
 from numbench.compare import compare
@@ -144,7 +144,6 @@ def main() -> None:
     medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
     medians = medians[(medians["status_a"] == "ok") & (medians["status_b"] == "ok")]
     within5 = ((medians["median_s_b"] / medians["median_s_a"] - 1).abs() <= 0.05).sum()
-    base_lib = sp["changed"]  # noqa: F841 - kept for the table below
     baseline = bench_a[bench_a["paired_with"].isna() & (bench_a["status"] == "ok")]
     base_names = set(zip(baseline["library"], baseline["device"], strict=True))
     aa = compare(bench_a, bench_b, margin)
@@ -203,12 +202,7 @@ def main() -> None:
         for r in cr["differ"].itertuples():
             lines.append(f"| {r.library}/{r.device}/{r.operation} | {r.kind_a} | {r.kind_b} |")
     body = "\n".join(lines) + "\n"
-    print(body)
-    if args.write:
-        cmd = "python benchmarks/reproducibility.py --write" + (
-            f" --configfile {args.configfile}" if args.configfile else ""
-        )
-        write_section("reproducibility", cmd, body)
+    publish("reproducibility", "reproducibility.py", body, args.write, args.configfile)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import ROOT, write_section
+from _report import ROOT, publish
 
 PARTS = ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs")
 
@@ -122,12 +122,7 @@ def main() -> None:
         body += "\nLargest deviations:\n\n| cell | ratio |\n|---|---:|\n"
         for key in worst.index:
             body += f"| {'/'.join(map(str, key))} | {ratio[key]:.3f} |\n"
-    print(body)
-    if args.write:
-        cmd = "python benchmarks/workflow_cost.py --write" + (
-            f" --configfile {args.configfile}" if args.configfile else ""
-        )
-        write_section("workflow-cost", cmd, body)
+    publish("workflow-cost", "workflow_cost.py", body, args.write, args.configfile)
 
 
 if __name__ == "__main__":
