@@ -357,7 +357,9 @@ def test_an_archive_of_another_config_is_refused(remote):
     proc = offsite(
         wf, "import", str(remote["archive"]), "--configfile", "tiny.yaml", "--config", "threads=2"
     )
-    assert_clean_error(proc, "planned with another config", "threads = [2] here, [1] in the archive")
+    assert_clean_error(
+        proc, "planned with another config", "threads = [2] here, [1] in the archive"
+    )
     assert "--configfile tiny.yaml" in proc.stderr  # how the plan was made
     proc = offsite(wf, "import", str(remote["archive"]))  # the default grid here
     assert_clean_error(proc, "planned with another config", "libraries")
