@@ -161,7 +161,8 @@ def crossover_table(crossovers: tuple[Crossover, ...]) -> str:
 
 def every_cell_table(df: pd.DataFrame) -> str:
     rows = []
-    for r in df.sort_values(["operation", "size", "library", "device"]).itertuples(index=False):
+    order = ["operation", "size", "library", "device", "dtype", "threads"]
+    for r in df.sort_values(order).itertuples(index=False):
         rel = "" if missing(r.rel_error) else f"{r.rel_error:.1e}"
         rows.append(
             [
@@ -170,14 +171,21 @@ def every_cell_table(df: pd.DataFrame) -> str:
                 r.operation,
                 f"{r.size}",
                 r.dtype,
+                "" if missing(r.threads) else f"{int(r.threads)}",
                 r.status,
                 format_seconds(r.median_s),
                 format_seconds(r.iqr_s),
                 format_seconds(r.first_call_s),
                 rel,
-                md_cell(r.error),
+                md_cell(
+                    " ".join(
+                        n
+                        for n in (r.error, getattr(r, "threads_note", None))
+                        if not missing(n) and n
+                    )
+                ),
             ]
         )
-    header = ["library", "device", "operation", "size", "dtype", "status", "median", "IQR"]
-    header += ["first call", "rel. error", "note"]
-    return md_table(header, rows, "llllllrrrrl")
+    header = ["library", "device", "operation", "size", "dtype", "threads", "status", "median"]
+    header += ["IQR", "first call", "rel. error", "note"]
+    return md_table(header, rows, "lllllllrrrrl")
