@@ -16,5 +16,7 @@ rule all:
         "results/benchmarks.parquet",
         "results/speedups.parquet",
         "results/crossovers.parquet",
+        "results/precision.parquet",
+        "results/scaling.parquet",
         CHARTS_DIR,
         "results/summary.md",

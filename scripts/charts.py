@@ -12,6 +12,8 @@ parser.add_argument("--speedups", required=True)
 parser.add_argument("--crossovers", required=True)
 parser.add_argument("--baseline-library", required=True)
 parser.add_argument("--baseline-device", required=True)
+parser.add_argument("--precision", help="results/precision.parquet")
+parser.add_argument("--scaling", help="results/scaling.parquet")
 parser.add_argument("--outdir", required=True)
 args = parser.parse_args()
 written = write_charts(
@@ -21,5 +23,7 @@ written = write_charts(
     args.outdir,
     args.baseline_library,
     args.baseline_device,
+    precision=args.precision,
+    scaling=args.scaling,
 )
 print(f"charts: {len(written)} files -> {args.outdir}")

@@ -13,6 +13,8 @@ parser.add_argument("--crossovers", required=True)
 parser.add_argument("--baseline-library", required=True)
 parser.add_argument("--baseline-device", required=True)
 parser.add_argument("--margin", type=float, required=True, help="the config's margin")
+parser.add_argument("--precision", help="results/precision.parquet")
+parser.add_argument("--scaling", help="results/scaling.parquet")
 parser.add_argument("--charts-dir", required=True, help="where the charts are, for the links")
 parser.add_argument("--output", required=True)
 parser.add_argument("--html-output")
@@ -27,5 +29,7 @@ write_summary(
     args.baseline_device,
     args.margin,
     html_output=args.html_output,
+    precision=args.precision,
+    scaling=args.scaling,
 )
 print(f"summary -> {args.output}")

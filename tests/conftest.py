@@ -119,7 +119,7 @@ def samples_frame(samples: dict, paired: dict | None = None) -> pd.DataFrame:
             for s in g:
                 rows.append(
                     dict(zip(["library", "device", "operation", "size", "dtype", "host"], key))
-                    | {"role": role, "replicate": rep, "seconds": float(s)}
+                    | {"threads": 1, "role": role, "replicate": rep, "seconds": float(s)}
                 )
 
     for key, value in samples.items():

@@ -82,7 +82,7 @@ def test_command_exits_1_on_a_slowdown_with_the_flag(bench, tmp_path):
     new = write(slow, tmp_path / "new" / "results")
     proc = cmd(str(old), str(new / "benchmarks.parquet"), "--output", str(tmp_path / "c.md"))
     assert proc.returncode == 0, proc.stderr
-    assert "| jax | cpu | fft | 1000 | float64 | 2.000 |" in proc.stdout
+    assert "| jax | cpu | fft | 1000 | float64 | 1 | 2.000 |" in proc.stdout
     assert (tmp_path / "c.md").read_text() == proc.stdout.rstrip("\n") + "\n"
     proc = cmd(str(old), str(new), "--fail-on-slowdown")
     assert proc.returncode == 1 and "slower beyond 1.1x" in proc.stderr

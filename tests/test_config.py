@@ -23,7 +23,7 @@ def cfg(**over):
 def test_default_config_is_valid_and_has_the_five_libraries():
     c = cfg()
     assert c["libraries"][:5] == ["numpy", "jax", "torch", "tensorflow", "numba"]
-    assert c["device"] == "cpu" and c["dtype"] == "float64"
+    assert c["device"] == "cpu" and c["dtype"] == ["float64"] and c["threads"] == [1]
 
 
 def test_grid_has_one_cell_per_library_operation_size():
@@ -35,7 +35,10 @@ def test_grid_has_one_cell_per_library_operation_size():
     assert len(cells) == len(cpu_libraries) * n_sizes
     assert len(set(cells)) == len(cells)
     assert Cell("numpy", "cpu", "matmul", 100) in cells
-    assert Cell("numpy", "cpu", "matmul", 100).path == "results/cells/numpy/cpu/matmul/100.parquet"
+    assert (
+        Cell("numpy", "cpu", "matmul", 100).path
+        == "results/cells/numpy/cpu/float64/t1/matmul/100.parquet"
+    )
     assert len(input_files(c)) == n_sizes
 
 
@@ -97,3 +100,21 @@ def test_bad_config_names_key_and_value(over, needle):
     with pytest.raises(ConfigError) as err:
         cfg(**over)
     assert needle in str(err.value)
+
+
+def test_dtype_and_threads_lists_are_grid_dimensions():
+    import os
+
+    from numbench.config import cell_spec, grid
+
+    cpus = len(os.sched_getaffinity(0))
+    c = cfg(libraries=["numpy"], dtype=["float64", "float32"], threads=[1, "all"])
+    assert c["dtype"] == ["float64", "float32"] and c["threads"] == sorted({1, cpus})
+    cells = grid({**c, "operations": {"sort": {"sizes": [10]}}})
+    assert {(x.dtype, x.threads) for x in cells} == {
+        (d, t) for d in ("float32", "float64") for t in sorted({1, cpus})
+    }
+    cell = next(x for x in cells if x.dtype == "float32")
+    spec = cell_spec({**c, "operations": {"sort": {"sizes": [10]}}}, cell)
+    assert (spec.dtype, spec.threads) == ("float32", cell.threads)
+    assert cell.path == f"results/cells/numpy/cpu/float32/t{cell.threads}/sort/10.parquet"

@@ -29,6 +29,28 @@ CASES = [
     ("unknown-device", "device: tpu", ["device = 'tpu' is not allowed", "allowed: cpu, gpu, all"]),
     ("unknown-dtype", "dtype: float16", ["dtype = 'float16'", "allowed: float32, float64"]),
     (
+        "unknown-dtype-in-list",
+        "dtype: [float64, float16]",
+        ["dtype[1] = 'float16' is not allowed", "allowed: float32, float64"],
+    ),
+    ("empty-dtype", "dtype: []", ["dtype is empty; give at least 1 item(s)"]),
+    ("empty-threads", "threads: []", ["threads is empty; give at least 1 item(s)"]),
+    (
+        "threads-zero",
+        "threads: [1, 0]",
+        ["threads[1] = 0 is out of range; it must be >= 1"],
+    ),
+    (
+        "threads-over-host",
+        "threads: [1, 4096]",
+        ["threads[1] = 4096 is more than the", "CPU(s) a cell may use on this host"],
+    ),
+    (
+        "threads-all-misspelt",
+        "threads: [1, every]",
+        ["threads[1] = 'every' is not a thread count", "or 'all'"],
+    ),
+    (
         "size-zero",
         "operations: {matmul: {sizes: [64, 0]}}",
         ["operations.matmul.sizes[1] = 0 is not a positive integer size"],
@@ -112,6 +134,9 @@ SNAKEMAKE_CASES = {
     "unknown-operation",
     "unknown-device",
     "unknown-dtype",
+    "empty-dtype",
+    "threads-over-host",
+    "threads-all-misspelt",
     "size-zero",
     "size-text",
     "empty-libraries",
@@ -129,7 +154,7 @@ CLI_CASES = [
         ["libraries=numpy,nosuchlib"],
         ["libraries[1] = 'nosuchlib' is not a known library"],
     ),
-    ("cli-threads", ["threads=two"], ["threads = 'two' has the wrong type; expected integer"]),
+    ("cli-threads", ["threads=two"], ["threads = 'two' is not a thread count"]),
     (
         "cli-nested-numbers",
         ['timing={"min_samples": 10, "max_samples": 2}'],

@@ -28,6 +28,7 @@ def curve(points, sizes=SIZES, half_width=0.05, library="torch", operation="fft"
                 "operation": operation,
                 "size": size,
                 "dtype": "float64",
+                "threads": 1,
                 "host": "h",
                 "baseline_library": "numpy",
                 "baseline_device": "cpu",

@@ -196,14 +196,14 @@ def test_corrupt_cell_stops_aggregate(good_cell: Path, tmp_path: Path, damage: s
 def test_corrupt_inputs_stop_the_aggregate_script(good_cell: Path, tmp_path: Path):
     """scripts/aggregate.py checks the cells' inputs files too, and exits 1 naming them."""
     root = tmp_path / "results"
-    cell_file = root / "cells" / "numpy" / "cpu" / "elementwise" / "1000.parquet"
+    cell_file = root / "cells" / "numpy" / "cpu" / "float64" / "t1" / "elementwise" / "1000.parquet"
     cell_file.parent.mkdir(parents=True)
     cell_file.write_bytes(good_cell.read_bytes())
     npz = root / "inputs" / "elementwise" / "1000.npz"
     cmd = [sys.executable, str(REPO / "scripts" / "aggregate.py"), "--output"]
     cmd += ["results/benchmarks.parquet", "--samples", "results/samples.parquet"]
     cmd += ["--inputs", "results/inputs/elementwise/1000.npz"]
-    cmd += ["--cells", "results/cells/numpy/cpu/elementwise/1000.parquet"]
+    cmd += ["--cells", "results/cells/numpy/cpu/float64/t1/elementwise/1000.parquet"]
 
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 1
@@ -248,7 +248,7 @@ def test_grid_of_numpy_and_every_fault_completes(workdir: Path):
     assert (workdir / "results" / "summary.md").exists()
 
     # A corrupted cell file stops aggregate, naming the file and the remake command ...
-    rel = "results/cells/numpy/cpu/matmul/16.parquet"
+    rel = "results/cells/numpy/cpu/float64/t1/matmul/16.parquet"
     (workdir / rel).write_bytes(b"corrupted")
     proc = snakemake(workdir, "--cores", "1", "--configfile", "faults.yaml", timeout=600)
     assert proc.returncode != 0

@@ -34,7 +34,7 @@ replicates: {min: 1, max: 2}
 cell_timeout_s: 120
 """
 CELLS = [
-    f"results/cells/{lib}/cpu/{op}/1000.parquet"
+    f"results/cells/{lib}/cpu/float64/t1/{op}/1000.parquet"
     for lib in ("numpy", "torch")
     for op in ("elementwise", "sort")
 ]
@@ -205,7 +205,9 @@ def test_plan_validates_the_config_like_the_workflow(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     plan = json.loads((wf / "p.json").read_text())
-    assert [c["path"] for c in plan["cells"]] == ["results/cells/numpy/cpu/sort/10.parquet"]
+    assert [c["path"] for c in plan["cells"]] == [
+        "results/cells/numpy/cpu/float64/t1/sort/10.parquet"
+    ]
     assert plan["inputs"][0]["seed"] == plan["config"]["seed"]
 
 
@@ -264,7 +266,7 @@ def test_import_then_snakemake_runs_only_the_analysis(remote):
     assert "imported 4 cells" in proc.stdout and "2 inputs files made here" in proc.stdout
     manifest = archive_json(remote["archive"], "manifest.json")
     for path in CELLS:
-        operation = path.split("/")[4]
+        operation = path.split("/")[6]
         made = wf / "results" / "inputs" / operation / "1000.npz"
         assert (wf / path).stat().st_mtime_ns > made.stat().st_mtime_ns
         assert (wf / path.replace("results/", "logs/").replace(".parquet", ".log")).exists()
@@ -276,7 +278,7 @@ def test_import_then_snakemake_runs_only_the_analysis(remote):
     assert all(jobs.get(rule) == 1 for rule in ANALYSIS_RULES), jobs
     bench = pd.read_parquet(wf / "results" / "benchmarks.parquet")
     statuses = {
-        f"results/cells/{r.library}/{r.device}/{r.operation}/{r.size}.parquet": r.status
+        f"results/cells/{r.library}/{r.device}/{r.dtype}/t{r.threads}/{r.operation}/{r.size}.parquet": r.status
         for r in bench.itertuples()
     }
     assert statuses == {k: v["status"] for k, v in manifest["cells"].items()}
@@ -296,7 +298,7 @@ def test_import_over_an_earlier_local_run_forgets_its_records(remote):
     (wf / "local.yaml").write_text(
         (wf / "local.yaml").read_text().replace("max_samples: 3", "max_samples: 4")
     )
-    target = "results/cells/numpy/cpu/sort/1000.parquet"
+    target = "results/cells/numpy/cpu/float64/t1/sort/1000.parquet"
     local = snakemake(wf, target, "--cores", "1", "--configfile", "local.yaml")
     assert local.returncode == 0, local.stderr[-3000:]
 
@@ -337,7 +339,9 @@ def test_a_damaged_archive_is_refused_and_results_stay(remote, damage):
         phrase = f"{cell} in the archive does not match its checksum in the manifest"
     elif damage == "cell-missing":
         repack(remote["archive"], bad, {CELLS[2]: None})
-        phrase = "lacks 1 of its plan's 4 cells (first: results/cells/torch/cpu/elementwise"
+        phrase = (
+            "lacks 1 of its plan's 4 cells (first: results/cells/torch/cpu/float64/t1/elementwise"
+        )
     else:
         repack(remote["archive"], bad, {"../outside.txt": b"x"})
         phrase = "unexpected member '../outside.txt'"
@@ -353,7 +357,9 @@ def test_an_archive_of_another_config_is_refused(remote):
     proc = offsite(
         wf, "import", str(remote["archive"]), "--configfile", "tiny.yaml", "--config", "threads=2"
     )
-    assert_clean_error(proc, "planned with another config", "threads = 2 here, 1 in the archive")
+    assert_clean_error(
+        proc, "planned with another config", "threads = [2] here, [1] in the archive"
+    )
     assert "--configfile tiny.yaml" in proc.stderr  # how the plan was made
     proc = offsite(wf, "import", str(remote["archive"]))  # the default grid here
     assert_clean_error(proc, "planned with another config", "libraries")

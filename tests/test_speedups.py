@@ -73,6 +73,7 @@ def bench_row(library, operation, size, status="ok", device="cpu", host="h1"):
         "operation": operation,
         "size": size,
         "dtype": "float64",
+        "threads": 1,
         "host": host,
         "status": status,
         "unstable": False,

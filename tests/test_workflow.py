@@ -80,7 +80,17 @@ def test_each_cell_has_its_own_log(finished):
 
 
 def test_naming_one_cell_reruns_exactly_that_cell(finished):
-    target = finished / "results" / "cells" / "torch" / "cpu" / "sort" / "2000.parquet"
+    target = (
+        finished
+        / "results"
+        / "cells"
+        / "torch"
+        / "cpu"
+        / "float64"
+        / "t1"
+        / "sort"
+        / "2000.parquet"
+    )
     others = {
         p: p.stat().st_mtime_ns
         for p in (finished / "results" / "cells").rglob("*.parquet")
@@ -120,7 +130,7 @@ def test_rules_run_the_python_first_on_path(tmp_path):
     )
     other = _environment_beside(Path(sys.prefix), tmp_path / "other-env")
     path = f"{other.parent}{os.pathsep}{os.environ['PATH']}"
-    target = "results/cells/numpy/cpu/sort/1000.parquet"
+    target = "results/cells/numpy/cpu/float64/t1/sort/1000.parquet"
     proc = snakemake(wd, target, "--cores", "1", "--configfile", "one.yaml", env={"PATH": path})
     assert proc.returncode == 0, proc.stderr[-3000:]
     recorded = pd.read_parquet(wd / target)["python_executable"].iloc[0]

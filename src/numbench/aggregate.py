@@ -28,7 +28,8 @@ from numbench.tables import (
 )
 
 #: How a per-process figure becomes the cell's: typical (median) for what each process pays,
-#: total for the time spent, worst for errors and memory.
+#: total for the time spent, worst for errors and memory; the threads a library ran with: the
+#: most any process saw, and the first note saying it differed from those asked.
 PROCESS_REDUCERS = {
     "import_s": "median",
     "first_call_s": "median",
@@ -36,6 +37,8 @@ PROCESS_REDUCERS = {
     "rel_error": "max",
     "peak_rss_mb": "max",
     "device_peak_mb": "max",
+    "threads_used": "most",
+    "threads_note": "first",
 }
 
 
@@ -43,6 +46,10 @@ def _reduce(values: list, how: str):
     values = [v for v in values if v is not None]
     if not values:
         return None
+    if how == "first":  # a text column: the first process that said something
+        return next((v for v in values if v), None)
+    if how == "most":  # a count: the largest, kept whole
+        return int(max(values))
     if how == "median":
         return float(np.median(values))
     return float(sum(values)) if how == "sum" else float(max(values))

@@ -11,6 +11,8 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 * ``speedup_heatmap``: speedup by operation and library at each operation's smallest and
   largest size.
 * ``first_call``: first call (tracing, compilation) against steady-state median time.
+* ``precision``: float32 time / float64 time against size (results/precision.parquet).
+* ``scaling``: speedup of the most threads over 1 thread against size (results/scaling.parquet).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import altair as alt
 import pandas as pd
 
 from numbench.chart_style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
+from numbench.charts_dimensions import precision_chart, scaling_chart
 from numbench.charts_overview import first_call_chart, heatmap_chart
+from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.formatting import series_label, series_labels
 from numbench.speedups import check_baseline
 
@@ -33,6 +37,8 @@ FORMATS = ("html", "svg", "png")
 OPERATION_CHARTS = ("time", "speedup", "throughput")
 #: the charts drawn once, over every operation
 OVERVIEW_CHARTS = ("speedup_heatmap", "first_call")
+#: the charts of the grid's dtype and threads dimensions, drawn once
+DIMENSION_CHARTS = ("precision", "scaling")
 
 
 def operation_chart(kind: str, operation: str) -> str:
@@ -43,7 +49,7 @@ def operation_chart(kind: str, operation: str) -> str:
 def chart_names(operations: Iterable[str]) -> list[str]:
     """Every chart's name (its file name without the format), in the order they are drawn."""
     names = [operation_chart(kind, op) for op in sorted(operations) for kind in OPERATION_CHARTS]
-    return names + list(OVERVIEW_CHARTS)
+    return names + list(OVERVIEW_CHARTS) + list(DIMENSION_CHARTS)
 
 
 def process_points(d: pd.DataFrame) -> pd.DataFrame:
@@ -222,6 +228,8 @@ def build_charts(
     crossovers: pd.DataFrame,
     baseline_library: str,
     baseline_device: str,
+    precision: pd.DataFrame | None = None,
+    scaling: pd.DataFrame | None = None,
 ) -> dict[str, alt.TopLevelMixin]:
     """Every chart of ``chart_names``, by name; the speedups are over the baseline given."""
     check_baseline(baseline_library, baseline_device, speedups, crossovers)
@@ -239,6 +247,15 @@ def build_charts(
         "first_call": first_call_chart(bench),
     }
     charts.update({name: overview[name] for name in OVERVIEW_CHARTS})
+    dims = {
+        "precision": precision_chart(
+            pd.DataFrame(columns=PRECISION_COLUMNS) if precision is None else precision
+        ),
+        "scaling": scaling_chart(
+            pd.DataFrame(columns=SCALING_COLUMNS) if scaling is None else scaling
+        ),
+    }
+    charts.update({name: dims[name] for name in DIMENSION_CHARTS})
     return charts
 
 
@@ -266,11 +283,15 @@ def write_charts(
     outdir: str | os.PathLike,
     baseline_library: str,
     baseline_device: str,
+    precision: str | os.PathLike | None = None,
+    scaling: str | os.PathLike | None = None,
 ) -> list[Path]:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
-    charts = build_charts(bench, sp, cr, baseline_library, baseline_device)
+    prec = None if precision is None else pd.read_parquet(precision)
+    scal = None if scaling is None else pd.read_parquet(scaling)
+    charts = build_charts(bench, sp, cr, baseline_library, baseline_device, prec, scal)
     written = []
     for name, chart in charts.items():
         written += save_chart(chart, Path(outdir), name)

@@ -29,7 +29,7 @@ import pandas as pd
 from numbench.formatting import md_table
 from numbench.stats import FASTER, SAME, SLOWER, verdict
 
-CELL = ["library", "device", "operation", "size", "dtype"]
+CELL = ["library", "device", "operation", "size", "dtype", "threads"]
 Z95 = 1.959963984540054
 #: exit status of ``--fail-on-slowdown`` when a cell got slower
 EXIT_SLOWER = 1
@@ -136,9 +136,11 @@ def markdown(table: pd.DataFrame, margin: float, old_name: str, new_name: str) -
     for r in table.itertuples():
         ratio = "" if pd.isna(r.ratio) else f"{r.ratio:.3f}"
         ci = "" if pd.isna(r.ci_low) else f"{r.ci_low:.3f} to {r.ci_high:.3f}"
-        rows.append([r.library, r.device, r.operation, str(r.size), r.dtype, ratio, ci, r.change])
-    header = ["library", "device", "operation", "size", "dtype", "ratio", "95% CI", "change"]
-    return head + "\n\n" + md_table(header, rows, "lllrlrrl") + "\n"
+        cell = [r.library, r.device, r.operation, str(r.size), r.dtype, str(int(r.threads))]
+        rows.append([*cell, ratio, ci, r.change])
+    header = ["library", "device", "operation", "size", "dtype", "threads", "ratio", "95% CI"]
+    header.append("change")
+    return head + "\n\n" + md_table(header, rows, "lllrlrrrl") + "\n"
 
 
 def run(old: str | os.PathLike, new: str | os.PathLike, margin: float) -> tuple[pd.DataFrame, str]:

@@ -15,11 +15,13 @@ from typing import Any
 import yaml
 
 from numbench import libraries, operations
+from numbench.config_dims import ConfigError, check_dtypes, resolve_threads
 from numbench.spec import CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
 DEVICES = ("cpu", "gpu")
-LIST_KEYS = ("libraries",)
+LIST_KEYS = ("libraries", "dtype", "threads")
+
 #: The shipped default grid: the one place where each operation's default sizes are written.
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "config.yaml"
 
@@ -35,24 +37,31 @@ def default_sizes(name: str) -> list[int]:
     return [int(float(s)) for s in shipped[name]["sizes"]]
 
 
-class ConfigError(ValueError):
-    """A bad configuration value; the message is meant to be shown as it is."""
-
-
 @dataclass(frozen=True, order=True)
 class Cell:
     library: str
     device: str
     operation: str
     size: int
+    dtype: str = "float64"
+    threads: int = 1
 
     @property
     def path(self) -> str:
-        return cell_path(self.library, self.device, self.operation, self.size)
+        return cell_path(
+            self.library, self.device, self.operation, self.size, self.dtype, self.threads
+        )
 
 
-def cell_path(library: str, device: str, operation: str, size: int | str) -> str:
-    return f"results/cells/{library}/{device}/{operation}/{size}.parquet"
+def cell_path(
+    library: str,
+    device: str,
+    operation: str,
+    size: int | str,
+    dtype: str = "float64",
+    threads: int | str = 1,
+) -> str:
+    return f"results/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.parquet"
 
 
 def inputs_path(operation: str, size: int | str) -> str:
@@ -142,12 +151,14 @@ def normalise(config: dict) -> dict:
     cfg = copy.deepcopy(dict(config))
     for key in LIST_KEYS:
         if key in cfg:
-            cfg[key] = [] if cfg[key] is None else _split_list(cfg[key])
+            value = [] if cfg[key] is None else _split_list(cfg[key])
+            cfg[key] = value if isinstance(value, list) else [value]
+    if isinstance(cfg.get("threads"), list):
+        cfg["threads"] = [_number(t, int) for t in cfg["threads"]]
     if "operations" in cfg:
         cfg["operations"] = _normalise_operations(cfg["operations"])
-    for key in ("threads", "seed"):
-        if key in cfg:
-            cfg[key] = _number(cfg[key], int)
+    if "seed" in cfg:
+        cfg["seed"] = _number(cfg["seed"], int)
     if "margin" in cfg:
         cfg["margin"] = _number(cfg["margin"], float)
     if isinstance(cfg.get("replicates"), dict):
@@ -227,6 +238,8 @@ def validate_schema(cfg: dict, schema_path: str | Path) -> dict:
 
 
 def check_semantics(cfg: dict) -> None:
+    check_dtypes(cfg)
+    resolve_threads(cfg)
     for i, lib in enumerate(cfg["libraries"]):
         if lib not in libraries.ADAPTERS:
             raise ConfigError(
@@ -332,8 +345,8 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         device=cell.device,
         operation=cell.operation,
         size=cell.size,
-        dtype=cfg["dtype"],
-        threads=cfg["threads"],
+        dtype=cell.dtype,
+        threads=int(cell.threads),
         inputs=inputs_path(cell.operation, cell.size),
         params=operation_params(cfg, cell.operation),
         timing=TimingSettings(**cfg["timing"]),
@@ -356,24 +369,24 @@ def devices_for(cfg: dict) -> tuple[str, ...]:
 
 
 def grid(cfg: dict) -> list[Cell]:
-    """Every (library, device, operation, size) cell of the config, plus the baseline cells.
+    """Every (library, device, operation, size, dtype, threads) cell of the config, plus the baseline cells.
 
     A library is placed only on the devices it can run on (NumPy has no GPU cells); the
     baseline library's cells on the baseline device are always included, so ``device=gpu``
     still gives speedups against NumPy on the CPU of the same host.
     """
-    wanted = devices_for(cfg)
-    base = cfg["baseline"]
-    cells: set[Cell] = set()
+    wanted, base = devices_for(cfg), cfg["baseline"]
+    placed = {(base["library"], base["device"])}
     for lib in cfg["libraries"]:
-        adapter = libraries.get(lib)
-        for dev in wanted:
-            if dev in adapter.devices:
-                for op, entry in cfg["operations"].items():
-                    cells.update(Cell(lib, dev, op, int(s)) for s in entry["sizes"])
-    for op, entry in cfg["operations"].items():
-        cells.update(Cell(base["library"], base["device"], op, int(s)) for s in entry["sizes"])
-    return sorted(cells)
+        placed.update((lib, dev) for dev in wanted if dev in libraries.get(lib).devices)
+    return sorted(
+        Cell(lib, dev, op, int(s), dt, th)
+        for lib, dev in placed
+        for op, entry in cfg["operations"].items()
+        for s in entry["sizes"]
+        for dt in cfg["dtype"]
+        for th in cfg["threads"]
+    )
 
 
 def input_files(cfg: dict) -> list[str]:

@@ -1,6 +1,6 @@
 """results/crossovers.parquet: the size from which a library beats the baseline.
 
-One row per (library, device, operation, dtype, host), from that group's speedups.
+One row per (library, device, operation, dtype, threads, host), from that group's speedups.
 
 How noise is handled (the rule the tests pin down):
 
@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from numbench.tables import CROSSOVERS_SCHEMA, write_atomic
 
-GROUP_COLUMNS = ["library", "device", "operation", "dtype", "host"]
+GROUP_COLUMNS = ["library", "device", "operation", "dtype", "threads", "host"]
 FASTER, SLOWER, TIE = "faster", "slower", "tie"
 
 
@@ -65,7 +65,7 @@ def last_rise(sizes: list[int], values: list[float], start: int, stop: int) -> t
 
 
 def classify(group: pd.DataFrame) -> dict:
-    """The crossover row of one (library, device, operation, dtype, host) group."""
+    """The crossover row of one (library, device, operation, dtype, threads, host) group."""
     g = group.dropna(subset=["speedup", "speedup_ci_low", "speedup_ci_high"])
     g = g[g["speedup"] > 0].sort_values("size")
     out = {
@@ -114,7 +114,7 @@ def classify(group: pd.DataFrame) -> dict:
 
 
 def find_crossovers(speedups: pd.DataFrame) -> pd.DataFrame:
-    """One row per (library, device, operation, dtype, host) of ``speedups``."""
+    """One row per (library, device, operation, dtype, threads, host) of ``speedups``."""
     rows = []
     for key, group in speedups.groupby(GROUP_COLUMNS, sort=True, dropna=False):
         row = dict(zip(GROUP_COLUMNS, key, strict=True))

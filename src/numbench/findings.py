@@ -115,6 +115,7 @@ class Crossover:
     device: str
     operation: str
     dtype: str
+    threads: int
     host: str
     kind: CrossoverKind
     points: tuple[SpeedupPoint, ...]

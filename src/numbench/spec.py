@@ -122,6 +122,10 @@ class ProcessReport:
     blas: str | None = None
     peak_rss_mb: float | None = None
     device_peak_mb: float | None = None
+    #: threads the library really ran with (what it reports), which may differ from those asked
+    threads_used: int | None = None
+    #: set where ``threads_used`` differs from the cell's threads ("asked for 2, torch runs 1")
+    threads_note: str | None = None
     #: calls per sample
     loops: int | None = None
     #: seconds per call, one per sample

@@ -1,6 +1,7 @@
 """results/speedups.parquet: every non-baseline ``ok`` cell against the baseline.
 
-speedup = baseline median / library median, for the same host, operation, size and dtype.
+speedup = baseline median / library median, for the same host, operation, size, dtype and
+threads.
 
 Where the cell ran baseline processes beside its own (``paired``: every cell but the
 baseline's, unless the config turns pairing off), both medians come from the cell's own
@@ -27,7 +28,7 @@ from numbench.replicates import BASELINE, MEASURED
 from numbench.stats import ratio_ci, verdict
 from numbench.tables import SPEEDUPS_SCHEMA, write_atomic
 
-CELL_KEY = ["library", "device", "operation", "size", "dtype", "host"]
+CELL_KEY = ["library", "device", "operation", "size", "dtype", "threads", "host"]
 
 
 def is_significant(ci_low: float, ci_high: float) -> bool:
@@ -50,7 +51,7 @@ def group_samples(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarra
     samples = samples.sort_values(CELL_KEY + ["role", "replicate"], kind="stable")
     for key, part in samples.groupby(CELL_KEY + ["role", "replicate"], sort=False):
         cell = tuple(key[:-2])
-        cell = (*cell[:3], int(cell[3]), *cell[4:])
+        cell = (*cell[:3], int(cell[3]), cell[4], int(cell[5]), *cell[6:])
         out.setdefault(cell, {}).setdefault(key[-2], []).append(part["seconds"].to_numpy())
     return out
 
@@ -67,12 +68,12 @@ def compute_speedups(
     ok = benchmarks[benchmarks["status"] == "ok"]
     is_base = (ok["library"] == baseline_library) & (ok["device"] == baseline_device)
     unstable = {
-        tuple(k): bool(u)
+        (*k[:3], int(k[3]), k[4], int(k[5]), k[6]): bool(u)
         for *k, u in zip(*(ok[c] for c in CELL_KEY), ok["unstable"].fillna(False), strict=True)
     }
     rows = []
     for r in ok[~is_base].itertuples(index=False):
-        key = (r.library, r.device, r.operation, int(r.size), r.dtype, r.host)
+        key = (r.library, r.device, r.operation, int(r.size), r.dtype, int(r.threads), r.host)
         base_key = (baseline_library, baseline_device, *key[2:])
         own = groups.get(key, {})
         paired = bool(own.get(BASELINE)) and len(own[BASELINE]) == len(own.get(MEASURED, []))
@@ -89,6 +90,7 @@ def compute_speedups(
                 "operation": r.operation,
                 "size": int(r.size),
                 "dtype": r.dtype,
+                "threads": int(r.threads),
                 "host": r.host,
                 "baseline_library": baseline_library,
                 "baseline_device": baseline_device,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from numbench.charts import OPERATION_CHARTS, chart_names, operation_chart
+from numbench.dimensions import dimension_findings, dimension_sections
 from numbench.findings import (
     NOISY_IQR_FRACTION,
     CellWarning,
@@ -253,6 +254,8 @@ def render(
     baseline_device: str,
     margin: float,
     charts_dir: str = "charts",
+    precision: pd.DataFrame | None = None,
+    scaling: pd.DataFrame | None = None,
 ) -> str:
     f = decide(bench, speedups, crossovers, baseline_library, baseline_device, margin)
     base_name = who(baseline_library, baseline_device, f.multi_device)
@@ -270,6 +273,7 @@ def render(
         "",
         key_findings(f, base_name),
         "",
+        *dimension_findings(precision, scaling),
         "## Environment",
         "",
         environment_table(bench),
@@ -286,6 +290,7 @@ def render(
             operation_chart_links(op, charts_dir),
             "",
         ]
+    parts += dimension_sections(precision, scaling)
     parts += [
         "## Crossovers",
         "",
@@ -344,12 +349,16 @@ def write_summary(
     baseline_device: str,
     margin: float,
     html_output: str | os.PathLike | None = None,
+    precision: str | os.PathLike | None = None,
+    scaling: str | os.PathLike | None = None,
 ) -> str:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
+    prec = None if precision is None else pd.read_parquet(precision)
+    scal = None if scaling is None else pd.read_parquet(scaling)
     rel = os.path.relpath(Path(charts_dir), Path(output).parent).replace(os.sep, "/")
-    text = render(bench, sp, cr, baseline_library, baseline_device, margin, charts_dir=rel)
+    text = render(bench, sp, cr, baseline_library, baseline_device, margin, rel, prec, scal)
     write_text_atomic(text, output)
     if html_output is not None:
         write_text_atomic(to_html(text), html_output)

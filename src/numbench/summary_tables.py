@@ -99,11 +99,20 @@ def _speedup_table(sp: pd.DataFrame, sizes) -> str:
     return md_table(["n"] + series, rows, "r" * (len(series) + 1))
 
 
+def _variant(frame: pd.DataFrame, series: pd.Series, bench: pd.DataFrame) -> pd.Series:
+    """The series' labels with the dtype and thread count where the grid has several."""
+    if bench["dtype"].nunique() > 1:
+        series = series + " " + frame["dtype"].astype(str)
+    if bench["threads"].nunique() > 1:
+        series = series + " t" + frame["threads"].astype(int).astype(str)
+    return series
+
+
 def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> str:
     """Median time per size and series, and the speedups over the baseline."""
     multi = bench["device"].nunique() > 1
     d = bench[bench["operation"] == op].copy()
-    d["series"] = series_labels(d, with_device=multi)
+    d["series"] = _variant(d, series_labels(d, with_device=multi), bench)
     sizes = sorted(d["size"].unique())
     out = [
         "Median time per call (fastest in bold; a status where a cell was not measured):",
@@ -112,7 +121,7 @@ def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> st
     ]
     sp = speedups[speedups["operation"] == op].copy()
     if not sp.empty:
-        sp["series"] = series_labels(sp, with_device=multi)
+        sp["series"] = _variant(sp, series_labels(sp, with_device=multi), bench)
         out += [
             "",
             "Speedup over the baseline, 95% CI in brackets (ns: the CI contains 1):",
@@ -152,7 +161,8 @@ def crossover_table(crossovers: tuple[Crossover, ...]) -> str:
 
 def every_cell_table(df: pd.DataFrame) -> str:
     rows = []
-    for r in df.sort_values(["operation", "size", "library", "device"]).itertuples(index=False):
+    order = ["operation", "size", "library", "device", "dtype", "threads"]
+    for r in df.sort_values(order).itertuples(index=False):
         rel = "" if missing(r.rel_error) else f"{r.rel_error:.1e}"
         rows.append(
             [
@@ -161,14 +171,21 @@ def every_cell_table(df: pd.DataFrame) -> str:
                 r.operation,
                 f"{r.size}",
                 r.dtype,
+                "" if missing(r.threads) else f"{int(r.threads)}",
                 r.status,
                 format_seconds(r.median_s),
                 format_seconds(r.iqr_s),
                 format_seconds(r.first_call_s),
                 rel,
-                md_cell(r.error),
+                md_cell(
+                    " ".join(
+                        n
+                        for n in (r.error, getattr(r, "threads_note", None))
+                        if not missing(n) and n
+                    )
+                ),
             ]
         )
-    header = ["library", "device", "operation", "size", "dtype", "status", "median", "IQR"]
-    header += ["first call", "rel. error", "note"]
-    return md_table(header, rows, "llllllrrrrl")
+    header = ["library", "device", "operation", "size", "dtype", "threads", "status", "median"]
+    header += ["IQR", "first call", "rel. error", "note"]
+    return md_table(header, rows, "lllllllrrrrl")

@@ -81,6 +81,7 @@ SPEEDUPS_SCHEMA = pa.schema(
         pa.field("operation", pa.string()),
         pa.field("size", pa.int64()),
         pa.field("dtype", pa.string()),
+        pa.field("threads", pa.int64()),
         pa.field("host", pa.string()),
         pa.field("baseline_library", pa.string()),
         pa.field("baseline_device", pa.string()),
@@ -101,6 +102,7 @@ SAMPLES_SCHEMA = pa.schema(
     KEY_FIELDS
     + [
         pa.field("host", pa.string()),
+        pa.field("threads", pa.int64()),
         pa.field("role", pa.string()),
         pa.field("replicate", pa.int64()),
         pa.field("seconds", pa.float64()),
@@ -112,6 +114,7 @@ CROSSOVERS_SCHEMA = pa.schema(
         pa.field("device", pa.string()),
         pa.field("operation", pa.string()),
         pa.field("dtype", pa.string()),
+        pa.field("threads", pa.int64()),
         pa.field("host", pa.string()),
         pa.field("baseline_library", pa.string()),
         pa.field("baseline_device", pa.string()),

@@ -62,6 +62,18 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
+def threads_seen(adapter, asked: int) -> tuple[int | None, str | None]:
+    """The threads the library reports running with, and a note where they differ from
+    those asked (None where it matches, or where the library has no CPU threads to say)."""
+    try:
+        used = adapter.threads_used()
+    except Exception as exc:  # noqa: BLE001 - metadata only, never fatal
+        return None, f"asked for {asked}; {adapter.name} could not say how many it runs: {exc}"
+    if used is None or used == asked:
+        return used, None
+    return used, f"asked for {asked}, {adapter.name} runs {used}"
+
+
 def measure(spec: CellSpec) -> ProcessReport:
     from numbench.libraries import Unavailable, get, pin_cpus
 
@@ -93,6 +105,7 @@ def measure(spec: CellSpec) -> ProcessReport:
     details = adapter.device_details()
     out.device_details = json.dumps(details) if details else ""
     out.blas = adapter.blas()
+    out.threads_used, out.threads_note = threads_seen(adapter, spec.threads)
 
     from numbench import inputs as inputs_file
     from numbench.errors import CorruptFile

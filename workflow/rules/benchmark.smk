@@ -1,4 +1,5 @@
-# Inputs and the timed cells: one fresh process per (library, device, operation, size).
+# Inputs and the timed cells: one fresh process per (library, device, dtype, threads,
+# operation, size).
 # Every shell command runs the `python` of the environment the rule runs in (first on PATH:
 # the venv that `make` puts there, or the env Snakemake's --sdm conda activates).
 
@@ -28,16 +29,16 @@ rule cell:
     input:
         cell_inputs,
     output:
-        "results/cells/{library}/{device}/{operation}/{size}.parquet",
+        "results/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.parquet",
     log:
-        "logs/cells/{library}/{device}/{operation}/{size}.log",
+        "logs/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.log",
     conda:
         "../../envs/numbench-cpu.yaml"
-    threads: CFG["threads"]
+    threads: cell_threads
     resources:
         timing_slots=1,
         runtime=CELL_RUNTIME_MIN,
-        cpus_per_task=CFG["threads"],
+        cpus_per_task=cell_threads,
         gpu=cell_gpus,
     params:
         script=SCRIPTS / "run_cell.py",

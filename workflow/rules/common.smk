@@ -50,6 +50,11 @@ def cell_gpus(wildcards):
     return 1 if wildcards.device == "gpu" else 0
 
 
+def cell_threads(wildcards):
+    """The cell's thread count: the CPUs it is given (and asks Slurm for)."""
+    return int(wildcards.threads)
+
+
 def cell_inputs(wildcards):
     """The inputs file a cell is measured on."""
     return inputs_path(wildcards.operation, wildcards.size)
@@ -58,7 +63,12 @@ def cell_inputs(wildcards):
 def cell_spec_json(wildcards):
     """The cell's whole spec (numbench.spec.CellSpec) as JSON: the one thing the rule passes."""
     cell = Cell(
-        wildcards.library, wildcards.device, wildcards.operation, int(wildcards.size)
+        wildcards.library,
+        wildcards.device,
+        wildcards.operation,
+        int(wildcards.size),
+        wildcards.dtype,
+        int(wildcards.threads),
     )
     return cell_spec(CFG, cell).to_json()
 
@@ -73,3 +83,5 @@ wildcard_constraints:
     device="cpu|gpu",
     operation="[a-z_]+",
     size="[0-9]+",
+    dtype="float32|float64",
+    threads="[0-9]+",

@@ -5,6 +5,7 @@ localrules:
     aggregate,
     speedups,
     crossovers,
+    dimensions,
     charts,
     summary,
 
@@ -66,11 +67,31 @@ rule crossovers:
         "python {params.script} --speedups {input} --output {output} > {log} 2>&1"
 
 
+rule dimensions:
+    input:
+        "results/samples.parquet",
+    output:
+        precision="results/precision.parquet",
+        scaling="results/scaling.parquet",
+    log:
+        "logs/dimensions.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        script=SCRIPTS / "dimensions.py",
+        margin=CFG["margin"],
+    shell:
+        "python {params.script} --samples {input} --margin {params.margin}"
+        " --precision {output.precision} --scaling {output.scaling} > {log} 2>&1"
+
+
 rule charts:
     input:
         benchmarks="results/benchmarks.parquet",
         speedups="results/speedups.parquet",
         crossovers="results/crossovers.parquet",
+        precision="results/precision.parquet",
+        scaling="results/scaling.parquet",
     output:
         report(
             directory(CHARTS_DIR),
@@ -92,6 +113,7 @@ rule charts:
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
+        " --precision {input.precision} --scaling {input.scaling}"
         " --outdir {output} > {log} 2>&1"
 
 
@@ -100,6 +122,8 @@ rule summary:
         benchmarks="results/benchmarks.parquet",
         speedups="results/speedups.parquet",
         crossovers="results/crossovers.parquet",
+        precision="results/precision.parquet",
+        scaling="results/scaling.parquet",
     output:
         markdown="results/summary.md",
         html=report(
@@ -123,5 +147,6 @@ rule summary:
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device} --margin {params.margin}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
+        " --precision {input.precision} --scaling {input.scaling}"
         " --charts-dir {params.charts} --output {output.markdown}"
         " --html-output {output.html} > {log} 2>&1"

@@ -114,6 +114,11 @@ class Adapter:
     def blas(self) -> str:
         return ""
 
+    def threads_used(self) -> int | None:
+        """Threads the library really runs with, as it reports them (after ``load``). By
+        default the CPUs this process may run on: XLA, for one, sizes its pool from them."""
+        return affinity_count()
+
     def gpu_unavailable(self, reason: str) -> Unavailable:
         return Unavailable(f"{reason} (device=gpu asked for {self.name})")
 
@@ -183,6 +188,13 @@ def thread_environment(threads: int) -> dict[str, str]:
         "TF_NUM_INTRAOP_THREADS": n,
         "TF_NUM_INTEROP_THREADS": "1",
     }
+
+
+def affinity_count() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def pin_cpus(threads: int) -> list[int]:

@@ -91,3 +91,6 @@ class CupyAdapter(Adapter):
 
     def device_peak_mb(self) -> float | None:
         return self._cp.get_default_memory_pool().total_bytes() / 1e6
+
+    def threads_used(self) -> int | None:
+        return None  # the GPU's threads are not the cell's CPU threads

@@ -163,3 +163,6 @@ class NumbaAdapter(Adapter):
 
     def blas(self) -> str:
         return numpy_blas() if self.device == "cpu" else ""
+
+    def threads_used(self) -> int | None:
+        return int(self._numba.get_num_threads())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Adapter, cpu_only_check
+from .base import Adapter, affinity_count, cpu_only_check
 
 
 class NumpyAdapter(Adapter):
@@ -29,6 +29,20 @@ class NumpyAdapter(Adapter):
 
     def blas(self) -> str:
         return numpy_blas()
+
+    def threads_used(self) -> int | None:
+        return numpy_threads()
+
+
+def numpy_threads() -> int:
+    """The threads of NumPy's BLAS (threadpoolctl, where installed), else the CPUs this
+    process may run on."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return affinity_count()
+    counts = [int(p["num_threads"]) for p in threadpool_info() if p.get("user_api") == "blas"]
+    return max(counts) if counts else affinity_count()
 
 
 def numpy_blas() -> str:

@@ -8,7 +8,7 @@ the peak is the allocator's ``peak`` since the reset after placement.
 
 from __future__ import annotations
 
-from .base import Adapter, Unavailable, cuda_driver_details
+from .base import Adapter, Unavailable, affinity_count, cuda_driver_details
 
 
 class TensorflowAdapter(Adapter):
@@ -110,6 +110,11 @@ class TensorflowAdapter(Adapter):
         if self.device == "cpu":
             return None
         return self._tf.config.experimental.get_memory_info("GPU:0")["peak"] / 1e6
+
+    def threads_used(self) -> int | None:
+        # 0 means "TensorFlow decides": it then sizes its pool from the CPUs it may run on
+        reported = int(self._tf.config.threading.get_intra_op_parallelism_threads())
+        return reported or affinity_count()
 
 
 class TensorflowEagerAdapter(TensorflowAdapter):

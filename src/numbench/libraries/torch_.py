@@ -107,6 +107,9 @@ class TorchAdapter(Adapter):
                 return line.split("=", 1)[-1].strip().rstrip(",")
         return ""
 
+    def threads_used(self) -> int | None:
+        return int(self._torch.get_num_threads())
+
 
 class TorchCompileAdapter(TorchAdapter):
     name = "torch-compile"

@@ -28,7 +28,9 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 #: another CPU; the inputs themselves must match bit for bit)
 REFERENCE_NORM_RTOL = 1e-12
 
-CELL_MEMBER = re.compile(r"results/cells/[a-z0-9-]+/(cpu|gpu)/[a-z_]+/[0-9]+\.parquet")
+CELL_MEMBER = re.compile(
+    r"results/cells/[a-z0-9-]+/(cpu|gpu)/(float32|float64)/t[0-9]+/[a-z_]+/[0-9]+\.parquet"
+)
 
 
 class OffsiteError(Exception):

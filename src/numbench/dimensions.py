@@ -1,0 +1,275 @@
+"""results/precision.parquet and results/scaling.parquet: what the dtype and threads
+dimensions of the grid show, from every cell's own measured samples (results/samples.parquet).
+
+* **precision**: float32 time / float64 time per (library, device, threads, operation, size,
+  host); below 1, float32 is faster. Empty when the grid has one dtype.
+* **scaling**: median time at 1 thread / median time at the largest thread count N, per
+  (library, device, dtype, operation, size, host), and the parallel efficiency speedup / N.
+  Empty when the grid has one thread count.
+
+Each ratio comes with a 95% two-level bootstrap interval (``numbench.stats.ratio_ci``, the
+two sides' processes drawn on their own: they ran in different cells) and its verdict against
+the config's margin (``numbench.stats.verdict``, where above 1 is "faster").
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from numbench.formatting import display, format_ci, format_size, format_speedup, md_table
+from numbench.replicates import MEASURED
+from numbench.speedups import cell_seed
+from numbench.stats import FASTER, SLOWER, ratio_ci, verdict
+from numbench.tables import write_atomic
+
+CELL = ["library", "device", "dtype", "threads", "operation", "size", "host"]
+PRECISION_COLUMNS = [
+    "library",
+    "device",
+    "threads",
+    "operation",
+    "size",
+    "host",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "verdict",
+    "margin",
+]
+SCALING_COLUMNS = [
+    "library",
+    "device",
+    "dtype",
+    "operation",
+    "size",
+    "host",
+    "threads",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "efficiency",
+    "verdict",
+    "margin",
+]
+SORT = ["operation", "library", "device", "size"]
+
+
+def measured_groups(samples: pd.DataFrame) -> dict[tuple, list[np.ndarray]]:
+    """cell key (CELL order) -> the cell's own samples, one array per replicate process."""
+    own = samples[samples["role"] == MEASURED]
+    out: dict[tuple, list[np.ndarray]] = {}
+    if own.empty:
+        return out
+    own = own.sort_values(CELL + ["replicate"], kind="stable")
+    for key, part in own.groupby(CELL + ["replicate"], sort=False):
+        cell = (*key[:3], int(key[3]), key[4], int(key[5]), key[6])
+        out.setdefault(cell, []).append(part["seconds"].to_numpy())
+    return out
+
+
+def _ratio(num: list[np.ndarray], den: list[np.ndarray], key: tuple) -> tuple[float, ...]:
+    return ratio_ci(num, den, paired=False, seed=cell_seed(key))
+
+
+def _inverse(value: float) -> float:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.float64(1.0) / np.float64(value))
+
+
+def _frame(rows: list[dict], columns: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=columns)
+    if frame.empty:
+        return frame
+    return frame.sort_values([c for c in SORT if c in columns], kind="stable").reset_index(
+        drop=True
+    )
+
+
+def precision(samples: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """float32 time / float64 time for every cell measured in both dtypes (PRECISION_COLUMNS)."""
+    groups = measured_groups(samples)
+    rows = []
+    for key, f64 in groups.items():
+        lib, dev, dtype, threads, op, size, host = key
+        f32 = groups.get((lib, dev, "float32", threads, op, size, host))
+        if dtype != "float64" or f32 is None:
+            continue
+        ratio, lo, hi = _ratio(f32, f64, key)
+        rows.append(
+            {
+                "library": lib,
+                "device": dev,
+                "threads": threads,
+                "operation": op,
+                "size": size,
+                "host": host,
+                "ratio": ratio,
+                "ci_low": lo,
+                "ci_high": hi,
+                # a time ratio: below 1 is float32 faster, so the verdict is read on 1 / ratio
+                "verdict": verdict(_inverse(ratio), _inverse(hi), _inverse(lo), margin),
+                "margin": margin,
+            }
+        )
+    return _frame(rows, PRECISION_COLUMNS)
+
+
+def scaling(samples: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Speedup of the largest thread count over 1 thread per cell (SCALING_COLUMNS)."""
+    groups = measured_groups(samples)
+    most = max((k[3] for k in groups), default=1)
+    rows = []
+    for key, one in groups.items():
+        lib, dev, dtype, threads, op, size, host = key
+        many = groups.get((lib, dev, dtype, most, op, size, host))
+        if threads != 1 or most == 1 or many is None:
+            continue
+        speedup, lo, hi = _ratio(one, many, key)
+        rows.append(
+            {
+                "library": lib,
+                "device": dev,
+                "dtype": dtype,
+                "operation": op,
+                "size": size,
+                "host": host,
+                "threads": most,
+                "speedup": speedup,
+                "ci_low": lo,
+                "ci_high": hi,
+                "efficiency": speedup / most,
+                "verdict": verdict(speedup, lo, hi, margin),
+                "margin": margin,
+            }
+        )
+    return _frame(rows, SCALING_COLUMNS)
+
+
+def write_dimensions(
+    samples: str | os.PathLike,
+    precision_output: str | os.PathLike,
+    scaling_output: str | os.PathLike,
+    margin: float,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    import pyarrow as pa
+
+    data = pd.read_parquet(samples)
+    prec, scal = precision(data, margin), scaling(data, margin)
+    for frame, path in ((prec, precision_output), (scal, scaling_output)):
+        write_atomic(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return prec, scal
+
+
+# -- the summary's words and tables --------------------------------------------------------------
+def _largest_per_operation(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per operation, the clear row (verdict not "same") of the largest size, then library."""
+    clear = frame[frame["verdict"].isin([FASTER, SLOWER])]
+    if clear.empty:
+        return clear
+    clear = clear.sort_values(["operation", "size", "library"], ascending=[True, False, True])
+    return clear.groupby("operation", sort=True).head(1)
+
+
+def precision_sentences(prec: pd.DataFrame) -> list[str]:
+    """One sentence per operation where float32 and float64 clearly differ."""
+    out = []
+    for r in _largest_per_operation(prec).itertuples(index=False):
+        if r.ratio < 1:
+            how = f"{format_speedup(1 / r.ratio)} faster"
+        else:
+            how = f"{format_speedup(r.ratio)} slower"
+        out.append(
+            f"float32 is {how} than float64 for {r.operation} with {display(r.library)} "
+            f"at n = {format_size(r.size, mark=False)} ({r.threads} thread(s))."
+        )
+    return out
+
+
+def scaling_sentences(scal: pd.DataFrame) -> list[str]:
+    """One sentence per operation where the largest thread count clearly differs from 1."""
+    out = []
+    for r in _largest_per_operation(scal).itertuples(index=False):
+        how = "faster" if r.speedup >= 1 else "slower"
+        out.append(
+            f"{r.threads} threads are {format_speedup(r.speedup)} {how} than 1 for "
+            f"{r.operation} with {display(r.library)} at n = {format_size(r.size, mark=False)} "
+            f"({r.dtype}; efficiency {r.efficiency:.0%})."
+        )
+    return out
+
+
+def precision_table(prec: pd.DataFrame) -> str:
+    if prec.empty:
+        return "Only one dtype was measured: no precision comparison."
+    header = ["operation", "library", "device", "threads", "size", "float32 / float64", "95% CI"]
+    rows = [
+        [
+            r.operation,
+            display(r.library),
+            r.device,
+            str(r.threads),
+            format_size(r.size, mark=False),
+            f"{r.ratio:.3g}",
+            format_ci(r.ci_low, r.ci_high),
+        ]
+        for r in prec.itertuples(index=False)
+    ]
+    return md_table(header, rows)
+
+
+def scaling_table(scal: pd.DataFrame) -> str:
+    if scal.empty:
+        return "Only one thread count was measured: no parallel scaling."
+    header = ["operation", "library", "device", "dtype", "size", "threads", "speedup", "95% CI"]
+    header.append("efficiency")
+    rows = [
+        [
+            r.operation,
+            display(r.library),
+            r.device,
+            r.dtype,
+            format_size(r.size, mark=False),
+            str(r.threads),
+            format_speedup(r.speedup),
+            format_ci(r.ci_low, r.ci_high),
+            f"{r.efficiency:.0%}",
+        ]
+        for r in scal.itertuples(index=False)
+    ]
+    return md_table(header, rows)
+
+
+def _given(frame: pd.DataFrame | None) -> bool:
+    return frame is not None and not frame.empty
+
+
+def dimension_findings(prec: pd.DataFrame | None, scal: pd.DataFrame | None) -> list[str]:
+    """The key findings' lines about dtype and threads (none when the grid has neither)."""
+    lines = []
+    if _given(prec):
+        said = precision_sentences(prec)
+        lines += ["### float32 against float64", ""]
+        lines += [f"- {s}" for s in said] or ["- No clear difference beyond the margin."]
+        lines.append("")
+    if _given(scal):
+        said = scaling_sentences(scal)
+        lines += ["### Parallel scaling", ""]
+        lines += [f"- {s}" for s in said] or ["- No clear difference beyond the margin."]
+        lines.append("")
+    return lines
+
+
+def dimension_sections(prec: pd.DataFrame | None, scal: pd.DataFrame | None) -> list[str]:
+    """The summary's precision and scaling sections, with their tables."""
+    lines = []
+    if prec is not None:
+        lines += ["## Precision", "", "float32 time / float64 time (below 1: float32 is faster)"]
+        lines += ["and its 95% CI; chart: `precision`.", "", precision_table(prec), ""]
+    if scal is not None:
+        lines += ["## Parallel scaling", "", "Median time at 1 thread / median time at the most"]
+        lines += ["threads, its 95% CI, and the efficiency (speedup / threads); chart: `scaling`."]
+        lines += ["", scaling_table(scal), ""]
+    return lines

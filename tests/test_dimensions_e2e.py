@@ -1,0 +1,109 @@
+"""dtype and threads as grid dimensions, end to end: float32 beside float64 and 1 thread
+beside every CPU, their precision and scaling tables, and the summary's sections."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import copy_workflow, snakemake
+
+from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+
+pytestmark = pytest.mark.e2e
+
+CPUS = len(os.sched_getaffinity(0))
+CONFIG = """
+libraries: [numpy, torch]
+operations:
+  elementwise: {sizes: [1000, 20000]}
+dtype: [float64, float32]
+threads: [1, all]
+timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
+replicates: {min: 2, max: 2}
+cell_timeout_s: 300
+"""
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    if CPUS < 2:
+        pytest.skip("threads: [1, all] needs at least 2 CPUs to be two thread counts")
+    wd = copy_workflow(tmp_path_factory.mktemp("dims") / "wf")
+    (wd / "dims.yaml").write_text(CONFIG)
+    proc = snakemake(wd, "--cores", "2", "--configfile", "dims.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return wd
+
+
+def median_of(samples: pd.DataFrame, **key) -> float:
+    own = samples[samples["role"] == "measured"]
+    for column, value in key.items():
+        own = own[own[column] == value]
+    assert not own.empty, key
+    return float(np.median(own["seconds"]))
+
+
+def test_both_dtypes_and_both_thread_counts_sit_side_by_side(finished):
+    bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
+    assert len(bench) == 2 * 2 * 2 * 2  # libraries x sizes x dtypes x thread counts
+    assert set(zip(bench["dtype"], bench["threads"])) == {
+        (d, t) for d in ("float32", "float64") for t in (1, CPUS)
+    }
+    ok = bench[bench["status"] == "ok"]
+    assert len(ok) == len(bench)
+    assert ok["threads_used"].notna().all() and (ok["threads_used"] >= 1).all()
+    torch = ok[ok["library"] == "torch"]
+    assert (torch["threads_used"] == torch["threads"]).all()
+    speedups = pd.read_parquet(finished / "results" / "speedups.parquet")
+    assert len(speedups) == 8 and set(speedups["threads"]) == {1, CPUS}
+
+
+def test_precision_and_scaling_are_the_ratios_of_the_cells_samples(finished):
+    samples = pd.read_parquet(finished / "results" / "samples.parquet")
+    prec = pd.read_parquet(finished / "results" / "precision.parquet")
+    scal = pd.read_parquet(finished / "results" / "scaling.parquet")
+    assert list(prec.columns) == PRECISION_COLUMNS and len(prec) == 2 * 2 * 2
+    assert list(scal.columns) == SCALING_COLUMNS and len(scal) == 2 * 2 * 2
+    assert set(scal["threads"]) == {CPUS}
+    for r in prec.itertuples():
+        key = dict(library=r.library, threads=r.threads, operation=r.operation, size=r.size)
+        expected = median_of(samples, dtype="float32", **key) / median_of(
+            samples, dtype="float64", **key
+        )
+        assert r.ratio == pytest.approx(expected)
+    for r in scal.itertuples():
+        key = dict(library=r.library, dtype=r.dtype, operation=r.operation, size=r.size)
+        expected = median_of(samples, threads=1, **key) / median_of(samples, threads=CPUS, **key)
+        assert r.speedup == pytest.approx(expected)
+        assert r.efficiency == pytest.approx(expected / CPUS)
+
+
+def test_summary_has_the_precision_and_scaling_tables(finished):
+    summary = (finished / "results" / "summary.md").read_text()
+    assert "## Precision" in summary and "| float32 / float64 |" in summary
+    assert "## Parallel scaling" in summary and "| efficiency |" in summary
+    for name in ("precision", "scaling"):
+        assert (finished / "results" / "charts" / f"{name}.svg").exists()
+        assert f"charts/{name}.html" in summary
+
+
+def test_naming_one_cell_reruns_exactly_that_cell(finished):
+    rel = f"results/cells/torch/cpu/float32/t{CPUS}/elementwise/20000.parquet"
+    target = finished / rel
+    others = {
+        p: p.stat().st_mtime_ns
+        for p in (finished / "results" / "cells").rglob("*.parquet")
+        if p != target
+    }
+    assert len(others) == 15
+    target.unlink()
+    proc = snakemake(finished, rel, "--cores", "1", "--configfile", "dims.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert target.exists()
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stderr + proc.stdout, flags=re.M))
+    assert jobs.get("cell") == "1" and "inputs" not in jobs
+    assert {p: p.stat().st_mtime_ns for p in others} == others
