@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -57,7 +58,7 @@ timing:
 replicates: {min: 2, max: 2}
 cell_timeout_s: 120
 """
-CELL_KEY = ["library", "device", "operation", "size"]
+CELL_KEY = ["library", "device", "dtype", "threads", "operation", "size"]
 
 # What the test's cluster lacks and the profile leaves to the site: an account and sacct.
 SLURM_TEST_ARGS = (
@@ -284,7 +285,11 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
     local = tmp_path / "local"
     shutil.copytree(workdir, local)
 
-    env = {"PATH": f"{os.environ.get('PATH', '')}{os.pathsep}{SBIN_PATH}"}
+    # Jobs run the `python` first on PATH: this interpreter's environment, as make puts it.
+    path = os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", ""), SBIN_PATH]
+    )
+    env = {"PATH": path}
     # The local run of the same config goes on beside the Slurm run, which mostly waits.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         local_run = pool.submit(
@@ -323,7 +328,8 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
     assert len(jobs) == 8 + 4, sorted(by_comment)
     cell_jobs = []
     for cell in on_slurm.itertuples():
-        comment = f"rule_cell_wildcards_{cell.library}_{cell.device}_{cell.operation}_{cell.size}"
+        wildcards = (cell.library, cell.device, cell.dtype, cell.threads, cell.operation, cell.size)
+        comment = "rule_cell_wildcards_" + "_".join(map(str, wildcards))
         assert comment in by_comment, f"no Slurm job for cell {comment}"
         job = by_comment[comment]
         assert job["JobState"] == "COMPLETED", job
