@@ -10,7 +10,6 @@ See the README's section "Running the cells on another host".
 """
 
 import argparse
-import os
 import sys
 
 import _path  # noqa: F401
@@ -113,10 +112,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
-    # Leave without the interpreter's teardown, as the cell worker does: once an import had
-    # printed its error and returned 1, the process still died by SIGABRT ("terminate called
-    # without an active exception") in a native library's teardown, in one test run of many.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)
+    from numbench.worker import leave
+
+    # As the cell worker does: once an import had printed its error and returned 1, the
+    # process still died by SIGABRT in a native library's teardown, in one test run of many.
+    leave(main())
