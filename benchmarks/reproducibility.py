@@ -30,8 +30,8 @@ from workflow_cost import copy_workflow, snakemake
 from numbench.compare import compare
 from numbench.config import default_margin
 
-SPEEDUP_KEY = ["library", "device", "operation", "size", "dtype"]
-GROUP_KEY = ["library", "device", "operation", "dtype"]
+SPEEDUP_KEY = ["library", "device", "operation", "size", "dtype", "threads"]
+GROUP_KEY = ["library", "device", "operation", "dtype", "threads"]
 
 
 def run_once(root: Path, name: str, extra: list[str]) -> tuple[Path, float]:
@@ -140,7 +140,7 @@ def main() -> None:
         bench_a, bench_b = (pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b))
         cost = [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)]
 
-    key = ["library", "device", "operation", "size"]
+    key = ["library", "device", "operation", "size", "dtype", "threads"]
     medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
     medians = medians[(medians["status_a"] == "ok") & (medians["status_b"] == "ok")]
     within5 = ((medians["median_s_b"] / medians["median_s_a"] - 1).abs() <= 0.05).sum()

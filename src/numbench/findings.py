@@ -51,6 +51,8 @@ class Winner:
     fastest: Timed
     runner_up: Timed | None = None
     lead: float | None = None
+    #: the dtype and threads compared, on a grid of several ("float32, 2 threads"), else ""
+    setting: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Tie:
     size: int
     fastest: Timed
     within_noise: tuple[Timed, ...]
+    setting: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class NotMeasured:
 
     operation: str
     size: int
+    setting: str = ""
 
 
 Fastest = Winner | Tie | NotMeasured
@@ -226,12 +230,16 @@ def measured_on_several_devices(bench: pd.DataFrame) -> bool:
     return bench.loc[bench["status"] == "ok", "device"].nunique() > 1
 
 
-def fastest_at(bench: pd.DataFrame, operation: str, size: int, margin: float) -> Fastest:
+def fastest_at(
+    bench: pd.DataFrame, operation: str, size: int, margin: float, setting: str = ""
+) -> Fastest:
+    """The fastest ok cell of ``operation`` at ``size`` in ``bench`` (one dtype and thread
+    count: ``fastest`` splits a grid of several, and ``setting`` names the part)."""
     d = bench[
         (bench["operation"] == operation) & (bench["size"] == size) & (bench["status"] == "ok")
     ]
     if d.empty:
-        return NotMeasured(operation, size)
+        return NotMeasured(operation, size, setting)
     d = d.sort_values("median_s")
     timed = [Timed(r.library, r.device, r.median_s) for r in d.itertuples()]
     best, rest = d.iloc[0], d.iloc[1:]
@@ -242,10 +250,28 @@ def fastest_at(bench: pd.DataFrame, operation: str, size: int, margin: float) ->
     )
     tied = tuple(t for t, r in zip(timed[1:], reaches, strict=True) if r)
     if tied:
-        return Tie(operation, size, timed[0], tied)
+        return Tie(operation, size, timed[0], tied, setting)
     if len(timed) > 1:
-        return Winner(operation, size, timed[0], timed[1], timed[1].median_s / timed[0].median_s)
-    return Winner(operation, size, timed[0])
+        lead = timed[1].median_s / timed[0].median_s
+        return Winner(operation, size, timed[0], timed[1], lead, setting)
+    return Winner(operation, size, timed[0], setting=setting)
+
+
+def settings(bench: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The grid split by (dtype, threads), each part named ("float32, 2 threads"); one
+    unnamed part when the grid has one of each. Libraries are only compared like with like."""
+    dims = [c for c in ("dtype", "threads") if c in bench and bench[c].nunique() > 1]
+    if not dims:
+        return [("", bench)]
+    parts = []
+    for key, part in bench.groupby(dims, sort=True):
+        values = key if isinstance(key, tuple) else (key,)
+        words = [
+            str(v) if d == "dtype" else f"{int(v)} thread" + ("" if int(v) == 1 else "s")
+            for d, v in zip(dims, values, strict=True)
+        ]
+        parts.append((", ".join(words), part))
+    return parts
 
 
 def fastest(bench: pd.DataFrame, margin: float) -> tuple[Fastest, ...]:
@@ -253,7 +279,8 @@ def fastest(bench: pd.DataFrame, margin: float) -> tuple[Fastest, ...]:
     for op in sorted(bench["operation"].unique()):
         sizes = sorted(bench.loc[bench["operation"] == op, "size"].unique())
         ends = [sizes[0]] if len(sizes) == 1 else [sizes[0], sizes[-1]]
-        out += [fastest_at(bench, op, int(s), margin) for s in ends]
+        for setting, part in settings(bench):
+            out += [fastest_at(part, op, int(s), margin, setting) for s in ends]
     return tuple(out)
 
 

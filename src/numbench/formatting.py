@@ -93,10 +93,25 @@ def series_label(library: str, device: str, with_device: bool) -> str:
 
 def series_labels(df: pd.DataFrame, with_device: bool | None = None) -> pd.Series:
     """``series_label`` of every row of ``df``; by default the device is named when ``df``
-    holds more than one."""
+    holds more than one. Where ``df`` holds several dtypes or thread counts, each label
+    names its own too ('jax (float32, 2 threads)'), so a chart or a table never draws two
+    of them as one series."""
     if with_device is None:
         with_device = df["device"].nunique() > 1
     labels = [series_label(lib, dev, with_device) for lib, dev in zip(df["library"], df["device"])]
+    extra: list[list[str]] = [[] for _ in labels]
+    if "dtype" in df and df["dtype"].nunique() > 1:
+        for parts, dtype in zip(extra, df["dtype"], strict=True):
+            parts.append(str(dtype))
+    if "threads" in df and df["threads"].nunique() > 1:
+        for parts, n in zip(extra, df["threads"], strict=True):
+            parts.append(f"{int(n)} thread" + ("" if int(n) == 1 else "s"))
+    labels = [
+        label if not parts else f"{label[:-1]}, {', '.join(parts)})"
+        if label.endswith(")")
+        else f"{label} ({', '.join(parts)})"
+        for label, parts in zip(labels, extra, strict=True)
+    ]
     return pd.Series(labels, index=df.index, dtype=str)
 
 

@@ -56,11 +56,12 @@ from numbench.tables import write_text_atomic
 # -- key findings -------------------------------------------------------------------------------
 def fastest_part(fact: Fastest, multi_device: bool) -> str:
     """'n = 10^3: **JAX** (1.2 µs), 1.5× ahead of NumPy'."""
+    where = f"n = {format_size(fact.size)}" + (f" ({fact.setting})" if fact.setting else "")
     if isinstance(fact, NotMeasured):
-        return f"n = {format_size(fact.size)}: no cell measured"
+        return f"{where}: no cell measured"
     best = fact.fastest
     text = (
-        f"n = {format_size(fact.size)}: **{who(best.library, best.device, multi_device)}** "
+        f"{where}: **{who(best.library, best.device, multi_device)}** "
         f"({format_seconds(best.median_s)})"
     )
     if isinstance(fact, Tie):
