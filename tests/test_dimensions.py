@@ -98,3 +98,62 @@ def test_sentences_name_operation_library_and_size_only_when_clear():
     assert "faster than 1 for matmul with PyTorch at n = 2,000" in said[0]
     text = "\n".join(dimension_sections(prec, scal))
     assert "## Precision" in text and "## Parallel scaling" in text
+
+
+# -- a mixed grid elsewhere: series, and the fastest library compared like with like ----------
+def test_series_labels_name_dtype_and_threads_only_on_a_mixed_frame():
+    from numbench.formatting import series_labels
+
+    d = pd.DataFrame(
+        {
+            "library": ["jax", "jax", "numpy"],
+            "device": ["cpu"] * 3,
+            "dtype": ["float32", "float64", "float64"],
+            "threads": [1, 2, 2],
+        }
+    )
+    assert list(series_labels(d)) == [
+        "jax (float32, 1 thread)",
+        "jax (float64, 2 threads)",
+        "numpy (float64, 2 threads)",
+    ]
+    assert list(series_labels(d.iloc[[1, 2]])) == ["jax", "numpy"]
+    assert list(series_labels(d, with_device=True))[0] == "jax (cpu, float32, 1 thread)"
+
+
+def test_fastest_compares_cells_of_one_dtype_and_thread_count():
+    from numbench.findings import Winner, fastest
+
+    def row(lib, dtype, threads, median):
+        return {
+            "library": lib,
+            "device": "cpu",
+            "operation": "matmul",
+            "size": 100,
+            "dtype": dtype,
+            "threads": threads,
+            "status": "ok",
+            "median_s": median,
+            "ci_low_s": median * 0.99,
+            "ci_high_s": median * 1.01,
+        }
+
+    # jax in float32 is fastest overall, but numpy wins among float64 cells
+    bench = pd.DataFrame(
+        [
+            row("jax", "float32", 1, 1.0),
+            row("numpy", "float32", 1, 3.0),
+            row("jax", "float64", 1, 4.0),
+            row("numpy", "float64", 1, 2.0),
+        ]
+    )
+    facts = fastest(bench, margin=1.1)
+    assert [(f.setting, f.fastest.library) for f in facts] == [
+        ("float32", "jax"),
+        ("float64", "numpy"),
+    ]
+    assert all(isinstance(f, Winner) for f in facts)
+    assert facts[1].lead == pytest.approx(2.0)
+    # one dtype, one thread count: one unnamed comparison, as before
+    only64 = fastest(bench[bench["dtype"] == "float64"], margin=1.1)
+    assert [(f.setting, f.fastest.library) for f in only64] == [("", "numpy")]
