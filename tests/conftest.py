@@ -38,7 +38,7 @@ def make_spec(
 ):
     """A CellSpec for a test (the workflow builds them from the config instead): one
     process, unpaired, unless asked."""
-    from numbench.spec import CellSpec, ReplicateSettings
+    from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
     from numbench.timing import TimingSettings
 
     return CellSpec(
@@ -57,6 +57,7 @@ def make_spec(
             min=replicates[0], max=replicates[1], target_ci=0.03, margin=1.1
         ),
         paired_with=paired_with,
+        contract=CELL_CONTRACT,
     )
 
 

@@ -16,11 +16,14 @@ import pyarrow.compute as pc
 from numbench import inputs as inputs_file
 from numbench.errors import corrupt
 from numbench.replicates import MEASURED
-from numbench.stats import summarize
+from numbench.stats import ratio_ci, summarize
 from numbench.tables import (
     BENCHMARKS_SCHEMA,
     KEY_COLUMNS,
+    LATENCY,
     META_COLUMNS,
+    PIPELINE_FIELDS,
+    PIPELINED,
     SAMPLES_SCHEMA,
     STAT_FIELDS,
     read_cell,
@@ -35,6 +38,10 @@ PROCESS_REDUCERS = {
     "first_call_s": "median",
     "sampling_s": "sum",
     "rel_error": "max",
+    "pipelined_rel_error": "max",
+    "pipelined_window": "most",
+    "h2d_s": "median",
+    "d2h_s": "median",
     "peak_rss_mb": "max",
     "device_peak_mb": "max",
     "threads_used": "most",
@@ -55,15 +62,50 @@ def _reduce(values: list, how: str):
     return float(sum(values)) if how == "sum" else float(max(values))
 
 
-def measured_groups(table: pa.Table) -> list[list[float]]:
-    """The cell's own samples, one list per replicate process."""
+def measured_groups(table: pa.Table, mode: str = LATENCY) -> list[list[float]]:
+    """The cell's own samples of one mode (latency or pipelined), one list per process."""
     groups: dict[int, list[float]] = {}
-    roles = table.column("role").to_pylist()
-    replicates = table.column("replicate").to_pylist()
-    for role, rep, s in zip(roles, replicates, table.column("seconds").to_pylist(), strict=True):
-        if role == MEASURED and s is not None:
+    columns = (table.column(c).to_pylist() for c in ("role", "replicate", "mode", "seconds"))
+    for role, rep, m, s in zip(*columns, strict=True):
+        if role == MEASURED and m == mode and s is not None:
             groups.setdefault(rep, []).append(s)
     return [groups[k] for k in sorted(groups)]
+
+
+def pipelined_row(latency: list[list[float]], pipelined: list[list[float]], stats: dict) -> dict:
+    """The pipelined figures (``tables.PIPELINE_FIELDS``). With no pipelined samples (a
+    synchronous library, whose calls are done when they return) they are the latency
+    figures, with a speedup of exactly 1; with none of either, null."""
+    row: dict = {f.name: None for f in PIPELINE_FIELDS}
+    if pipelined:
+        own = summarize(pipelined)
+        ratio, lo, hi = ratio_ci(latency, pipelined, paired=len(latency) == len(pipelined))
+        row.update(
+            pipelined_median_s=own.median_s,
+            pipelined_ci_low_s=own.ci_low_s,
+            pipelined_ci_high_s=own.ci_high_s,
+            pipelined_n_samples=own.n_samples,
+            pipelined_speedup=ratio,
+            pipelined_speedup_ci_low=lo,
+            pipelined_speedup_ci_high=hi,
+        )
+    elif latency:
+        row.update(
+            pipelined_median_s=stats["median_s"],
+            pipelined_ci_low_s=stats["ci_low_s"],
+            pipelined_ci_high_s=stats["ci_high_s"],
+            pipelined_n_samples=0,
+            pipelined_speedup=1.0,
+            pipelined_speedup_ci_low=1.0,
+            pipelined_speedup_ci_high=1.0,
+        )
+    return row
+
+
+def end_to_end_s(first: dict, median_s: float | None) -> float | None:
+    """Placing the inputs, one call and reading the result back; None where nothing moves."""
+    parts = (first.get("h2d_s"), median_s, first.get("d2h_s"))
+    return None if any(p is None for p in parts) else float(sum(parts))
 
 
 def cell_row(table: pa.Table) -> dict:
@@ -77,14 +119,18 @@ def cell_row(table: pa.Table) -> dict:
     stats = summarize(groups).as_dict() if groups else {f.name: None for f in STAT_FIELDS}
     if not groups:
         stats.update(n_samples=0, n_processes=0, unstable=False)
-    return {**first, **stats}
+    pipe = pipelined_row(groups, measured_groups(table, PIPELINED), stats)
+    pipe["end_to_end_s"] = end_to_end_s(first, stats["median_s"])
+    return {**first, **stats, **pipe}
 
 
 def sample_rows(table: pa.Table) -> pa.Table:
-    """The samples of an ``ok`` cell (both roles) for results/samples.parquet."""
+    """The latency samples of an ``ok`` cell (both roles) for results/samples.parquet: the
+    speedups and the dimensions compare libraries call for call."""
     if table.column("status")[0].as_py() != "ok":
         return SAMPLES_SCHEMA.empty_table()
     kept = table.filter(pc.is_valid(table.column("seconds")))
+    kept = kept.filter(pc.equal(kept.column("mode"), LATENCY))
     return kept.select(SAMPLES_SCHEMA.names).cast(SAMPLES_SCHEMA)
 
 

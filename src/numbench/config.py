@@ -16,7 +16,7 @@ import yaml
 
 from numbench import libraries, operations
 from numbench.config_dims import ConfigError, check_dtypes, resolve_threads
-from numbench.spec import CellSpec, ReplicateSettings
+from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
 DEVICES = ("cpu", "gpu")
@@ -361,6 +361,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         paired_with=None
         if is_baseline or not reps["paired"]
         else f"{base['library']}/{base['device']}",
+        contract=CELL_CONTRACT,
     )
 
 

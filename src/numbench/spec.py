@@ -19,6 +19,11 @@ from typing import Any
 
 from numbench.timing import TimingSettings
 
+#: What a cell file holds, as a number: raised whenever a cell measures something new or its
+#: columns change (2: pipelined samples and transfers). It is part of the spec, so the rule's
+#: parameters change with it and Snakemake remeasures cells an older numbench wrote.
+CELL_CONTRACT = 2
+
 
 @dataclass(frozen=True)
 class ReplicateSettings:
@@ -60,6 +65,8 @@ class CellSpec:
     #: the baseline measured beside this cell, process for process ("numpy/cpu"), or None
     #: (the baseline cell itself, or pairing switched off)
     paired_with: str | None
+    #: ``CELL_CONTRACT`` of the numbench that built the spec
+    contract: int
 
     @property
     def key(self) -> dict[str, Any]:
@@ -126,10 +133,27 @@ class ProcessReport:
     threads_used: int | None = None
     #: set where ``threads_used`` differs from the cell's threads ("asked for 2, torch runs 1")
     threads_note: str | None = None
+    #: "asynchronous" (calls return before their work is done: timed per call and pipelined)
+    #: or "synchronous" (the two coincide: timed once)
+    dispatch: str | None = None
+    #: results a pipelined loop held alive at once (its queue's depth)
+    pipelined_window: int | None = None
+    #: relative error of the pipelined loop's last result against the reference
+    pipelined_rel_error: float | None = None
+    #: placing every input on the device / reading the result back, synced, median of a few
+    #: repeats, apart from the samples; null on the CPU (nothing moved)
+    h2d_s: float | None = None
+    d2h_s: float | None = None
+    h2d_bytes: int | None = None
+    d2h_bytes: int | None = None
     #: calls per sample
     loops: int | None = None
-    #: seconds per call, one per sample
+    #: seconds per call, one per sample: every call waited for (latency)
     samples_s: list[float] = field(default_factory=list)
+    #: calls per pipelined sample, and its seconds per call: calls queued back to back, one
+    #: sync per sample (asynchronous libraries only)
+    pipelined_loops: int | None = None
+    pipelined_samples_s: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

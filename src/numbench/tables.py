@@ -37,6 +37,9 @@ SAMPLE_FIELDS = [
     # round ran back to back
     pa.field("replicate", pa.int64()),
     pa.field("process_started_unix", pa.float64()),
+    # "latency": every call waited for; "pipelined": calls queued back to back, one sync per
+    # sample (asynchronous libraries only; numbench.timing)
+    pa.field("mode", pa.string()),
     pa.field("sample", pa.int64()),
     pa.field("loops", pa.int64()),
     pa.field("seconds", pa.float64()),
@@ -53,7 +56,15 @@ _ARROW_TYPES = {
 }
 #: fields of a worker's report that are not per-process columns: the cell's status and error
 #: are decided over its processes (CellMeta), the samples are the sample columns
-_NOT_PROCESS_FIELDS = ("status", "error", "loops", "samples_s")
+_NOT_PROCESS_FIELDS = (
+    "status",
+    "error",
+    "loops",
+    "samples_s",
+    "pipelined_loops",
+    "pipelined_samples_s",
+)
+LATENCY, PIPELINED = "latency", "pipelined"
 
 
 def _fields(cls, skip=()) -> list[pa.Field]:
@@ -72,8 +83,24 @@ CELL_META_FIELDS = PROCESS_FIELDS + CELL_FIELDS
 #: The statistics of a cell over all its processes (``numbench.stats.Summary``).
 STAT_FIELDS = _fields(Summary)
 
+#: The pipelined figures of a cell (``numbench.aggregate.pipelined_row``): time per call when
+#: calls are queued back to back, and how much faster that is than waiting for each
+#: (latency / pipelined). A synchronous library's are its latency figures (speedup 1, no
+#: pipelined samples of its own). ``end_to_end_s``: placing the inputs, one call and reading
+#: the result back (null on the CPU).
+PIPELINE_FIELDS = [
+    pa.field("pipelined_median_s", pa.float64()),
+    pa.field("pipelined_ci_low_s", pa.float64()),
+    pa.field("pipelined_ci_high_s", pa.float64()),
+    pa.field("pipelined_n_samples", pa.int64()),
+    pa.field("pipelined_speedup", pa.float64()),
+    pa.field("pipelined_speedup_ci_low", pa.float64()),
+    pa.field("pipelined_speedup_ci_high", pa.float64()),
+    pa.field("end_to_end_s", pa.float64()),
+]
+
 CELL_SCHEMA = pa.schema(KEY_FIELDS + SAMPLE_FIELDS + CELL_META_FIELDS)
-BENCHMARKS_SCHEMA = pa.schema(KEY_FIELDS + STAT_FIELDS + CELL_META_FIELDS)
+BENCHMARKS_SCHEMA = pa.schema(KEY_FIELDS + STAT_FIELDS + PIPELINE_FIELDS + CELL_META_FIELDS)
 SPEEDUPS_SCHEMA = pa.schema(
     [
         pa.field("library", pa.string()),
@@ -141,10 +168,14 @@ def cell_table(key: dict, meta: CellMeta, runs: list) -> pa.Table:
     rows = []
     keep_samples = meta.status in ("ok", "mismatch")
     for run in runs if keep_samples else []:
-        process = dataclasses.asdict(run.report)
-        for i, seconds in enumerate(run.report.samples_s):
-            sample = {"sample": i, "loops": run.report.loops, "seconds": seconds}
-            rows.append((run, process, sample))
+        process, report = dataclasses.asdict(run.report), run.report
+        for mode, loops, samples in (
+            (LATENCY, report.loops, report.samples_s),
+            (PIPELINED, report.pipelined_loops, report.pipelined_samples_s),
+        ):
+            for i, seconds in enumerate(samples):
+                sample = {"mode": mode, "sample": i, "loops": loops, "seconds": seconds}
+                rows.append((run, process, sample))
     if not rows:
         run = runs[-1]
         rows.append((run, dataclasses.asdict(run.report), {}))
@@ -152,7 +183,7 @@ def cell_table(key: dict, meta: CellMeta, runs: list) -> pa.Table:
     columns["role"] = [run.role for run, _, _ in rows]
     columns["replicate"] = [run.replicate for run, _, _ in rows]
     columns["process_started_unix"] = [run.started_unix for run, _, _ in rows]
-    for name in ("sample", "loops", "seconds"):
+    for name in ("mode", "sample", "loops", "seconds"):
         columns[name] = [sample.get(name) for _, _, sample in rows]
     for f in PROCESS_FIELDS:
         columns[f.name] = [process[f.name] for _, process, _ in rows]

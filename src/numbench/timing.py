@@ -10,6 +10,14 @@ On a GPU whose library offers CUDA events (torch, CuPy, Numba), the adapter hand
 ``EventTimer``: the same loop (every call followed by the adapter's sync) is then timed by a
 pair of events recorded on the device's stream instead of the host clock. The first call is
 always timed on the host clock: it holds compilation, which happens on the host.
+
+Per-call latency (every call synced) is what a caller that waits for each result sees. An
+asynchronous library (JAX, PyTorch on CUDA, TensorFlow) is used in a loop without waiting: its
+calls queue while earlier ones compute, so dispatch hides behind work. ``measure_pipelined``
+times that: a loop of calls with a single sync at its end, the time per call when calls are
+queued back to back. Every result of the loop is kept alive until that sync, so nothing is
+freed or skipped before it runs; where the results would not fit in ``PIPELINE_MEMORY_BYTES``
+the queue is bounded: before a slot of the window is reused, its result is waited for.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from typing import Any
 
 #: calls per sample never exceed this, however fast the call
 MAX_LOOPS = 1_000_000
+#: results a pipelined loop may hold alive at once, in bytes (the window of queued calls)
+PIPELINE_MEMORY_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,27 @@ class Measurement:
     samples_s: list[float] = field(default_factory=list)  # seconds per call, one per sample
     result: Any = None
     sampling_s: float = 0.0  # calibration and sampling, after the first call
+    #: results held alive at once by a pipelined loop (None: a per-call measurement)
+    window: int | None = None
+
+
+def result_nbytes(result: Any) -> int:
+    """Bytes of a call's result (arrays of any of the libraries, or a tuple of them)."""
+    if isinstance(result, (tuple, list)):
+        return sum(result_nbytes(r) for r in result)
+    nbytes = getattr(result, "nbytes", None)
+    if nbytes is not None and not callable(nbytes):
+        return int(nbytes)
+    shape, dtype = getattr(result, "shape", None), getattr(result, "dtype", None)
+    itemsize = getattr(dtype, "itemsize", None) or getattr(dtype, "size", None)
+    if shape is not None and itemsize:
+        return int(math.prod(int(d) for d in shape)) * int(itemsize)
+    return 8
+
+
+def pipeline_window(result: Any, memory_bytes: int = PIPELINE_MEMORY_BYTES) -> int:
+    """How many results a pipelined loop may keep alive: as many as fit in ``memory_bytes``."""
+    return max(1, memory_bytes // max(1, result_nbytes(result)))
 
 
 class EventTimer:
@@ -139,11 +170,55 @@ class Timer:
             if gc_was_enabled:
                 gc.enable()
 
-    def calibrate(self, min_sample_time_s: float, max_loops: int = MAX_LOOPS) -> int:
-        """Fewest calls per sample such that one sample lasts at least ``min_sample_time_s``."""
-        loops = 1
+    def time_pipelined(self, loops: int, window: int | None = None) -> float:
+        """Total seconds for ``loops`` calls queued back to back and one sync at the end.
+
+        Every result is kept alive until the sync. With ``window`` below ``loops`` at most
+        ``window`` results are held: a slot's result is waited for before the slot is reused.
+        The last result is kept as ``self.last_result`` for the output check."""
+        fn, args, sync, clock = self.fn, self.args, self.sync, self.clock
+        if sync is None:
+            raise ValueError("a pipelined loop needs the library's sync (calls are asynchronous)")
+        window = loops if window is None else max(1, min(window, loops))
+        live: list[Any] = [None] * window
+
+        def region() -> None:
+            slot = 0
+            for i in range(loops):
+                if i >= window:
+                    sync(live[slot])
+                live[slot] = fn(*args)
+                slot = slot + 1 if slot + 1 < window else 0
+            sync(live)
+
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            if self.device_timer is not None:
+                elapsed = self.device_timer.elapsed_s(region)
+            else:
+                t0 = clock()
+                region()
+                elapsed = clock() - t0
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self.last_result = live[(loops - 1) % window]
+        return elapsed
+
+    def calibrate(
+        self,
+        min_sample_time_s: float,
+        max_loops: int = MAX_LOOPS,
+        loops_from: int = 1,
+        time_loops: Callable[[int], float] | None = None,
+    ) -> int:
+        """Fewest calls per sample such that one sample lasts at least ``min_sample_time_s``,
+        trying ``loops_from`` calls first (``time_loops`` times a loop: per call by default)."""
+        time_loops = self.time_loops if time_loops is None else time_loops
+        loops = max(1, min(max_loops, loops_from))
         while True:
-            elapsed = self.time_loops(loops)
+            elapsed = time_loops(loops)
             if elapsed >= min_sample_time_s or loops >= max_loops:
                 return loops
             if elapsed <= 0:
@@ -169,4 +244,36 @@ class Timer:
             samples_s=samples,
             result=result,
             sampling_s=self.clock() - calibration_started,
+        )
+
+    def measure_pipelined(self, settings: TimingSettings, loops_from: int = 1) -> Measurement:
+        """Samples of the time per call when calls are queued back to back (one sync per
+        sample's loop), after the per-call measurement: the first call is behind us, so
+        ``first_call_s`` is 0 here. ``loops_from``: the per-call calibration's loops, a lower
+        bound (a queued call never takes longer than a waited-for one)."""
+        _, probe = self.first_call()
+        window = pipeline_window(probe)
+        del probe
+        started = self.clock()
+
+        def timed(loops: int) -> float:
+            return self.time_pipelined(loops, window)
+
+        loops = self.calibrate(settings.min_sample_time_s, loops_from=loops_from, time_loops=timed)
+        samples: list[float] = []
+        sampling = self.clock()
+        while len(samples) < settings.max_samples:
+            samples.append(timed(loops) / loops)
+            if (
+                len(samples) >= settings.min_samples
+                and self.clock() - sampling >= settings.budget_s
+            ):
+                break
+        return Measurement(
+            first_call_s=0.0,
+            loops=loops,
+            samples_s=samples,
+            result=self.last_result,
+            sampling_s=self.clock() - started,
+            window=min(window, loops),
         )

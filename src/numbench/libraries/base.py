@@ -79,6 +79,19 @@ class Adapter:
     #: synchronous already (NumPy, Numba, PyTorch on the CPU), which keeps the timed loop bare.
     sync: Callable[[Any], Any] | None = None
 
+    @property
+    def asynchronous(self) -> bool:
+        """True when a call returns before its work is done and ``sync`` waits for it (JAX,
+        libraries on CUDA): such cells are timed per call *and* pipelined. By default, any
+        adapter with a sync; one whose calls finish before they return says False."""
+        return self.sync is not None
+
+    @property
+    def host_memory(self) -> bool:
+        """True when the device computes in the host's memory (the CPU): nothing is moved,
+        and the transfer figures are null."""
+        return self.device == "cpu"
+
     def to_numpy(self, result) -> Any:
         if isinstance(result, (tuple, list)):
             return tuple(self._to_numpy_one(r) for r in result)

@@ -81,7 +81,7 @@ class JaxAdapter(Adapter):
     def to_device(self, array):
         # Committed to the device, and waited for: the copy is never inside a timed region.
         return self._jax.block_until_ready(
-            self._jax.device_put(array.astype(self.dtype), self._dev)
+            self._jax.device_put(array.astype(self.dtype, copy=False), self._dev)
         )
 
     def compile(self, fn):

@@ -46,7 +46,7 @@ class TorchAdapter(Adapter):
         return self._torch.__version__
 
     def to_device(self, array):
-        placed = self._torch.from_numpy(array.astype(self.dtype)).to(self._dev)
+        placed = self._torch.from_numpy(array.astype(self.dtype, copy=False)).to(self._dev)
         if self.device == "gpu":
             self._torch.cuda.synchronize(self._dev)  # the copy is never inside a timed region
         return placed
