@@ -11,6 +11,8 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 * ``speedup_heatmap``: speedup by operation and library at each operation's smallest and
   largest size.
 * ``first_call``: first call (tracing, compilation) against steady-state median time.
+* ``pipelined``: per-call latency and pipelined time per call against size, per operation
+  (asynchronous libraries).
 * ``precision``: float32 time / float64 time against size (results/precision.parquet).
 * ``scaling``: speedup of the most threads over 1 thread against size (results/scaling.parquet).
 """
@@ -28,6 +30,7 @@ import pandas as pd
 from numbench.chart_style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
 from numbench.charts_dimensions import precision_chart, scaling_chart
 from numbench.charts_overview import first_call_chart, heatmap_chart
+from numbench.charts_pipelined import pipelined_chart
 from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.formatting import series_label, series_labels
 from numbench.speedups import check_baseline
@@ -36,7 +39,7 @@ FORMATS = ("html", "svg", "png")
 #: the charts drawn for each operation, named ``{kind}_{operation}``
 OPERATION_CHARTS = ("time", "speedup", "throughput")
 #: the charts drawn once, over every operation
-OVERVIEW_CHARTS = ("speedup_heatmap", "first_call")
+OVERVIEW_CHARTS = ("speedup_heatmap", "first_call", "pipelined")
 #: the charts of the grid's dtype and threads dimensions, drawn once
 DIMENSION_CHARTS = ("precision", "scaling")
 
@@ -245,6 +248,7 @@ def build_charts(
     overview = {
         "speedup_heatmap": heatmap_chart(speedups, baseline),
         "first_call": first_call_chart(bench),
+        "pipelined": pipelined_chart(bench),
     }
     charts.update({name: overview[name] for name in OVERVIEW_CHARTS})
     dims = {

@@ -44,6 +44,7 @@ from numbench.formatting import (
     who,
 )
 from numbench.gpu_report import render_gpu_notice
+from numbench.pipelining import pipeline_findings, pipeline_sections
 from numbench.summary_tables import (
     crossover_table,
     environment_table,
@@ -275,6 +276,7 @@ def render(
         key_findings(f, base_name),
         "",
         *dimension_findings(precision, scaling),
+        *pipeline_findings(bench, margin, f.multi_device),
         "## Environment",
         "",
         environment_table(bench),
@@ -292,6 +294,7 @@ def render(
             "",
         ]
     parts += dimension_sections(precision, scaling)
+    parts += pipeline_sections(bench)
     parts += [
         "## Crossovers",
         "",
