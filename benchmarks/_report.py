@@ -53,3 +53,36 @@ def publish(name: str, script: str, body: str, write: bool, configfile: str | No
             f" --configfile {configfile}" if configfile else ""
         )
         write_section(name, cmd, body)
+
+
+def cell_median(library, operation, size, inputs_path, out, timing: dict, threads: int = 1):
+    """Measure one cell the workflow's way (a supervised fresh worker process, one process,
+    unpaired) into ``out`` and return its median latency per call in seconds."""
+    import pandas as pd
+
+    from numbench.cell import run_cell
+    from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
+    from numbench.timing import TimingSettings
+
+    spec = CellSpec(
+        library=library,
+        device="cpu",
+        operation=operation,
+        size=int(size),
+        dtype="float64",
+        threads=threads,
+        inputs=str(inputs_path),
+        params={},
+        timing=TimingSettings(**timing),
+        timeout_s=600.0,
+        memory_limit_mb=None,
+        replicates=ReplicateSettings(min=1, max=1, target_ci=1.0, margin=1.1),
+        paired_with=None,
+        contract=CELL_CONTRACT,
+    )
+    result = run_cell(spec, out, lock=str(Path(out).parent / "lock"))
+    if result.status != "ok":
+        cell = f"{library}:{operation}:{size}"
+        raise RuntimeError(f"{cell} is {result.status}: {result.meta.error}")
+    samples = pd.read_parquet(out)
+    return float(samples.loc[samples["mode"] == "latency", "seconds"].median())

@@ -19,7 +19,7 @@ import tempfile
 import timeit
 from pathlib import Path
 
-from _report import write_section  # noqa: E402  (also puts src/ on the path)
+from _report import cell_median, write_section  # noqa: E402  (also puts src/ on the path)
 
 from numbench.libraries import pin_cpus, thread_environment  # noqa: E402
 
@@ -44,16 +44,8 @@ TIMING = {"min_sample_time_s": 0.02, "min_samples": 5, "max_samples": 50, "budge
 
 
 def workflow_median(library, operation, size, inputs_path, tmp):
-    import pandas as pd
-
-    from numbench.cell import CellSpec, run_cell
-
-    spec = CellSpec(library, "cpu", operation, size, "float64", THREADS, str(inputs_path), TIMING)
     out = Path(tmp) / f"{library}-{operation}-{size}.parquet"
-    meta = run_cell(spec, out, lock=str(Path(tmp) / "lock"))
-    if meta["status"] != "ok":
-        raise RuntimeError(f"{library}:{operation}:{size} is {meta['status']}: {meta.get('error')}")
-    return float(pd.read_parquet(out)["seconds"].median())
+    return cell_median(library, operation, size, inputs_path, out, TIMING, THREADS)
 
 
 def independent_median(library, operation, size, inputs_path, repeats=15):

@@ -12,26 +12,19 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _report import write_section
+from _report import cell_median, write_section
 from accuracy import DEFAULT_CELLS, TIMING
 
 from numbench import inputs
-from numbench.cell import CellSpec, run_cell
 
 
 def median_of(cell: str, tmp: Path, run: int) -> float:
-    import pandas as pd
-
     library, operation, size = cell.split(":")
     path = tmp / f"{operation}-{size}.npz"
     if not path.exists():
         inputs.write(operation, int(size), 20261121, path)
-    spec = CellSpec(library, "cpu", operation, int(size), "float64", 1, str(path), TIMING)
     out = tmp / f"{run}-{library}-{operation}-{size}.parquet"
-    meta = run_cell(spec, out, lock=str(tmp / "lock"))
-    if meta["status"] != "ok":
-        raise RuntimeError(f"{cell}: {meta['status']} {meta.get('error')}")
-    return float(pd.read_parquet(out)["seconds"].median())
+    return cell_median(library, operation, size, path, out, TIMING)
 
 
 def main() -> None:
