@@ -37,6 +37,7 @@ PROCESS_REDUCERS = {
     "import_s": "median",
     "first_call_s": "median",
     "sampling_s": "sum",
+    "pipelined_sampling_s": "sum",
     "rel_error": "max",
     "pipelined_rel_error": "max",
     "pipelined_window": "most",

@@ -107,7 +107,9 @@ def series_labels(df: pd.DataFrame, with_device: bool | None = None) -> pd.Serie
         for parts, n in zip(extra, df["threads"], strict=True):
             parts.append(f"{int(n)} thread" + ("" if int(n) == 1 else "s"))
     labels = [
-        label if not parts else f"{label[:-1]}, {', '.join(parts)})"
+        label
+        if not parts
+        else f"{label[:-1]}, {', '.join(parts)})"
         if label.endswith(")")
         else f"{label} ({', '.join(parts)})"
         for label, parts in zip(labels, extra, strict=True)

@@ -119,7 +119,7 @@ class ProcessReport:
     error: str | None = None
     import_s: float | None = None
     first_call_s: float | None = None
-    #: seconds the worker spent calibrating and sampling
+    #: seconds the worker spent calibrating and sampling per call (latency)
     sampling_s: float | None = None
     rel_error: float | None = None
     tolerance: float | None = None
@@ -136,6 +136,8 @@ class ProcessReport:
     #: "asynchronous" (calls return before their work is done: timed per call and pipelined)
     #: or "synchronous" (the two coincide: timed once)
     dispatch: str | None = None
+    #: seconds the worker spent calibrating and sampling the pipelined loop (its cost)
+    pipelined_sampling_s: float | None = None
     #: results a pipelined loop held alive at once (its queue's depth)
     pipelined_window: int | None = None
     #: relative error of the pipelined loop's last result against the reference

@@ -249,12 +249,13 @@ class Timer:
     def measure_pipelined(self, settings: TimingSettings, loops_from: int = 1) -> Measurement:
         """Samples of the time per call when calls are queued back to back (one sync per
         sample's loop), after the per-call measurement: the first call is behind us, so
-        ``first_call_s`` is 0 here. ``loops_from``: the per-call calibration's loops, a lower
+        ``first_call_s`` is 0 here, and one waited-for call sizes the window. ``sampling_s``
+        is all it cost. ``loops_from``: the per-call calibration's loops, a lower
         bound (a queued call never takes longer than a waited-for one)."""
+        started = self.clock()
         _, probe = self.first_call()
         window = pipeline_window(probe)
         del probe
-        started = self.clock()
 
         def timed(loops: int) -> float:
             return self.time_pipelined(loops, window)

@@ -161,7 +161,7 @@ def measure(spec: CellSpec) -> ProcessReport:
     out.rel_error = rel_error
     out.tolerance = tolerance
     if pipelined is not None:
-        out.sampling_s += pipelined.sampling_s
+        out.pipelined_sampling_s = pipelined.sampling_s
         out.pipelined_loops = pipelined.loops
         out.pipelined_samples_s = pipelined.samples_s
         out.pipelined_window = pipelined.window
