@@ -235,7 +235,10 @@ Inputs were converted to the library's arrays outside any timing. The first call
 alone (`first_call_s`: tracing, compilation, warm-up) and never enters the samples. Each
 timed region waits for the result (`block_until_ready`, device synchronisation,
 materialisation). Loops per sample were calibrated so a sample lasts at least
-`min_sample_time`; times are per call. The output was checked against a float64 reference with
+`min_sample_time`; times are per call. A library whose calls return before their work is done
+(asynchronous dispatch) was also timed *pipelined*: calls queued back to back, one wait per
+sample, every result kept alive until then; speedups and every other table use the per-call
+latency. On a device, moving the inputs there and the result back was timed apart. The output was checked against a float64 reference with
 a tolerance by dtype: a wrong result is `mismatch` and never used. Times are medians with a 95%
 two-level bootstrap CI (processes drawn with replacement, then samples within each). A speedup
 is the baseline's median over the library's median on the same host, operation, size and dtype;
