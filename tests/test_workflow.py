@@ -67,6 +67,31 @@ def test_summary_lists_every_cell(finished):
         assert re.search(rf"\| {r.library} \| {r.device} \| {r.operation} \| {r.size} \|", summary)
 
 
+def test_asynchronous_cells_have_both_figures_and_synchronous_ones_one(finished):
+    bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
+    ok = bench[bench["status"] == "ok"]
+    jax = ok[ok["library"] == "jax"]
+    assert len(jax) == 5 and (jax["dispatch"] == "asynchronous").all()
+    assert (jax["pipelined_n_samples"] >= 6).all()  # 3 per process, 2 processes
+    assert (jax["pipelined_median_s"] > 0).all()
+    assert (jax["pipelined_speedup_ci_low"] <= jax["pipelined_speedup"]).all()
+    assert (jax["pipelined_rel_error"] <= jax["tolerance"]).all()
+    sync = ok[ok["library"] != "jax"]
+    assert (sync["dispatch"] == "synchronous").all()
+    assert (sync["pipelined_speedup"] == 1.0).all() and (sync["pipelined_n_samples"] == 0).all()
+    assert ok["h2d_s"].isna().all() and ok["end_to_end_s"].isna().all()  # the CPU: null
+    cell = pd.read_parquet(
+        finished / "results" / "cells" / "jax" / "cpu" / "float64" / "t1" / "fft" / "1024.parquet"
+    )
+    assert set(cell["mode"]) == {"latency", "pipelined"}
+    samples = pd.read_parquet(finished / "results" / "samples.parquet")
+    # latency only: the speedups compare call for call
+    assert samples["role"].eq("measured").sum() == ok["n_samples"].sum()
+    summary = (finished / "results" / "summary.md").read_text()
+    assert "## Pipelined throughput" in summary and "### Queued calls against" in summary
+    assert (finished / "results" / "charts" / "pipelined.html").exists()
+
+
 def test_cells_never_overlap_even_with_two_cores(finished):
     bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
     spans = sorted(zip(bench["locked_from_unix"], bench["locked_until_unix"]))

@@ -17,7 +17,7 @@ calls queue while earlier ones compute, so dispatch hides behind work. ``measure
 times that: a loop of calls with a single sync at its end, the time per call when calls are
 queued back to back. Every result of the loop is kept alive until that sync, so nothing is
 freed or skipped before it runs; where the results would not fit in ``PIPELINE_MEMORY_BYTES``
-the queue is bounded: before a slot of the window is reused, its result is waited for.
+the queue is bounded: each time that window of results is full, it is waited for and reused.
 """
 
 from __future__ import annotations
@@ -173,9 +173,11 @@ class Timer:
     def time_pipelined(self, loops: int, window: int | None = None) -> float:
         """Total seconds for ``loops`` calls queued back to back and one sync at the end.
 
-        Every result is kept alive until the sync. With ``window`` below ``loops`` at most
-        ``window`` results are held: a slot's result is waited for before the slot is reused.
-        The last result is kept as ``self.last_result`` for the output check."""
+        Every result is kept alive until it is waited for. With ``window`` below ``loops`` at
+        most ``window`` results are held: each time the window is full, the whole window is
+        waited for and its slots reused (whole, because several libraries' sync waits for the
+        device, not one result: a wait per slot would drain the queue at every call). The
+        last result is kept as ``self.last_result`` for the output check."""
         fn, args, sync, clock = self.fn, self.args, self.sync, self.clock
         if sync is None:
             raise ValueError("a pipelined loop needs the library's sync (calls are asynchronous)")
@@ -184,11 +186,12 @@ class Timer:
 
         def region() -> None:
             slot = 0
-            for i in range(loops):
-                if i >= window:
-                    sync(live[slot])
+            for _ in itertools.repeat(None, loops):
+                if slot == window:
+                    sync(live)  # the window is full: wait for all of it, then reuse it
+                    slot = 0
                 live[slot] = fn(*args)
-                slot = slot + 1 if slot + 1 < window else 0
+                slot += 1
             sync(live)
 
         gc_was_enabled = gc.isenabled()
