@@ -348,10 +348,32 @@ def test_cell_rows_tell_the_modes_apart_and_samples_parquet_keeps_latency():
 
 def test_a_synchronous_cell_repeats_its_latency_as_its_pipelined_figure():
     stats = {"median_s": 2.0, "ci_low_s": 1.9, "ci_high_s": 2.1}
-    row = pipelined_row([[2.0, 2.1, 1.9]], [], stats)
+    row = pipelined_row([[2.0, 2.1, 1.9]], [], stats, "synchronous")
     assert row["pipelined_median_s"] == 2.0 and row["pipelined_n_samples"] == 0
     assert row["pipelined_speedup"] == 1.0 == row["pipelined_speedup_ci_low"]
-    assert all(v is None for v in pipelined_row([], [], stats).values())
+    assert all(v is None for v in pipelined_row([], [], stats, "synchronous").values())
+    # a cell file from before the pipelined mode: not measured, so not claimed either way
+    assert all(v is None for v in pipelined_row([[2.0]], [], stats, None).values())
+
+
+def test_a_cell_file_from_before_the_pipelined_mode_still_reads(tmp_path):
+    import pyarrow.parquet as pq
+
+    from numbench.tables import LATER_COLUMNS, read_cell
+
+    report = ProcessReport(status="ok", dispatch="asynchronous", loops=1, samples_s=[1.0, 2.0])
+    old = _table([report])
+    old = old.drop_columns(list(LATER_COLUMNS))
+    pq.write_table(old, tmp_path / "old.parquet")
+    table = read_cell(tmp_path / "old.parquet")
+    assert table.column("mode").to_pylist() == ["latency", "latency"]
+    row = cell_row(table)
+    assert row["median_s"] == 1.5 and row["dispatch"] is None
+    assert row["pipelined_median_s"] is None and row["pipelined_speedup"] is None
+    # any other missing column is still a corrupt file that names it
+    pq.write_table(old.drop_columns(["loops"]), tmp_path / "bad.parquet")
+    with pytest.raises(Exception, match=r"lacks the columns \['loops'\]"):
+        read_cell(tmp_path / "bad.parquet")
 
 
 def test_end_to_end_is_transfers_plus_one_call():

@@ -73,10 +73,12 @@ def measured_groups(table: pa.Table, mode: str = LATENCY) -> list[list[float]]:
     return [groups[k] for k in sorted(groups)]
 
 
-def pipelined_row(latency: list[list[float]], pipelined: list[list[float]], stats: dict) -> dict:
-    """The pipelined figures (``tables.PIPELINE_FIELDS``). With no pipelined samples (a
-    synchronous library, whose calls are done when they return) they are the latency
-    figures, with a speedup of exactly 1; with none of either, null."""
+def pipelined_row(
+    latency: list[list[float]], pipelined: list[list[float]], stats: dict, dispatch: str | None
+) -> dict:
+    """The pipelined figures (``tables.PIPELINE_FIELDS``). A synchronous library's (calls
+    done when they return) are its latency figures, with a speedup of exactly 1; with no
+    samples, or a dispatch not recorded (a cell file from before the pipelined mode), null."""
     row: dict = {f.name: None for f in PIPELINE_FIELDS}
     if pipelined:
         own = summarize(pipelined)
@@ -90,7 +92,7 @@ def pipelined_row(latency: list[list[float]], pipelined: list[list[float]], stat
             pipelined_speedup_ci_low=lo,
             pipelined_speedup_ci_high=hi,
         )
-    elif latency:
+    elif latency and dispatch == "synchronous":
         row.update(
             pipelined_median_s=stats["median_s"],
             pipelined_ci_low_s=stats["ci_low_s"],
@@ -120,7 +122,7 @@ def cell_row(table: pa.Table) -> dict:
     stats = summarize(groups).as_dict() if groups else {f.name: None for f in STAT_FIELDS}
     if not groups:
         stats.update(n_samples=0, n_processes=0, unstable=False)
-    pipe = pipelined_row(groups, measured_groups(table, PIPELINED), stats)
+    pipe = pipelined_row(groups, measured_groups(table, PIPELINED), stats, first["dispatch"])
     pipe["end_to_end_s"] = end_to_end_s(first, stats["median_s"])
     return {**first, **stats, **pipe}
 

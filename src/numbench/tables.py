@@ -223,12 +223,33 @@ def write_text_atomic(text: str, path: str | os.PathLike) -> None:
         raise
 
 
+#: Columns added since the first cell files (contract 1), with what an older file means by
+#: their absence: every sample is a per-call latency, and nothing pipelined or moved was
+#: measured (null, not "synchronous": it was not asked). Such a file still reads; a rerun of
+#: the workflow remeasures it anyway (the cell spec's contract changed).
+LATER_COLUMNS = {
+    "mode": LATENCY,
+    "dispatch": None,
+    "pipelined_sampling_s": None,
+    "pipelined_window": None,
+    "pipelined_rel_error": None,
+    "h2d_s": None,
+    "d2h_s": None,
+    "h2d_bytes": None,
+    "d2h_bytes": None,
+}
+
+
 def read_cell(path: str | os.PathLike) -> pa.Table:
     """Read one cell file; raise CorruptFile (file named, remake command given) if unusable."""
     try:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
         raise corrupt("cell", path, f"{type(exc).__name__}: {exc}") from exc
+    for name, value in LATER_COLUMNS.items():
+        if name not in table.column_names and table.num_rows:
+            typ = CELL_SCHEMA.field(name).type
+            table = table.append_column(name, pa.array([value] * table.num_rows, type=typ))
     missing = [c for c in CELL_COLUMNS if c not in table.column_names]
     if missing:
         raise corrupt("cell", path, f"it lacks the columns {missing}")
