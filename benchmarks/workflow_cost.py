@@ -52,10 +52,12 @@ def snakemake(wd: Path, *args: str) -> float:
 
 
 def in_cell_seconds(bench) -> tuple[float, float]:
-    """Summed in-cell time (import + first call + sampling) and summed worker wall time."""
+    """Summed in-cell time (import + first call + sampling, both modes) and summed worker
+    wall time."""
     parts = bench["import_s"].fillna(0) + bench["first_call_s"].fillna(0)
-    if "sampling_s" in bench:
-        parts = parts + bench["sampling_s"].fillna(0)
+    for name in ("sampling_s", "pipelined_sampling_s"):
+        if name in bench:
+            parts = parts + bench[name].fillna(0)
     return float(parts.sum()), float(bench["wall_s"].fillna(0).sum())
 
 
@@ -80,10 +82,14 @@ def main() -> None:
             in_cell, worker = in_cell_seconds(bench)
             noop = snakemake(wd, "--cores", str(cores), *extra)
             target = bench[bench["status"] == "ok"].iloc[0]
-            cell = f"results/cells/{target.library}/{target.device}/{target.operation}/{target['size']}.parquet"
+            cell = (
+                f"results/cells/{target.library}/{target.device}/{target.dtype}/"
+                f"t{int(target.threads)}/{target.operation}/{target['size']}.parquet"
+            )
             (wd / cell).unlink()
             single = snakemake(wd, cell, "--cores", str(cores), *extra)
-            medians[cores] = bench.set_index(["library", "device", "operation", "size"])["median_s"]
+            key = ["library", "device", "dtype", "threads", "operation", "size"]
+            medians[cores] = bench.set_index(key)["median_s"]
             rows.append((cores, n, wall, in_cell, worker, noop, single, cell))
             if args.keep and len(rows) == 1:
                 for part in ("results", "logs"):

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from numbench import inputs as inputs_file
 from numbench.errors import corrupt
 from numbench.replicates import MEASURED
+from numbench.speedups import cell_seed
 from numbench.stats import ratio_ci, summarize
 from numbench.tables import (
     BENCHMARKS_SCHEMA,
@@ -74,7 +75,11 @@ def measured_groups(table: pa.Table, mode: str = LATENCY) -> list[list[float]]:
 
 
 def pipelined_row(
-    latency: list[list[float]], pipelined: list[list[float]], stats: dict, dispatch: str | None
+    latency: list[list[float]],
+    pipelined: list[list[float]],
+    stats: dict,
+    dispatch: str | None,
+    seed: int = 0,
 ) -> dict:
     """The pipelined figures (``tables.PIPELINE_FIELDS``). A synchronous library's (calls
     done when they return) are its latency figures, with a speedup of exactly 1; with no
@@ -82,7 +87,8 @@ def pipelined_row(
     row: dict = {f.name: None for f in PIPELINE_FIELDS}
     if pipelined:
         own = summarize(pipelined)
-        ratio, lo, hi = ratio_ci(latency, pipelined, paired=len(latency) == len(pipelined))
+        paired = len(latency) == len(pipelined)  # the same processes, both modes each
+        ratio, lo, hi = ratio_ci(latency, pipelined, paired=paired, seed=seed)
         row.update(
             pipelined_median_s=own.median_s,
             pipelined_ci_low_s=own.ci_low_s,
@@ -122,7 +128,8 @@ def cell_row(table: pa.Table) -> dict:
     stats = summarize(groups).as_dict() if groups else {f.name: None for f in STAT_FIELDS}
     if not groups:
         stats.update(n_samples=0, n_processes=0, unstable=False)
-    pipe = pipelined_row(groups, measured_groups(table, PIPELINED), stats, first["dispatch"])
+    seed = cell_seed(tuple(first[c] for c in KEY_COLUMNS))
+    pipe = pipelined_row(groups, measured_groups(table, PIPELINED), stats, first["dispatch"], seed)
     pipe["end_to_end_s"] = end_to_end_s(first, stats["median_s"])
     return {**first, **stats, **pipe}
 

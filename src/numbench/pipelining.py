@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from numbench.findings import settings
 from numbench.formatting import (
     format_ci,
     format_seconds,
@@ -32,6 +33,8 @@ class PipelineGap:
 
     library: str
     device: str
+    #: the dtype and threads of these cells, on a grid of several ("float32, 2 threads")
+    setting: str
     #: faster (queued calls take less time per call) or slower
     direction: str
     cells: int
@@ -73,6 +76,13 @@ def pipeline_gaps(bench: pd.DataFrame, margin: float) -> tuple[PipelineGap, ...]
         for r in d.itertuples()
     ]
     facts = []
+    for setting, cells in settings(d):
+        facts += _gaps(cells, setting)
+    return tuple(facts)
+
+
+def _gaps(d: pd.DataFrame, setting: str) -> list[PipelineGap]:
+    facts = []
     for (lib, dev), part in d.groupby(["library", "device"], sort=True):
         for direction in (FASTER, SLOWER):
             hits = part[part["verdict"] == direction]
@@ -84,6 +94,7 @@ def pipeline_gaps(bench: pd.DataFrame, margin: float) -> tuple[PipelineGap, ...]
                 PipelineGap(
                     library=lib,
                     device=dev,
+                    setting=setting,
                     direction=direction,
                     cells=len(hits),
                     of_cells=len(part),
@@ -94,11 +105,11 @@ def pipeline_gaps(bench: pd.DataFrame, margin: float) -> tuple[PipelineGap, ...]
                     ci_high=float(best["pipelined_speedup_ci_high"]),
                 )
             )
-    return tuple(facts)
+    return facts
 
 
 def gap_sentence(g: PipelineGap, multi_device: bool) -> str:
-    name = who(g.library, g.device, multi_device)
+    name = who(g.library, g.device, multi_device) + (f" ({g.setting})" if g.setting else "")
     where = f"{g.operation} at n = {format_size(g.size)}"
     value = f"{format_speedup(g.speedup)} {format_ci(g.ci_low, g.ci_high)}"
     if g.direction == FASTER:

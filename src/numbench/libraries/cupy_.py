@@ -79,7 +79,7 @@ class CupyAdapter(Adapter):
             "cuda_runtime_version": cuda_version_string(rt.runtimeGetVersion()),
             "compute_capability": f"{props['major']}.{props['minor']}",
             "memory_total_mb": f"{props['totalGlobalMem'] / 1e6:.0f}",
-            "timer": "cupy.cuda.Event; device synchronize after every call",
+            "timer": "cupy.cuda.Event; device synchronize after every call (latency), once per sample (pipelined)",
             "peak_memory": "cupy default memory pool, total bytes held at the end",
         }
         details.setdefault("cuda_driver_version", cuda_version_string(rt.driverGetVersion()))

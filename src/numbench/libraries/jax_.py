@@ -100,7 +100,7 @@ class JaxAdapter(Adapter):
             return {}
         details = {
             **cuda_driver_details(),
-            "timer": "perf_counter; block_until_ready after every call",
+            "timer": "perf_counter; block_until_ready after every call (latency), once per sample (pipelined)",
             "peak_memory": "XLA peak_bytes_in_use over the whole cell (no reset in XLA)",
             "preallocate": "false",
         }

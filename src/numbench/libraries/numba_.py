@@ -132,9 +132,9 @@ class NumbaAdapter(Adapter):
         if self.device == "cpu":
             return {}
         details = {
-            "timer": "perf_counter; cuda.synchronize() after every call"
+            "timer": "perf_counter; cuda.synchronize() after every call (latency), once per sample (pipelined)"
             if self._simulator
-            else "numba.cuda.event; cuda.synchronize() after every call",
+            else "numba.cuda.event; cuda.synchronize() after every call (latency), once per sample (pipelined)",
             "peak_memory": "device memory in use at the end of the cell less that at load "
             "(driver's view; numba keeps no peak counter)",
         }

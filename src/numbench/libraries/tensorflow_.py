@@ -98,7 +98,7 @@ class TensorflowAdapter(Adapter):
             **cuda_driver_details(),
             "cuda_runtime_version": str(build.get("cuda_version", "")),
             "cudnn_version": str(build.get("cudnn_version", "")),
-            "timer": "perf_counter; tf.test.experimental.sync_devices() after every call",
+            "timer": "perf_counter; tf.test.experimental.sync_devices() after every call (latency), once per sample (pipelined)",
             "peak_memory": "tf.config.experimental.get_memory_info peak since the reset",
         }
         cc = tf.config.experimental.get_device_details(

@@ -87,7 +87,7 @@ class TorchAdapter(Adapter):
             "cudnn_version": str(self._torch.backends.cudnn.version()),
             "compute_capability": f"{props.major}.{props.minor}",
             "memory_total_mb": f"{props.total_memory / 1e6:.0f}",
-            "timer": "torch.cuda.Event; torch.cuda.synchronize() after every call",
+            "timer": "torch.cuda.Event; torch.cuda.synchronize() after every call (latency), once per sample (pipelined)",
             "peak_memory": "torch.cuda.max_memory_allocated since the reset after placement",
         }
 
