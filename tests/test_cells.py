@@ -106,3 +106,23 @@ def test_corrupt_cell_file_names_itself_and_the_fix(tmp_path):
     with pytest.raises(CorruptFile) as err:
         read_cell(bad)
     assert str(bad) in str(err.value) and "snakemake" in str(err.value)
+
+
+def test_a_worker_leaves_no_temporary_file_behind(tmp_path, monkeypatch):
+    """Workers leave without the interpreter's teardown, so TensorFlow never deletes its
+    autograph modules itself: they go to the worker's own folder, removed with it."""
+    import tempfile
+
+    from numbench import inputs
+    from numbench.cell import run_worker
+
+    path = tmp_path / "elementwise-1000.npz"
+    inputs.write("elementwise", 1000, 1, path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # this process
+    monkeypatch.setenv("TMPDIR", str(scratch))  # what a worker would inherit
+    timing = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 2, "budget_s": 0.01}
+    report = run_worker(make_spec("tensorflow", "cpu", "elementwise", 1000, str(path), timing))
+    assert report.status == "ok", report.error
+    assert list(scratch.iterdir()) == []

@@ -220,9 +220,16 @@ def run_worker(spec: CellSpec) -> ProcessReport:
         spec_path, result_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
         spec_path.write_text(spec.to_json(), encoding="utf-8")
         cmd = [sys.executable, "-m", "numbench.worker", str(spec_path), str(result_path)]
+        # The worker's own temporary folder, removed with this one: a worker leaves without
+        # the interpreter's teardown (worker.leave), so the temporary files libraries delete
+        # at exit (TensorFlow's autograph modules, one per tf.function) would stay in /tmp,
+        # and compiler caches there (torch.compile's) would carry over from other processes.
+        env = worker_environment(spec)
+        env["TMPDIR"] = str(Path(tmp, "tmp"))
+        Path(env["TMPDIR"]).mkdir()
         sys.stdout.flush()
         sys.stderr.flush()
-        proc = subprocess.Popen(cmd, env=worker_environment(spec), start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         try:
             killed = supervise(proc, spec.timeout_s, spec.memory_limit_mb)
         except BaseException:
