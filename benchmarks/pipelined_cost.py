@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import shutil
 import statistics
 import subprocess
 import tarfile
@@ -104,6 +105,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="runs of each side (--before)")
     parser.add_argument("--results", help="a finished run's results/ folder (no run)")
     parser.add_argument("--wall-s", type=float, help="that run's wall time in seconds")
+    parser.add_argument("--keep", help="copy the (first current) run's results/ here")
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
     args = parser.parse_args()
     extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
@@ -135,6 +137,8 @@ def main() -> None:
                     f"{', '.join(f'{w:.0f}' for w in walls['before'])} s; median ratio "
                     f"{now / before:.3f}",
                 ]
+        if args.keep and not args.results:
+            shutil.copytree(results, Path(args.keep), dirs_exist_ok=True)
         bench = pd.read_parquet(results / "benchmarks.parquet")
         lines += cost_lines(bench, wall)
         lines += ["", figures_table(bench)]

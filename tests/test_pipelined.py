@@ -551,3 +551,23 @@ def test_a_failing_pipelined_loop_keeps_the_latency_and_says_why(elementwise_fil
     assert report.error == (
         "pipelined loop not measured: out of memory: MemoryError: no room for the queue"
     )
+
+
+def test_process_figures_are_reduced_over_processes_not_sample_rows():
+    """sampling_s is a per-process figure repeated on each sample row: the cell's sum is
+    over its processes, whatever their number of samples (it was a sum over rows)."""
+    a = ProcessReport(
+        status="ok",
+        dispatch="asynchronous",
+        sampling_s=0.5,
+        pipelined_sampling_s=0.25,
+        import_s=1.0,
+        loops=1,
+        samples_s=[1.0] * 7,
+        pipelined_loops=1,
+        pipelined_samples_s=[0.5] * 3,
+    )
+    b = ProcessReport(**{**a.to_dict(), "import_s": 3.0, "samples_s": [1.0] * 2})
+    row = cell_row(_table([a, b]))
+    assert row["sampling_s"] == 1.0 and row["pipelined_sampling_s"] == 0.5
+    assert row["import_s"] == 2.0  # the median of the two processes

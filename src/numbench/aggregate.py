@@ -122,8 +122,12 @@ def cell_row(table: pa.Table) -> dict:
     own = table.filter(pc.equal(table.column("role"), MEASURED))
     own = own if own.num_rows else table
     first = {c: own.column(c)[0].as_py() for c in KEY_COLUMNS + META_COLUMNS}
+    # One value per process: every sample row of a process repeats its figures, so reducing
+    # the rows would weigh (and, for sums, multiply) each process by its number of samples.
+    _, starts = np.unique(np.asarray(own.column("replicate").to_pylist()), return_index=True)
     for name, how in PROCESS_REDUCERS.items():
-        first[name] = _reduce(own.column(name).to_pylist(), how)
+        values = own.column(name).to_pylist()
+        first[name] = _reduce([values[i] for i in starts], how)
     groups = measured_groups(table)
     stats = summarize(groups).as_dict() if groups else {f.name: None for f in STAT_FIELDS}
     if not groups:
