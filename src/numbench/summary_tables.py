@@ -99,20 +99,12 @@ def _speedup_table(sp: pd.DataFrame, sizes) -> str:
     return md_table(["n"] + series, rows, "r" * (len(series) + 1))
 
 
-def _variant(frame: pd.DataFrame, series: pd.Series, bench: pd.DataFrame) -> pd.Series:
-    """The series' labels with the dtype and thread count where the grid has several."""
-    if bench["dtype"].nunique() > 1:
-        series = series + " " + frame["dtype"].astype(str)
-    if bench["threads"].nunique() > 1:
-        series = series + " t" + frame["threads"].astype(int).astype(str)
-    return series
-
-
 def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> str:
     """Median time per size and series, and the speedups over the baseline."""
     multi = bench["device"].nunique() > 1
     d = bench[bench["operation"] == op].copy()
-    d["series"] = _variant(d, series_labels(d, with_device=multi), bench)
+    # series_labels names the dtype and the threads too where the grid has several
+    d["series"] = series_labels(d, with_device=multi)
     sizes = sorted(d["size"].unique())
     out = [
         "Median time per call (fastest in bold; a status where a cell was not measured):",
@@ -121,7 +113,7 @@ def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> st
     ]
     sp = speedups[speedups["operation"] == op].copy()
     if not sp.empty:
-        sp["series"] = _variant(sp, series_labels(sp, with_device=multi), bench)
+        sp["series"] = series_labels(sp, with_device=multi)
         out += [
             "",
             "Speedup over the baseline, 95% CI in brackets (ns: the CI contains 1):",
