@@ -304,14 +304,12 @@ def test_transfers_measure_places_and_reads_back_through_the_adapter():
     assert moved.h2d_bytes == 15 * 4 and moved.d2h_bytes == 12
 
 
-def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch):
-    """A library whose queued calls go wrong (here: any call made before the previous one
-    was waited for) passes the per-call check and fails the pipelined one."""
-    from numbench import libraries, worker
+def queued_numpy(on_queued):
+    """An adapter class: NumPy said to be asynchronous, whose call ``on_queued(out)`` decides
+    what a call made before the previous one was waited for returns (or raises)."""
     from numbench.libraries.numpy_ import NumpyAdapter
 
-    class QueueBreaks(NumpyAdapter):
-        name = "queue-breaks"
+    class Queued(NumpyAdapter):
         pending = 0
 
         @property
@@ -319,20 +317,30 @@ def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch):
             return True
 
         def sync(self, result):
-            QueueBreaks.pending = 0
+            Queued.pending = 0
             return result
 
         def compile(self, fn):
             def call(*args):
-                QueueBreaks.pending += 1
+                Queued.pending += 1
                 out = fn(*args)
-                if QueueBreaks.pending == 1:
-                    return out
-                return tuple(o + 1.0 for o in out) if isinstance(out, tuple) else out + 1.0
+                return out if Queued.pending == 1 else on_queued(out)
 
             return call
 
-    monkeypatch.setattr(libraries, "get", lambda name: QueueBreaks)
+    return Queued
+
+
+def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch):
+    """A library whose queued calls go wrong (here: any call made before the previous one
+    was waited for) passes the per-call check and fails the pipelined one."""
+    from numbench import libraries, worker
+
+    def off_by_one(out):
+        return tuple(o + 1.0 for o in out) if isinstance(out, tuple) else out + 1.0
+
+    queue_breaks = queued_numpy(off_by_one)
+    monkeypatch.setattr(libraries, "get", lambda name: queue_breaks)
     spec = make_spec("numpy", "cpu", "elementwise", 1000, elementwise_file, WORKER_TIMING)
     report = worker.measure(spec)
     assert report.rel_error == 0.0
@@ -521,29 +529,12 @@ def test_a_failing_pipelined_loop_keeps_the_latency_and_says_why(elementwise_fil
     """A device out of memory in the pipelined window leaves the per-call figures: the cell
     stays ok, its pipelined figures null, and its error says what was not measured."""
     from numbench import libraries, worker
-    from numbench.libraries.numpy_ import NumpyAdapter
 
-    class WindowTooDeep(NumpyAdapter):
-        pending = 0
+    def no_room(out):
+        raise MemoryError("no room for the queue")
 
-        @property
-        def asynchronous(self):
-            return True
-
-        def sync(self, result):
-            WindowTooDeep.pending = 0
-            return result
-
-        def compile(self, fn):
-            def call(*args):
-                WindowTooDeep.pending += 1
-                if WindowTooDeep.pending > 1:
-                    raise MemoryError("no room for the queue")
-                return fn(*args)
-
-            return call
-
-    monkeypatch.setattr(libraries, "get", lambda name: WindowTooDeep)
+    window_too_deep = queued_numpy(no_room)
+    monkeypatch.setattr(libraries, "get", lambda name: window_too_deep)
     spec = make_spec("numpy", "cpu", "elementwise", 1000, elementwise_file, WORKER_TIMING)
     report = worker.measure(spec)
     assert report.status == "ok" and report.rel_error == 0.0 and report.samples_s
