@@ -22,6 +22,7 @@ the queue is bounded: each time that window of results is full, it is waited for
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
 import math
@@ -85,6 +86,18 @@ def pipeline_window(result: Any, memory_bytes: int = PIPELINE_MEMORY_BYTES) -> i
     return max(1, memory_bytes // max(1, result_nbytes(result)))
 
 
+@contextlib.contextmanager
+def gc_held():
+    """Garbage collection off inside a timed region, and back as it was after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class EventTimer:
     """Times a region between two device events (CUDA events), in seconds.
 
@@ -132,9 +145,7 @@ class Timer:
             return self._time_loops_on_device(loops)
         fn, args, sync, clock = self.fn, self.args, self.sync, self.clock
         repeat = itertools.repeat(None, loops)
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_held():
             if sync is None:
                 t0 = clock()
                 for _ in repeat:
@@ -145,9 +156,6 @@ class Timer:
                 for _ in repeat:
                     sync(fn(*args))
                 t1 = clock()
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         return t1 - t0
 
     def _time_loops_on_device(self, loops: int) -> float:
@@ -162,13 +170,8 @@ class Timer:
                 for _ in itertools.repeat(None, loops):
                     sync(fn(*args))
 
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_held():
             return self.device_timer.elapsed_s(region)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
     def time_pipelined(self, loops: int, window: int | None = None) -> float:
         """Total seconds for ``loops`` calls queued back to back and one sync at the end.
@@ -194,18 +197,13 @@ class Timer:
                 slot += 1
             sync(live)
 
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_held():
             if self.device_timer is not None:
                 elapsed = self.device_timer.elapsed_s(region)
             else:
                 t0 = clock()
                 region()
                 elapsed = clock() - t0
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         self.last_result = live[(loops - 1) % window]
         return elapsed
 
@@ -231,16 +229,24 @@ class Timer:
             wanted = math.ceil(loops * 1.2 * min_sample_time_s / elapsed)
             loops = min(max_loops, max(loops + 1, wanted))
 
+    def take_samples(
+        self, settings: TimingSettings, time_loops: Callable[[int], float], loops: int
+    ) -> list[float]:
+        """Seconds per call, one per sample of ``loops`` calls, until ``max_samples``, or
+        until ``budget_s`` is spent once ``min_samples`` are taken."""
+        samples: list[float] = []
+        started = self.clock()
+        while len(samples) < settings.max_samples:
+            samples.append(time_loops(loops) / loops)
+            if len(samples) >= settings.min_samples and self.clock() - started >= settings.budget_s:
+                break
+        return samples
+
     def measure(self, settings: TimingSettings) -> Measurement:
         first_call_s, result = self.first_call()
         calibration_started = self.clock()
         loops = self.calibrate(settings.min_sample_time_s)
-        samples: list[float] = []
-        started = self.clock()
-        while len(samples) < settings.max_samples:
-            samples.append(self.time_loops(loops) / loops)
-            if len(samples) >= settings.min_samples and self.clock() - started >= settings.budget_s:
-                break
+        samples = self.take_samples(settings, self.time_loops, loops)
         return Measurement(
             first_call_s=first_call_s,
             loops=loops,
@@ -264,15 +270,7 @@ class Timer:
             return self.time_pipelined(loops, window)
 
         loops = self.calibrate(settings.min_sample_time_s, loops_from=loops_from, time_loops=timed)
-        samples: list[float] = []
-        sampling = self.clock()
-        while len(samples) < settings.max_samples:
-            samples.append(timed(loops) / loops)
-            if (
-                len(samples) >= settings.min_samples
-                and self.clock() - sampling >= settings.budget_s
-            ):
-                break
+        samples = self.take_samples(settings, timed, loops)
         return Measurement(
             first_call_s=0.0,
             loops=loops,

@@ -14,8 +14,8 @@ that does not compute in the host's memory also records, after its samples:
   result as it arrives on the host).
 
 The first placement (the one the samples use) warms the path (CUDA context, pinned staging
-buffers) and is not among the repeats; the output check has already read one result back. On the CPU nothing is moved: the figures are null,
-not zero.
+buffers) and is not among the repeats; the output check has already read one result back.
+On the CPU nothing is moved: the figures are null, not zero.
 """
 
 from __future__ import annotations
