@@ -110,6 +110,18 @@ def cost_figures(results: Path, wall: float) -> dict:
     }
 
 
+def round_spans(results: Path) -> pd.Series:
+    """Minutes between the first and the last own process of each ok cell with several: how
+    far apart in time a cell's rounds were measured (``replicates.spread``)."""
+    spans = []
+    for path in sorted((results / "cells").rglob("*.parquet")):
+        cell = pd.read_parquet(path, columns=["role", "process_started_unix", "status"])
+        own = cell[cell["role"] == "measured"]["process_started_unix"].unique()
+        if (cell["status"] == "ok").all() and len(own) > 1:
+            spans.append((own.max() - own.min()) / 60)
+    return pd.Series(spans, dtype=float)
+
+
 def pct(k: int, n: int) -> str:
     return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "0 of 0"
 
@@ -139,6 +151,7 @@ def main() -> None:
         cr = crossover_figures(*(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b)))
         bench_a, bench_b = (pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b))
         cost = [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)]
+        spans = [round_spans(res_a), round_spans(res_b)]
 
     key = ["library", "device", "operation", "size", "dtype", "threads"]
     medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
@@ -187,6 +200,9 @@ def main() -> None:
         f"{cost[0]['cell_wall'] / max(cost[0]['processes'], 1):.2f} s | "
         f"{cost[1]['cell_wall'] / max(cost[1]['processes'], 1):.2f} s |",
         f"| unstable cells | {cost[0]['unstable']} | {cost[1]['unstable']} |",
+        "| minutes between a cell's first and last own process: median, 10th percentile | "
+        + " | ".join(f"{s.median():.1f}, {s.quantile(0.1):.1f}" for s in spans)
+        + " |",
     ]
     if len(sp["changed"]):
         lines += ["", "Speedups whose verdict differs:", ""]

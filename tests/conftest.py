@@ -54,7 +54,7 @@ def make_spec(
         timeout_s=timeout_s,
         memory_limit_mb=memory_limit_mb,
         replicates=ReplicateSettings(
-            min=replicates[0], max=replicates[1], target_ci=0.03, margin=1.1
+            min=replicates[0], max=replicates[1], target_ci=0.03, margin=1.1, spread=0
         ),
         paired_with=paired_with,
         contract=CELL_CONTRACT,

@@ -83,7 +83,7 @@ class FakeWorker:
 
 
 def spec_with(library="torch", paired="numpy/cpu", **reps):
-    settings = {"min": 2, "max": 6, "target_ci": 0.03, "margin": 1.1, **reps}
+    settings = {"min": 2, "max": 6, "target_ci": 0.03, "margin": 1.1, "spread": 0, **reps}
     return make_spec(library, "cpu", "sort", 1000, "x.npz", FAST).replace(
         replicates=ReplicateSettings(**settings), paired_with=paired
     )
@@ -149,4 +149,4 @@ def test_a_failed_baseline_process_ends_the_pairing_only():
 @pytest.mark.parametrize("reps", [{"min": 3, "max": 2}, {"min": 0, "max": 2}])
 def test_replicate_settings_refuse_bad_bounds(reps):
     with pytest.raises(ValueError):
-        ReplicateSettings(target_ci=0.03, margin=1.1, **reps)
+        ReplicateSettings(target_ci=0.03, margin=1.1, spread=0, **reps)

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from numbench import inputs as inputs_file
 from numbench.errors import corrupt
-from numbench.replicates import MEASURED
+from numbench.replicates import BASELINE, MEASURED
 from numbench.speedups import cell_seed
 from numbench.stats import ratio_ci, summarize
 from numbench.tables import (
@@ -64,14 +64,47 @@ def _reduce(values: list, how: str):
     return float(sum(values)) if how == "sum" else float(max(values))
 
 
-def measured_groups(table: pa.Table, mode: str = LATENCY) -> list[list[float]]:
-    """The cell's own samples of one mode (latency or pipelined), one list per process."""
+def measured_groups(
+    table: pa.Table, mode: str = LATENCY, role: str = MEASURED
+) -> list[list[float]]:
+    """The cell's samples of one mode (latency or pipelined) and one role (its own, or the
+    paired baseline's), one list per process."""
     groups: dict[int, list[float]] = {}
     columns = (table.column(c).to_pylist() for c in ("role", "replicate", "mode", "seconds"))
-    for role, rep, m, s in zip(*columns, strict=True):
-        if role == MEASURED and m == mode and s is not None:
+    for r, rep, m, s in zip(*columns, strict=True):
+        if r == role and m == mode and s is not None:
             groups.setdefault(rep, []).append(s)
     return [groups[k] for k in sorted(groups)]
+
+
+def baseline_key(table: pa.Table) -> tuple | None:
+    """The baseline cell whose processes a paired cell also measured, as (library, device,
+    operation, size, dtype, threads); None for a cell that is not paired."""
+    paired = table.column("paired_with")[0].as_py()
+    if not paired:
+        return None
+    library, device = paired.split("/")
+    first = {c: table.column(c)[0].as_py() for c in ("operation", "size", "dtype", "threads")}
+    return (
+        library,
+        device,
+        first["operation"],
+        int(first["size"]),
+        first["dtype"],
+        int(first["threads"]),
+    )
+
+
+def own_key(table: pa.Table) -> tuple:
+    first = {c: table.column(c)[0].as_py() for c in KEY_COLUMNS + ["threads"]}
+    return (
+        first["library"],
+        first["device"],
+        first["operation"],
+        int(first["size"]),
+        first["dtype"],
+        int(first["threads"]),
+    )
 
 
 def pipelined_row(
@@ -117,8 +150,13 @@ def end_to_end_s(first: dict, median_s: float | None) -> float | None:
     return None if any(p is None for p in parts) else float(sum(parts))
 
 
-def cell_row(table: pa.Table) -> dict:
-    """Collapse one cell's per-sample rows into one row of statistics."""
+def cell_row(table: pa.Table, pooled: list[list[float]] = ()) -> dict:
+    """Collapse one cell's per-sample rows into one row of statistics.
+
+    ``pooled``: more processes of the same cell measured in other jobs (for the baseline: the
+    baseline processes paired with other libraries' cells, ``numbench.aggregate.aggregate``);
+    they join the cell's statistics (median, interval, spread), not its per-process figures.
+    """
     own = table.filter(pc.equal(table.column("role"), MEASURED))
     own = own if own.num_rows else table
     first = {c: own.column(c)[0].as_py() for c in KEY_COLUMNS + META_COLUMNS}
@@ -129,9 +167,12 @@ def cell_row(table: pa.Table) -> dict:
         values = own.column(name).to_pylist()
         first[name] = _reduce([values[i] for i in starts], how)
     groups = measured_groups(table)
-    stats = summarize(groups).as_dict() if groups else {f.name: None for f in STAT_FIELDS}
+    ok = first["status"] == "ok"
+    everything = groups + [list(g) for g in pooled] if groups and ok else groups
+    stats = summarize(everything).as_dict() if groups else {f.name: None for f in STAT_FIELDS}
     if not groups:
         stats.update(n_samples=0, n_processes=0, unstable=False)
+    stats["pooled_processes"] = len(everything) - len(groups)
     seed = cell_seed(tuple(first[c] for c in KEY_COLUMNS))
     pipe = pipelined_row(groups, measured_groups(table, PIPELINED), stats, first["dispatch"], seed)
     pipe["end_to_end_s"] = end_to_end_s(first, stats["median_s"])
@@ -165,11 +206,19 @@ def aggregate(
     """One row per cell; ``inputs`` (the cells' inputs files) are checked first. With
     ``samples_output``, every sample of every ok cell goes there too (read once, here)."""
     check_inputs(list(inputs))
-    rows, samples = [], []
+    tables, samples = [], []
+    # The baseline is measured beside every paired cell: those processes are genuine fresh
+    # processes of the baseline's cell, spread over the whole run, so its row pools them with
+    # its own (only ok ones: a failed baseline process ended its pairing and is not kept).
+    borrowed: dict[tuple, list[list[float]]] = {}
     for path in cell_paths:
         table = read_cell(path)
-        rows.append(cell_row(table))
+        tables.append(table)
         samples.append(sample_rows(table))
+        key = baseline_key(table)
+        if key is not None:
+            borrowed.setdefault(key, []).extend(measured_groups(table, role=BASELINE))
+    rows = [cell_row(t, borrowed.get(own_key(t), [])) for t in tables]
     result = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA)
     if samples_output is not None:
         write_atomic(pa.concat_tables([SAMPLES_SCHEMA.empty_table(), *samples]), samples_output)

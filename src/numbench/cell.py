@@ -35,7 +35,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from numbench import libraries, operations
-from numbench.replicates import BASELINE, MEASURED, ProcessRun, measure_replicates
+from numbench.replicates import (
+    BASELINE,
+    MEASURED,
+    ProcessRun,
+    measure_replicates,
+    measure_round,
+    read_rounds,
+    write_round,
+)
 from numbench.spec import CellMeta, CellSpec, ProcessReport
 from numbench.tables import STATUSES, cell_table, write_atomic
 from numbench.worker import SUPERVISOR_ENV
@@ -293,18 +301,48 @@ def cell_status(runs: list[ProcessRun]) -> tuple[str, str | None]:
     return "ok", None
 
 
-def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None) -> CellResult:
+def run_round(
+    spec: CellSpec, replicate: int, output: str | os.PathLike, lock: str | None = None
+) -> list[ProcessRun]:
+    """Measure one spread round of a cell (its own process and, paired, a baseline process)
+    under the host lock, and write it for the cell's job (``replicates.write_round``).
+
+    A fault is written like any other outcome: the cell's job reads it and ends the cell.
+    """
+    t0 = time.perf_counter()
+    try:
+        with timing_lock(lock):
+            runs = measure_round(spec, replicate, run_worker, spec.paired_spec())
+    except Exception as exc:  # noqa: BLE001 - still write the round, with the reason
+        report = ProcessReport(
+            status="failed", error=f"supervisor error: {type(exc).__name__}: {exc}"
+        )
+        runs = [ProcessRun(MEASURED, replicate, time.time(), report)]
+    write_round(output, spec, runs, time.perf_counter() - t0)
+    return runs
+
+
+def run_cell(
+    spec: CellSpec,
+    output: str | os.PathLike,
+    lock: str | None = None,
+    earlier: list[str | os.PathLike] = (),
+) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
-    Every outcome writes the Parquet, an error of the supervisor itself included.
+    ``earlier``: the files of the cell's spread rounds, measured by jobs of their own; the
+    cell continues from them. Every outcome writes the Parquet, an error of the supervisor
+    itself (an unreadable round file included) too.
     """
     t0 = time.perf_counter()
     pairing_error = None
+    earlier_wall = 0.0
     try:
         meta = host_metadata(spec)
+        before, earlier_wall = read_rounds(list(earlier), spec)
         with timing_lock(lock):
             meta.locked_from_unix = time.time()
-            runs, pairing_error = measure_replicates(spec, run_worker)
+            runs, pairing_error = measure_replicates(spec, run_worker, before)
             meta.locked_until_unix = time.time()
     except Exception as exc:  # noqa: BLE001 - still write the cell, with the reason
         meta = CellMeta(
@@ -316,7 +354,7 @@ def run_cell(spec: CellSpec, output: str | os.PathLike, lock: str | None = None)
             status="failed", error=f"supervisor error: {type(exc).__name__}: {exc}"
         )
         runs = [ProcessRun(MEASURED, 0, time.time(), report)]
-    meta.wall_s = time.perf_counter() - t0
+    meta.wall_s = time.perf_counter() - t0 + earlier_wall
     meta.status, meta.error = cell_status(runs)
     if meta.status == "ok" and pairing_error:
         meta.error = pairing_error

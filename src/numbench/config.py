@@ -8,6 +8,7 @@ is allowed, so the workflow can stop before any job runs with a message and no t
 from __future__ import annotations
 
 import copy
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,25 @@ def cell_path(
     threads: int | str = 1,
 ) -> str:
     return f"results/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.parquet"
+
+
+def round_path(cell: Cell, replicate: int | str) -> str:
+    """A spread round's file: temporary, read and removed by the cell's job."""
+    stem = cell.path.removeprefix("results/cells/").removesuffix(".parquet")
+    return f"results/rounds/{stem}/r{replicate}.json"
+
+
+def job_order(cfg: dict, cells: list[Cell]) -> dict[str, int]:
+    """A seeded random rank (0 .. len - 1) for every cell, by its path.
+
+    The rules' priorities follow it within each stage (spread rounds, then cells), so the
+    grid runs interleaved (operations and libraries mixed, as Google Benchmark's random
+    interleaving does) and a slow period of the machine spreads over many groups instead of
+    landing on one; the seed keeps a rerun's order.
+    """
+    paths = sorted(cell.path for cell in cells)
+    random.Random(cfg["seed"]).shuffle(paths)
+    return {path: rank for rank, path in enumerate(paths)}
 
 
 def inputs_path(operation: str, size: int | str) -> str:
@@ -163,7 +183,7 @@ def normalise(config: dict) -> dict:
         cfg["margin"] = _number(cfg["margin"], float)
     if isinstance(cfg.get("replicates"), dict):
         reps = dict(cfg["replicates"])
-        for key in ("min", "max"):
+        for key in ("min", "max", "spread"):
             if key in reps:
                 reps[key] = _number(reps[key], int)
         if "target_ci" in reps:
@@ -273,6 +293,11 @@ def check_semantics(cfg: dict) -> None:
             f"replicates.min = {reps['min']} is larger than replicates.max = {reps['max']}; "
             "it must be <= max"
         )
+    if reps["spread"] > reps["min"]:
+        raise ConfigError(
+            f"replicates.spread = {reps['spread']} is larger than replicates.min = "
+            f"{reps['min']}; at most min rounds can be spread (the rest adapt)"
+        )
     base = cfg["baseline"]
     if base["library"] not in cfg["libraries"]:
         raise ConfigError(
@@ -357,6 +382,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
             max=reps["max"],
             target_ci=float(reps["target_ci"]),
             margin=float(cfg["margin"]),
+            spread=reps["spread"],
         ),
         paired_with=None
         if is_baseline or not reps["paired"]

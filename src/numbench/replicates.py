@@ -9,6 +9,16 @@ round, one baseline process and one of its own, back to back and in a seeded ran
 (neither side always first), so every ratio is formed from measurements seconds apart on
 the same host, whatever order the jobs ran in. The baseline's own cell measures it alone.
 
+Rounds apart in time (``replicates.spread``): the machine also drifts between the minutes
+of a run, by more than processes measured seconds apart differ (on the 2-core machine of
+docs/performance.md, NumPy's processes within one cell agreed to 2.2% while the same cell's
+processes in different jobs of one run differed by 6.8%, medians over the grid). A cell
+whose rounds all run back to back sees none of that drift, so its interval is too narrow and
+a second run lands outside it. So the first ``spread`` rounds of every cell run as jobs of
+their own (rule ``spread_round``), scheduled before any cell's remaining rounds, and the
+cell's job continues from them (``measure_replicates(earlier=...)``): each cell's rounds
+are then minutes apart, and its interval sees the drift.
+
 The number of rounds adapts (``replicates`` in the config): ``min`` rounds always; then one
 more while the 95% interval of the cell's median (of its speedup, when paired) is wider than
 ``target_ci`` of its value, up to ``max``, unless the paired speedup's whole interval already
@@ -25,6 +35,8 @@ cell instead.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import time
 import zlib
@@ -76,29 +88,121 @@ def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
     return relative_half_width(point, lo, hi) <= spec.replicates.target_ci
 
 
+def measure_round(
+    spec: CellSpec,
+    replicate: int,
+    run_worker: Callable[[CellSpec], ProcessReport],
+    paired: CellSpec | None,
+) -> list[ProcessRun]:
+    """One round: the cell's own process and, paired, a baseline process beside it, in the
+    round's seeded order. A failed own process ends the round."""
+    runs = []
+    for role in round_order(spec, replicate) if paired is not None else (MEASURED,):
+        started = time.time()
+        report = run_worker(spec if role == MEASURED else paired)
+        runs.append(ProcessRun(role, replicate, started, report))
+        if role == MEASURED and report.status != "ok":
+            break
+    return runs
+
+
 def measure_replicates(
-    spec: CellSpec, run_worker: Callable[[CellSpec], ProcessReport]
+    spec: CellSpec,
+    run_worker: Callable[[CellSpec], ProcessReport],
+    earlier: list[ProcessRun] = (),
 ) -> tuple[list[ProcessRun], str | None]:
-    """Run the cell's processes; return them and, when pairing had to stop, why."""
+    """Run the cell's processes; return them and, when pairing had to stop, why.
+
+    ``earlier``: the processes of rounds already measured in jobs of their own (the spread
+    rounds, ``replicates.spread``); they count as the first rounds, and the rounds run here
+    continue their numbering.
+    """
     runs: list[ProcessRun] = []
     paired = spec.paired_spec()
     pairing_error = None
-    for replicate in range(spec.replicates.max):
-        roles = round_order(spec, replicate) if paired is not None else (MEASURED,)
-        for role in roles:
-            started = time.time()
-            report = run_worker(spec if role == MEASURED else paired)
-            if role == BASELINE and report.status != "ok":
-                pairing_error = (
-                    f"the paired baseline process ({spec.paired_with}) ended "
-                    f"{report.status}: {report.error}; speedup taken against the baseline cell"
-                )
-                runs = [r for r in runs if r.role == MEASURED]
-                paired = None
-                continue
-            runs.append(ProcessRun(role, replicate, started, report))
-            if role == MEASURED and report.status != "ok":
-                return runs, pairing_error
-        if replicate + 1 >= spec.replicates.min and precise_enough(spec, runs):
+    done = 1 + max((r.replicate for r in earlier), default=-1)
+
+    def absorb(round_runs: list[ProcessRun]) -> bool:
+        """Add a round's processes; True when the cell's own process failed (the end)."""
+        nonlocal runs, paired, pairing_error
+        for run in round_runs:
+            if run.role == BASELINE:
+                if paired is None:
+                    continue  # pairing ended in an earlier round
+                if run.report.status != "ok":
+                    pairing_error = (
+                        f"the paired baseline process ({spec.paired_with}) ended "
+                        f"{run.report.status}: {run.report.error}; speedup taken against "
+                        "the baseline cell"
+                    )
+                    runs = [r for r in runs if r.role == MEASURED]
+                    paired = None
+                    continue
+            runs.append(run)
+            if run.role == MEASURED and run.report.status != "ok":
+                return True
+        return False
+
+    for replicate in range(done):
+        if absorb(sorted((r for r in earlier if r.replicate == replicate), key=_started)):
+            return runs, pairing_error
+    for replicate in range(done, spec.replicates.max):
+        if replicate >= spec.replicates.min and precise_enough(spec, runs):
+            break
+        if absorb(measure_round(spec, replicate, run_worker, paired)):
             break
     return runs, pairing_error
+
+
+def _started(run: ProcessRun) -> float:
+    return run.started_unix
+
+
+def write_round(path: str | os.PathLike, spec: CellSpec, runs: list[ProcessRun], wall_s: float):
+    """Write one spread round (its processes and its supervisor's wall time) as JSON."""
+    data = {
+        "spec": json.loads(spec.to_json()),
+        "wall_s": wall_s,
+        "runs": [
+            {
+                "role": r.role,
+                "replicate": r.replicate,
+                "started_unix": r.started_unix,
+                "report": r.report.to_dict(),
+            }
+            for r in runs
+        ],
+    }
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+class RoundFileError(ValueError):
+    """A spread round's file that cannot be used (unreadable, or another cell's)."""
+
+
+def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[ProcessRun], float]:
+    """The processes of the cell's spread rounds and their summed supervisor wall time.
+
+    A file that does not parse, or that was measured for another spec (another cell, or the
+    config changed since), is refused with its path named.
+    """
+    runs, wall = [], 0.0
+    want = json.loads(spec.to_json())
+    for path in paths:
+        try:
+            with open(path) as fh:
+                data = json.load(fh)
+            if data["spec"] != want:
+                raise RoundFileError(f"{path}: measured for another spec than this cell's")
+            wall += float(data["wall_s"])
+            for r in data["runs"]:
+                report = ProcessReport.from_dict(r["report"])
+                runs.append(ProcessRun(r["role"], int(r["replicate"]), r["started_unix"], report))
+        except RoundFileError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RoundFileError(f"{path}: not a readable spread round ({exc})") from None
+    return runs, wall

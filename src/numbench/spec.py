@@ -38,10 +38,15 @@ class ReplicateSettings:
     target_ci: float
     #: the config's margin: a paired speedup whose whole interval lies beyond it is settled
     margin: float
+    #: the first rounds, each measured by a job of its own scheduled before every cell's
+    #: remaining rounds, so that a cell's rounds lie minutes apart (``numbench.replicates``)
+    spread: int
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
             raise ValueError("need 1 <= replicates.min <= replicates.max")
+        if not 0 <= self.spread <= self.min:
+            raise ValueError("need 0 <= replicates.spread <= replicates.min")
 
 
 @dataclass(frozen=True)

@@ -99,8 +99,14 @@ PIPELINE_FIELDS = [
     pa.field("end_to_end_s", pa.float64()),
 ]
 
+#: Processes of the cell measured in other cells' jobs that its statistics pool (the
+#: baseline's, paired beside every other library's cell); 0 for every other cell.
+POOL_FIELDS = [pa.field("pooled_processes", pa.int64())]
+
 CELL_SCHEMA = pa.schema(KEY_FIELDS + SAMPLE_FIELDS + CELL_META_FIELDS)
-BENCHMARKS_SCHEMA = pa.schema(KEY_FIELDS + STAT_FIELDS + PIPELINE_FIELDS + CELL_META_FIELDS)
+BENCHMARKS_SCHEMA = pa.schema(
+    KEY_FIELDS + STAT_FIELDS + POOL_FIELDS + PIPELINE_FIELDS + CELL_META_FIELDS
+)
 SPEEDUPS_SCHEMA = pa.schema(
     [
         pa.field("library", pa.string()),

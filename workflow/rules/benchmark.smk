@@ -1,5 +1,5 @@
-# Inputs and the timed cells: one fresh process per (library, device, dtype, threads,
-# operation, size).
+# Inputs, the spread rounds and the timed cells: fresh worker processes per (library, device,
+# dtype, threads, operation, size).
 # Every shell command runs the `python` of the environment the rule runs in (first on PATH:
 # the venv that `make` puts there, or the env Snakemake's --sdm conda activates).
 
@@ -9,10 +9,11 @@ rule inputs:
         "results/inputs/{operation}/{size}.npz",
     log:
         "logs/inputs/{operation}/{size}.log",
-    conda:
-        "../../envs/numbench-cpu.yaml"
     # Making inputs is heavy at large sizes (the float64 reference): it takes the timing slot
     # so that it never runs beside a timing cell, whose core it would share.
+    priority: INPUTS_PRIORITY
+    conda:
+        "../../envs/numbench-cpu.yaml"
     resources:
         timing_slots=1,
     params:
@@ -25,13 +26,43 @@ rule inputs:
         " --output {output} > {log} 2>&1"
 
 
-rule cell:
+# A spread round: one round of a cell (its own process and, paired, a baseline process),
+# measured in a job of its own before any cell's remaining rounds (replicates.spread).
+rule spread_round:
     input:
         cell_inputs,
+    output:
+        temp(
+            "results/rounds/{library}/{device}/{dtype}/t{threads}/{operation}/{size}/r{round}.json"
+        ),
+    log:
+        "logs/rounds/{library}/{device}/{dtype}/t{threads}/{operation}/{size}/r{round}.log",
+    priority: spread_round_priority
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    threads: cell_threads
+    resources:
+        timing_slots=1,
+        runtime=ROUND_RUNTIME_MIN,
+        cpus_per_task=cell_threads,
+        gpu=cell_gpus,
+    params:
+        script=SCRIPTS / "run_cell.py",
+        spec=cell_spec_json,
+    shell:
+        "python {params.script} --spec {params.spec:q} --round {wildcards.round}"
+        " --output {output} > {log} 2>&1"
+
+
+rule cell:
+    input:
+        inputs=cell_inputs,
+        earlier=spread_rounds,
     output:
         "results/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.parquet",
     log:
         "logs/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.log",
+    priority: cell_priority
     conda:
         "../../envs/numbench-cpu.yaml"
     threads: cell_threads
@@ -44,4 +75,5 @@ rule cell:
         script=SCRIPTS / "run_cell.py",
         spec=cell_spec_json,
     shell:
-        "python {params.script} --spec {params.spec:q} --output {output} > {log} 2>&1"
+        "python {params.script} --spec {params.spec:q} --earlier {input.earlier}"
+        " --output {output} > {log} 2>&1"

@@ -14,8 +14,10 @@ from numbench.config import (  # noqa: E402
     grid,
     input_files,
     inputs_path,
+    job_order,
     operation_params_json,
     resolve,
+    round_path,
 )
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
@@ -43,6 +45,52 @@ CELL_MAX_PROCESSES = CFG["replicates"]["max"] * (
 CELL_RUNTIME_MIN = (
     math.ceil(CELL_MAX_PROCESSES * CFG["cell_timeout_s"] / 60) + CELL_RUNTIME_MARGIN_MIN
 )
+# A spread round runs one process of its own and, paired, one baseline process.
+ROUND_RUNTIME_MIN = (
+    math.ceil(
+        CELL_MAX_PROCESSES / CFG["replicates"]["max"] * CFG["cell_timeout_s"] / 60
+    )
+    + CELL_RUNTIME_MARGIN_MIN
+)
+
+
+# Job order. Snakemake runs ready jobs by priority: every inputs file first, then the spread
+# rounds (round 0 of every cell, then round 1, ...), then the cells' own jobs, and within each
+# stage the seeded random order of job_order. So a cell's rounds lie minutes apart, and a slow
+# period of the machine spreads over the grid (numbench.replicates). The order is a
+# preference, not a dependency: a cell named on its own runs its rounds back to back, and
+# every round is valid whenever it runs.
+SPREAD = CFG["replicates"]["spread"]
+RANK = job_order(CFG, GRID)
+STAGE = len(GRID)
+INPUTS_PRIORITY = (SPREAD + 1) * STAGE
+
+
+def wildcards_cell(wildcards):
+    return Cell(
+        wildcards.library,
+        wildcards.device,
+        wildcards.operation,
+        int(wildcards.size),
+        wildcards.dtype,
+        int(wildcards.threads),
+    )
+
+
+def cell_priority(wildcards):
+    """A cell's job: after every spread round, in the seeded order."""
+    return RANK.get(wildcards_cell(wildcards).path, 0)
+
+
+def spread_round_priority(wildcards):
+    """Spread round k: after every round before k, before every cell's job."""
+    return (SPREAD - int(wildcards.round)) * STAGE + cell_priority(wildcards)
+
+
+def spread_rounds(wildcards):
+    """The cell's spread rounds, which its job continues from."""
+    cell = wildcards_cell(wildcards)
+    return [round_path(cell, k) for k in range(SPREAD)]
 
 
 def cell_gpus(wildcards):
@@ -62,15 +110,7 @@ def cell_inputs(wildcards):
 
 def cell_spec_json(wildcards):
     """The cell's whole spec (numbench.spec.CellSpec) as JSON: the one thing the rule passes."""
-    cell = Cell(
-        wildcards.library,
-        wildcards.device,
-        wildcards.operation,
-        int(wildcards.size),
-        wildcards.dtype,
-        int(wildcards.threads),
-    )
-    return cell_spec(CFG, cell).to_json()
+    return cell_spec(CFG, wildcards_cell(wildcards)).to_json()
 
 
 def op_params(wildcards):
@@ -85,3 +125,4 @@ wildcard_constraints:
     size="[0-9]+",
     dtype="float32|float64",
     threads="[0-9]+",
+    round="[0-9]+",
