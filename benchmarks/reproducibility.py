@@ -147,7 +147,10 @@ def main() -> None:
         if args.keep:
             for name, res in (("a", res_a), ("b", res_b)):
                 shutil.copytree(res, Path(args.keep) / name, dirs_exist_ok=True)
-        sp = speedup_figures(*(pd.read_parquet(r / "speedups.parquet") for r in (res_a, res_b)))
+        sp_a, sp_b = (pd.read_parquet(r / "speedups.parquet") for r in (res_a, res_b))
+        sp = speedup_figures(sp_a, sp_b)
+        sp_reverse = speedup_figures(sp_b, sp_a)
+        floored = [int(t["floored"].sum()) if "floored" in t else 0 for t in (sp_a, sp_b)]
         cr = crossover_figures(*(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b)))
         bench_a, bench_b = (pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b))
         cost = [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)]
@@ -174,6 +177,7 @@ def main() -> None:
         "| figure | run A vs run B |",
         "|---|---|",
         f"| speedups of B inside A's 95% CI | {pct(sp['inside'], sp['n'])} |",
+        f"| speedups of A inside B's 95% CI | {pct(sp_reverse['inside'], sp_reverse['n'])} |",
         f"| verdicts (faster / same / slower) identical | {pct(sp['same_verdict'], sp['n'])} |",
         f"| verdicts reversed (faster in one run, slower in the other) | {sp['reversed']} |",
         f"| median relative CI half-width of the speedups | {sp['half_width_median']:.1%} "
@@ -200,6 +204,7 @@ def main() -> None:
         f"{cost[0]['cell_wall'] / max(cost[0]['processes'], 1):.2f} s | "
         f"{cost[1]['cell_wall'] / max(cost[1]['processes'], 1):.2f} s |",
         f"| unstable cells | {cost[0]['unstable']} | {cost[1]['unstable']} |",
+        f"| speedup intervals widened by the round floor | {floored[0]} | {floored[1]} |",
         "| minutes between a cell's first and last own process: median, 10th percentile | "
         + " | ".join(f"{s.median():.1f}, {s.quantile(0.1):.1f}" for s in spans)
         + " |",

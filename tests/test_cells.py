@@ -8,7 +8,7 @@ import pytest
 from conftest import make_spec
 
 from numbench import inputs, operations
-from numbench.cell import run_cell
+from numbench.cell import run_cell, run_round
 from numbench.config import default_sizes
 from numbench.tables import CELL_COLUMNS, CorruptFile, read_cell
 
@@ -74,6 +74,32 @@ def test_numpy_cell_writes_samples_and_metadata(tmp_path):
     assert row["threads"] == 1 and row["host"] and row["device_name"]
     assert row["gflop_per_s"] > 0 and row["gb_per_s"] > 0
     assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left nothing behind
+
+
+def test_a_cell_continues_from_its_spread_round_file(tmp_path):
+    spec = _spec(tmp_path, "numpy")
+    spec = spec.replace(replicates={**spec.replicates.__dict__, "min": 2, "max": 2, "spread": 1})
+    round_file = tmp_path / "r0.json"
+    runs = run_round(spec, 0, round_file, lock=str(tmp_path / "lock"))
+    assert [r.report.status for r in runs] == ["ok"]
+    out = tmp_path / "cell.parquet"
+    meta = run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[round_file])
+    assert meta.status == "ok" and meta.meta.replicates == 2
+    df = read_cell(out).to_pandas()
+    first = df.groupby("replicate")["process_started_unix"].first()
+    assert list(first.index) == [0, 1] and first[0] == runs[0].started_unix
+    assert first[0] < df["locked_from_unix"].iloc[0] < first[1]  # round 0 before the job
+
+
+def test_an_unreadable_spread_round_fails_the_cell_and_names_the_file(tmp_path):
+    spec = _spec(tmp_path, "numpy")
+    bad = tmp_path / "r0.json"
+    bad.write_text("{truncated")
+    out = tmp_path / "cell.parquet"
+    meta = run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[bad])
+    assert meta.status == "failed"
+    assert str(bad) in meta.error and "not a readable spread round" in meta.error
+    assert read_cell(out).num_rows == 1  # the cell file is still written, with the reason
 
 
 def test_unsupported_cell_says_why(tmp_path):

@@ -102,6 +102,16 @@ CASES = [
         ["timing.min_samples = 10 is larger than timing.max_samples = 5"],
     ),
     (
+        "replicates-spread-over-min",
+        "replicates: {min: 2, max: 3, spread: 3}",
+        ["replicates.spread = 3 is larger than replicates.min = 2"],
+    ),
+    (
+        "replicates-spread-negative",
+        "replicates: {spread: -1}",
+        ["replicates.spread = -1 is out of range"],
+    ),
+    (
         "cell-timeout",
         "cell_timeout_s: 0",
         ["cell_timeout_s = 0 is out of range; it must be > 0"],

@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 from conftest import make_spec
 
-from numbench.replicates import BASELINE, MEASURED, measure_replicates, round_order
+from numbench.replicates import (
+    BASELINE,
+    MEASURED,
+    ProcessRun,
+    RoundFileError,
+    measure_replicates,
+    measure_round,
+    read_rounds,
+    round_order,
+    write_round,
+)
 from numbench.spec import ProcessReport, ReplicateSettings
 from numbench.stats import median_ci, summarize
 
@@ -150,3 +160,128 @@ def test_a_failed_baseline_process_ends_the_pairing_only():
 def test_replicate_settings_refuse_bad_bounds(reps):
     with pytest.raises(ValueError):
         ReplicateSettings(target_ci=0.03, margin=1.1, spread=0, **reps)
+
+
+# -- spread rounds: measured by jobs of their own, continued by the cell's job ---------------
+def spread_round(spec, worker, replicate=0):
+    return measure_round(spec, replicate, worker, spec.paired_spec())
+
+
+def test_the_cell_continues_from_its_spread_rounds(tmp_path):
+    spec = spec_with(spread=1)
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
+    earlier = spread_round(spec, worker)
+    assert sorted(r.role for r in earlier) == [BASELINE, MEASURED]
+    write_round(tmp_path / "r0.json", spec, earlier, wall_s=1.5)
+    before, wall = read_rounds([tmp_path / "r0.json"], spec)
+    assert wall == 1.5
+    assert [(r.role, r.replicate, r.started_unix) for r in before] == [
+        (r.role, r.replicate, r.started_unix) for r in earlier
+    ]
+    assert before[0].report.samples_s == earlier[0].report.samples_s
+    worker.calls.clear()
+    runs, pairing_error = measure_replicates(spec, worker, before)
+    assert pairing_error is None
+    # the spread round counts towards min: one more round here, numbered 1
+    assert worker.calls.count("torch") == 1 and worker.calls.count("numpy") == 1
+    assert sorted({r.replicate for r in runs}) == [0, 1]
+    assert runs[0].started_unix == min(r.started_unix for r in earlier)
+
+
+def test_spread_rounds_up_to_min_leave_the_cell_only_its_adaptive_rounds():
+    spec = spec_with(spread=2)
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
+    earlier = spread_round(spec, worker, 0) + spread_round(spec, worker, 1)
+    worker.calls.clear()
+    runs, _ = measure_replicates(spec, worker, earlier)
+    assert worker.calls == [] and len(runs) == 4  # agreeing: nothing more to measure
+    worker = FakeWorker({"torch": [1e-3, 1.3e-3], "numpy": [1.2e-3]})
+    earlier = spread_round(spec, worker, 0) + spread_round(spec, worker, 1)
+    runs, _ = measure_replicates(spec, worker, earlier)
+    assert [r.role for r in runs].count(MEASURED) == 6  # disagreeing: up to the cap
+
+
+def test_a_fault_in_a_spread_round_ends_the_cell():
+    spec = spec_with(spread=1)
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("torch", 1): "boom"})
+    earlier = spread_round(spec, worker)
+    worker.calls.clear()
+    runs, _ = measure_replicates(spec, worker, earlier)
+    assert worker.calls == []  # nothing more is measured
+    own = [r for r in runs if r.role == MEASURED]
+    assert [(r.report.status, r.report.error) for r in own] == [("failed", "boom")]
+
+
+def test_a_failed_baseline_in_a_spread_round_ends_the_pairing():
+    spec = spec_with(spread=1)
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("numpy", 1): "bad"})
+    earlier = spread_round(spec, worker)
+    runs, pairing_error = measure_replicates(spec, worker, earlier)
+    assert "ended failed: bad" in pairing_error
+    assert {r.role for r in runs} == {MEASURED} and len(runs) >= 2
+    assert "numpy" not in worker.calls[2:]  # no baseline after the pairing ended
+
+
+def test_a_round_file_of_another_cell_or_a_corrupt_one_is_refused(tmp_path):
+    spec = spec_with(spread=1)
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
+    write_round(tmp_path / "r0.json", spec, spread_round(spec, worker), wall_s=1.0)
+    other = spec.replace(size=2000)
+    with pytest.raises(RoundFileError, match="r0.json: measured for another spec"):
+        read_rounds([tmp_path / "r0.json"], other)
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(RoundFileError, match="bad.json: not a readable spread round"):
+        read_rounds([tmp_path / "bad.json"], spec)
+    with pytest.raises(RoundFileError, match="missing.json: not a readable spread round"):
+        read_rounds([tmp_path / "missing.json"], spec)
+
+
+def test_spread_must_not_exceed_min():
+    with pytest.raises(ValueError, match="spread"):
+        ReplicateSettings(min=2, max=3, target_ci=0.03, margin=1.1, spread=3)
+
+
+# -- the baseline's row pools the baseline processes measured beside other cells -------------
+def _cell_file(tmp_path, library, own, paired=None, baseline=()):
+    from numbench.spec import CellMeta
+    from numbench.tables import cell_table, write_atomic
+
+    def report(median):
+        return ProcessReport(status="ok", loops=1, samples_s=[median * f for f in (0.99, 1, 1.01)])
+
+    runs = [ProcessRun(MEASURED, i, float(i), report(m)) for i, m in enumerate(own)]
+    runs += [ProcessRun(BASELINE, i, float(i), report(m)) for i, m in enumerate(baseline)]
+    key = {"library": library, "device": "cpu", "operation": "sort", "size": 1000}
+    key["dtype"] = "float64"
+    meta = CellMeta(status="ok", threads=1, host="h", replicates=len(own), paired_with=paired)
+    path = tmp_path / f"{library}.parquet"
+    write_atomic(cell_table(key, meta, runs), path)
+    return path
+
+
+def test_the_baseline_row_pools_the_baseline_processes_paired_with_other_cells(tmp_path):
+    from numbench.aggregate import aggregate
+
+    paths = [
+        _cell_file(tmp_path, "numpy", [1.0e-3, 1.0e-3]),
+        _cell_file(tmp_path, "torch", [5e-4, 5e-4], "numpy/cpu", [1.4e-3, 1.4e-3]),
+        _cell_file(tmp_path, "jax", [6e-4, 6e-4], "numpy/cpu", [1.4e-3, 1.4e-3]),
+    ]
+    rows = aggregate(paths, tmp_path / "benchmarks.parquet").to_pandas().set_index("library")
+    assert rows.loc["numpy", "n_processes"] == 6 and rows.loc["numpy", "pooled_processes"] == 4
+    assert rows.loc["numpy", "replicates"] == 2  # its own processes
+    # 6 processes: two at 1.0 ms, four at 1.4 ms; the pooled median and a wider interval
+    assert rows.loc["numpy", "median_s"] == pytest.approx(1.4e-3, rel=0.02)
+    assert rows.loc["numpy", "ci_low_s"] < 1.05e-3 and rows.loc["numpy", "unstable"]
+    for lib in ("torch", "jax"):  # a paired cell's own statistics are its own
+        assert rows.loc[lib, "pooled_processes"] == 0 and rows.loc[lib, "n_processes"] == 2
+
+
+def test_cells_run_in_a_seeded_random_order():
+    from numbench.config import Cell, job_order
+
+    cells = [Cell(lib, "cpu", "sort", n) for lib in ("numpy", "torch") for n in (10, 100, 1000)]
+    order = job_order({"seed": 1}, cells)
+    assert sorted(order.values()) == list(range(6))
+    assert order == job_order({"seed": 1}, list(reversed(cells)))  # whatever the grid's order
+    assert order != job_order({"seed": 2}, cells)

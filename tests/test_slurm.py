@@ -325,20 +325,21 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
     jobs = _jobs()
     by_comment = {job.get("Comment"): job for job in jobs.values()}
     assert sorted(submitted) == sorted(jobs), "jobs the controller knows != jobs submitted"
-    assert len(jobs) == 8 + 4, sorted(by_comment)
+    assert len(jobs) == 8 + 8 + 4, sorted(by_comment)  # cells, their spread rounds, inputs
     cell_jobs = []
     for cell in on_slurm.itertuples():
         wildcards = (cell.library, cell.device, cell.dtype, cell.threads, cell.operation, cell.size)
-        comment = "rule_cell_wildcards_" + "_".join(map(str, wildcards))
-        assert comment in by_comment, f"no Slurm job for cell {comment}"
-        job = by_comment[comment]
-        assert job["JobState"] == "COMPLETED", job
-        cell_jobs.append(job)
-        # GPU cells asked Slurm for a GPU (sbatch --gpus=1); CPU cells did not.
-        if cell.device == "gpu":
-            assert re.search(r"gpu[:=]1", job.get("TresPerJob", "")), job
-        else:
-            assert "gpu" not in job.get("TresPerJob", ""), job
+        for rule, tail in (("cell", ()), ("spread_round", (0,))):
+            comment = f"rule_{rule}_wildcards_" + "_".join(map(str, wildcards + tail))
+            assert comment in by_comment, f"no Slurm job for {rule} {comment}"
+            job = by_comment[comment]
+            assert job["JobState"] == "COMPLETED", job
+            cell_jobs.append(job)
+            # GPU cells asked Slurm for a GPU (sbatch --gpus=1); CPU cells did not.
+            if cell.device == "gpu":
+                assert re.search(r"gpu[:=]1", job.get("TresPerJob", "")), job
+            else:
+                assert "gpu" not in job.get("TresPerJob", ""), job
     assert not any(c and c.startswith(("rule_aggregate", "rule_summary")) for c in by_comment)
     ctld_text = ctld_log.read_text()
     for job in cell_jobs:

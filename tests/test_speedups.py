@@ -202,3 +202,40 @@ def test_speedups_carry_the_verdict_and_the_margin():
     assert out["margin"] == MARGIN and out["verdict"] == "same"
     strict = compute_speedups(bench, samples_frame(samples), "numpy", "cpu", 1.0).iloc[0]
     assert strict["verdict"] == ("faster" if strict["speedup_ci_low"] > 1 else "same")
+
+
+def _flat(median: float, seed: int, n: int = 12) -> np.ndarray:
+    return median * np.exp(np.random.default_rng(seed).normal(0.0, 0.001, n))
+
+
+def test_the_round_floor_widens_intervals_narrower_than_the_grids_round_spread():
+    """Three paired cells of two rounds: one whose rounds agree exactly (its bootstrap is far
+    narrower than the grid's round-to-round spread), one spreading as the grid typically does
+    (2.0x and 2.2x), and one far more (2x and 4x). The first is floored to the typical spread;
+    the last keeps its own, wider interval; an unpaired speedup is never floored."""
+    rounds = {10: (2.0, 2.0), 100: (2.0, 2.2), 1000: (2.0, 4.0)}
+    bench = [bench_row("numpy", "sort", n) for n in rounds]
+    bench += [bench_row("torch", "sort", n) for n in rounds]
+    samples, paired = {}, {}
+    for i, (n, ratios) in enumerate(rounds.items()):
+        key = ("torch", "cpu", "sort", n, "float64", "h1")
+        samples[key] = [_flat(1e-3, 10 * i + r) for r in range(2)]
+        paired[key] = [_flat(1e-3 * q, 10 * i + r + 5) for r, q in enumerate(ratios)]
+        samples[("numpy", "cpu", "sort", n, "float64", "h1")] = [_flat(2e-3, 99 + i)]
+    out = compute_speedups(
+        pd.DataFrame(bench), samples_frame(samples, paired), "numpy", "cpu", MARGIN
+    ).set_index("size")
+    s0 = np.std(np.log([2.0, 2.2]), ddof=1)  # the median of the three cells' round spreads
+    floor = np.expm1(1.959963984540054 * s0 / np.sqrt(2))
+    assert out["ci_floor"].to_numpy() == pytest.approx([floor] * 3, rel=0.01)  # 0.1% noise
+    agreeing = out.loc[10]
+    assert bool(agreeing["floored"])
+    got = agreeing["ci_floor"]
+    assert agreeing["speedup_ci_high"] / agreeing["speedup"] == pytest.approx(1 + got)
+    assert agreeing["speedup"] / agreeing["speedup_ci_low"] == pytest.approx(1 + got)
+    wide = out.loc[1000]
+    assert not bool(wide["floored"]) and wide["speedup_ci_high"] / wide["speedup"] > 1 + floor
+    unpaired = compute_speedups(
+        pd.DataFrame(bench), samples_frame(samples), "numpy", "cpu", MARGIN
+    ).set_index("size")
+    assert (unpaired["ci_floor"] == 0).all() and not unpaired["floored"].any()

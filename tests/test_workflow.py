@@ -43,7 +43,23 @@ def test_dry_run_plans_one_cell_job_per_cell(workdir):
     assert proc.returncode == 0, proc.stderr
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
     assert int(counts["cell"]) == len(LIBRARIES) * 5
+    assert int(counts["spread_round"]) == len(LIBRARIES) * 5  # replicates.spread: 1
     assert int(counts["inputs"]) == 5
+
+
+def test_spread_rounds_run_before_every_cells_own_rounds(finished):
+    """The rules' priorities put round 0 of every cell before round 1 of any: a cell's
+    processes lie apart in time; the round files are temporary and gone."""
+    starts = []
+    for path in (finished / "results" / "cells").rglob("*.parquet"):
+        cell = pd.read_parquet(path, columns=["role", "replicate", "process_started_unix"])
+        own = cell[cell["role"] == "measured"]
+        starts.append(own.groupby("replicate")["process_started_unix"].min())
+    assert len(starts) == len(LIBRARIES) * 5
+    assert max(s[0] for s in starts) < min(s[1] for s in starts if 1 in s)
+    assert not list((finished / "results").glob("rounds/**/*.json"))
+    logs = list((finished / "logs" / "rounds").rglob("r0.log"))
+    assert len(logs) == len(LIBRARIES) * 5
 
 
 def test_every_cell_is_measured_or_explained(finished):

@@ -17,6 +17,7 @@ import yaml
 
 from numbench import libraries, operations
 from numbench.config_dims import ConfigError, check_dtypes, resolve_threads
+from numbench.replicates import round_file
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
@@ -67,8 +68,7 @@ def cell_path(
 
 def round_path(cell: Cell, replicate: int | str) -> str:
     """A spread round's file: temporary, read and removed by the cell's job."""
-    stem = cell.path.removeprefix("results/cells/").removesuffix(".parquet")
-    return f"results/rounds/{stem}/r{replicate}.json"
+    return round_file(cell.path, replicate)
 
 
 def job_order(cfg: dict, cells: list[Cell]) -> dict[str, int]:

@@ -158,6 +158,13 @@ def _started(run: ProcessRun) -> float:
     return run.started_unix
 
 
+def round_file(cell_path: str, replicate: int | str) -> str:
+    """The workflow's file of a spread round, from its cell file's path: temporary, read and
+    removed by the cell's job."""
+    stem = cell_path.removeprefix("results/cells/").removesuffix(".parquet")
+    return f"results/rounds/{stem}/r{replicate}.json"
+
+
 def write_round(path: str | os.PathLike, spec: CellSpec, runs: list[ProcessRun], wall_s: float):
     """Write one spread round (its processes and its supervisor's wall time) as JSON."""
     data = {

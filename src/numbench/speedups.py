@@ -13,6 +13,18 @@ speedup beyond the practical ``margin`` (``numbench.stats.verdict``).
 
 A cell whose baseline did not measure (mismatch, failed, ...) keeps its row with a null
 speedup: no claim can be made, and the summary says why.
+
+The round floor. A paired cell has 2 or 3 rounds, too few to measure its own round-to-round
+spread: the bootstrap over two rounds is about their range, often far narrower than the
+spread itself (a second run of the default grid fell inside 59% of the 95% intervals). So no
+paired interval is narrower, in log terms, than ``1.96 * s0 / sqrt(n)``: ``s0`` is the
+grid's typical round-to-round standard deviation of the log speedup (the median over the
+paired cells of one device with 2 or more rounds, measured in this run), ``n`` the cell's
+rounds. A cell whose own rounds spread more keeps its wider bootstrap interval. This is a
+variance floor in the spirit of SAM's fudge factor s0 (Tusher, Tibshirani and Chu, 2001) and
+of limma's moderated variances: a cell's spread is not believed to be smaller than the
+grid's typical one on the evidence of 2 rounds. ``ci_floor`` gives each row's floor
+(relative half-width), and ``floored`` whether it widened the interval.
 """
 
 from __future__ import annotations
@@ -56,6 +68,32 @@ def group_samples(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarra
     return out
 
 
+Z95 = 1.959963984540054
+
+
+def round_log_ratios(base: list[np.ndarray], lib: list[np.ndarray]) -> np.ndarray:
+    """log(median baseline / median library) of each paired round."""
+    return np.array([np.log(np.median(b) / np.median(x)) for b, x in zip(base, lib, strict=True)])
+
+
+def round_floor(spreads: list[float]) -> float:
+    """s0: the typical round-to-round standard deviation of the log speedup (median over the
+    cells given); 0 when no cell has 2 rounds."""
+    finite = [v for v in spreads if np.isfinite(v)]
+    return float(np.median(finite)) if finite else 0.0
+
+
+def floored(
+    point: float, lo: float, hi: float, s0: float, rounds: int
+) -> tuple[float, float, float]:
+    """(ci_low, ci_high, floor): the interval widened, where narrower, to
+    ``point * exp(+-1.96 * s0 / sqrt(rounds))``; ``floor`` is that relative half-width."""
+    if not (np.isfinite(point) and point > 0 and rounds > 0 and s0 > 0):
+        return lo, hi, 0.0
+    h = Z95 * s0 / np.sqrt(rounds)
+    return min(lo, point * np.exp(-h)), max(hi, point * np.exp(h)), float(np.expm1(h))
+
+
 def compute_speedups(
     benchmarks: pd.DataFrame,
     samples: pd.DataFrame,
@@ -71,7 +109,8 @@ def compute_speedups(
         (*k[:3], int(k[3]), k[4], int(k[5]), k[6]): bool(u)
         for *k, u in zip(*(ok[c] for c in CELL_KEY), ok["unstable"].fillna(False), strict=True)
     }
-    rows = []
+    measured = []
+    spreads: dict[str, list[float]] = {}
     for r in ok[~is_base].itertuples(index=False):
         key = (r.library, r.device, r.operation, int(r.size), r.dtype, int(r.threads), r.host)
         base_key = (baseline_library, baseline_device, *key[2:])
@@ -83,6 +122,21 @@ def compute_speedups(
             point = lo = hi = float("nan")
         else:
             point, lo, hi = ratio_ci(base, lib, paired=paired, seed=cell_seed(key))
+        if paired and np.isfinite(point) and len(lib) >= 2:
+            spreads.setdefault(r.device, []).append(
+                float(np.std(round_log_ratios(base, lib), ddof=1))
+            )
+        measured.append((r, key, base_key, paired, point, lo, hi, len(lib or [])))
+    s0 = {device: round_floor(v) for device, v in spreads.items()}
+    rows = []
+    for r, key, base_key, paired, point, lo, hi, rounds in measured:
+        floor = 0.0
+        if paired:
+            new_lo, new_hi, floor = floored(point, lo, hi, s0.get(r.device, 0.0), rounds)
+            widened = bool(new_lo < lo or new_hi > hi)
+            lo, hi = new_lo, new_hi
+        else:
+            widened = False
         rows.append(
             {
                 "library": r.library,
@@ -102,6 +156,8 @@ def compute_speedups(
                 "margin": margin,
                 "paired": paired,
                 "unstable": unstable.get(key, False) or unstable.get(base_key, False),
+                "ci_floor": floor,
+                "floored": widened,
             }
         )
     table = pa.Table.from_pylist(rows, schema=SPEEDUPS_SCHEMA)

@@ -230,7 +230,10 @@ Every (library, device, operation, size) cell ran in several fresh processes (re
 timing cell at a time on the host, with the same thread settings for every library made before
 it was imported. Every cell but the baseline's ran one baseline process beside each of its
 own, back to back in a seeded random order, so each speedup compares measurements taken
-seconds apart whatever order the cells ran in.
+seconds apart whatever order the cells ran in. The first rounds of every cell
+(`replicates.spread`) ran before any cell's remaining rounds, so a cell's rounds lie minutes
+apart and its interval sees the machine's drift between them. The baseline's times pool its
+own processes and those paired beside every other cell.
 Inputs were converted to the library's arrays outside any timing. The first call was timed
 alone (`first_call_s`: tracing, compilation, warm-up) and never enters the samples. Each
 timed region waits for the result (`block_until_ready`, device synchronisation,
@@ -243,7 +246,8 @@ a tolerance by dtype: a wrong result is `mismatch` and never used. Times are med
 two-level bootstrap CI (processes drawn with replacement, then samples within each). A speedup
 is the baseline's median over the library's median on the same host, operation, size and dtype;
 its 95% CI comes from the same two-level bootstrap, drawing the same rounds on both sides where
-they were paired. A speedup is *faster* (*slower*) only when its CI lies wholly above (below) 1
+they were paired, and is never narrower than the run's typical round-to-round spread of a
+speedup allows for the cell's number of rounds (`ci_floor`). A speedup is *faster* (*slower*) only when its CI lies wholly above (below) 1
 **and** it is beyond the margin of {margin:g}x; anything else is *the same speed*, and such
 sizes neither make nor break a crossover claim. A library *crosses*
 when slower sizes are followed by faster sizes and never by a slower one again; the crossover is

@@ -128,6 +128,10 @@ SPEEDUPS_SCHEMA = pa.schema(
         # true when the speedup came from baseline processes run beside the cell's own
         pa.field("paired", pa.bool_()),
         pa.field("unstable", pa.bool_()),
+        # the round floor of a paired interval (relative half-width; 0 unpaired) and whether
+        # it widened the bootstrap interval (numbench.speedups)
+        pa.field("ci_floor", pa.float64()),
+        pa.field("floored", pa.bool_()),
     ]
 )
 #: results/samples.parquet: every sample of every ok cell, for the speedups' intervals.

@@ -32,6 +32,7 @@ from numbench.offsite.plan import (
     load_config,
     make_plan,
 )
+from numbench.replicates import round_file
 
 
 # -- step 3: import (here) -----------------------------------------------------------------------
@@ -261,8 +262,18 @@ def import_archive(
     stamp = max(time.time_ns(), newest_input + 1_000_000)
     for name in expected_cells:
         os.utime(local_path(name), ns=(stamp, stamp))
+    # ... and so are the records of their spread rounds (temporary files, gone, whose records
+    # would still name an earlier run's params and make Snakemake remeasure the cell)
+    rounds = [
+        round_file(name, k)
+        for name, cell in expected_cells.items()
+        for k in range(int(cell["spec"]["replicates"].get("spread", 0)))
+    ]
     forgotten = _forget_metadata(
-        root, results, [i["path"] for i in plan["inputs"]] + sorted(expected_cells), say
+        root,
+        results,
+        [i["path"] for i in plan["inputs"]] + sorted(expected_cells) + rounds,
+        say,
     )
     for note in notes:
         say(f"note: {note}")

@@ -37,14 +37,14 @@ from numbench.offsite.plan import (
 
 # -- step 2: run (there) -------------------------------------------------------------------------
 @contextlib.contextmanager
-def _output_to(path: Path):
+def _output_to(path: Path, append: bool = False):
     """Send this process's stdout and stderr, and so the cell worker's, to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     try:
-        with open(path, "w", encoding="utf-8") as fh:
+        with open(path, "a" if append else "w", encoding="utf-8") as fh:
             os.dup2(fh.fileno(), 1)
             os.dup2(fh.fileno(), 2)
             try:
@@ -96,7 +96,7 @@ def run_plan(
     """Make the inputs, run every cell of the plan and pack them into ``output``; return the
     manifest. With ``resume``, inputs files and cells already in ``workdir`` are kept."""
     from numbench import inputs as inputs_file
-    from numbench.cell import run_cell
+    from numbench.cell import run_cell, run_round
     from numbench.errors import CorruptFile
     from numbench.spec import CellSpec
 
@@ -164,6 +164,28 @@ def run_plan(
                 f"inputs [{i}/{n_inputs}] {item['path']}  {state}  {time.perf_counter() - t0:.1f} s"
             )
         width = len(str(n_cells))
+        # The spread rounds first, round 0 of every cell, then round 1 ..., as the workflow's
+        # priorities order them: a cell's rounds lie apart in time (numbench.replicates).
+        todo = [
+            (entry, spec)
+            for entry, spec in zip(plan["cells"], specs, strict=True)
+            if not (resume and Path(entry["path"]).exists() and _cell_status(Path(entry["path"])))
+        ]
+        rounds: dict[str, list[Path]] = {}
+        for k in range(max((spec.replicates.spread for _, spec in todo), default=0)):
+            for entry, spec in todo:
+                if k >= spec.replicates.spread:
+                    continue
+                path = Path("rounds") / f"{entry['path']}.r{k}.json"
+                rounds.setdefault(entry["path"], []).append(path)
+                if resume and path.exists():
+                    continue  # measured before the run was stopped
+                path.parent.mkdir(parents=True, exist_ok=True)
+                t0 = time.perf_counter()
+                with _output_to(Path(entry["log"]), append=k > 0):
+                    runs = run_round(spec, k, path)
+                    print(f"round {k}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
+                say(f"round {k} {entry['path']}  {time.perf_counter() - t0:.1f} s")
         for i, (entry, spec) in enumerate(zip(plan["cells"], specs), 1):
             path = Path(entry["path"])
             t0 = time.perf_counter()
@@ -171,9 +193,12 @@ def run_plan(
             if kept is not None:
                 (status, error), state = kept, "kept"
             else:
-                with _output_to(Path(entry["log"])):
-                    result = run_cell(spec, path)
+                earlier = rounds.pop(entry["path"], [])
+                with _output_to(Path(entry["log"]), append=bool(earlier)):
+                    result = run_cell(spec, path, earlier=earlier)
                     print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
+                for done in earlier:  # read into the cell file: no longer needed
+                    done.unlink(missing_ok=True)
                 status, state, error = result.status, "", result.error
             seconds = time.perf_counter() - t0
             data = path.read_bytes()

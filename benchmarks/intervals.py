@@ -1,0 +1,120 @@
+"""How honest are the speedup intervals? (a benchmark, not a test)
+
+Reads the two runs kept by ``reproducibility.py --keep DIR`` (DIR/a and DIR/b, each a
+``results/`` folder) and, for every paired speedup, asks how often run B's speedup lies
+inside run A's interval, and how wide A's interval is, for:
+
+- the two-level bootstrap the speedups table uses (``speedups.parquet``);
+- a Student t interval over the cell's own rounds (per-round log ratios of the paired
+  baseline's median to the cell's);
+- a moderated t: each cell's round variance shrunk toward the whole grid's, with a prior
+  fitted to the grid's variances (empirical Bayes, Smyth 2004, "Linear models and empirical
+  Bayes methods for assessing differential expression"), at 95% and at 90%.
+
+    .venv/bin/python benchmarks/intervals.py DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import _report  # noqa: F401  (puts the package's src on the path)
+import numpy as np
+import pandas as pd
+from scipy import optimize, special, stats
+
+from numbench.config import default_margin
+from numbench.stats import verdict
+
+KEY = ["library", "device", "operation", "size", "dtype", "threads"]
+
+
+def round_log_ratios(results: Path) -> dict[tuple, np.ndarray]:
+    """Per paired ok cell: log(median baseline / median own) of each round (latency)."""
+    out = {}
+    for path in sorted((results / "cells").rglob("*.parquet")):
+        cell = pd.read_parquet(path)
+        if (cell["status"] != "ok").any() or cell["paired_with"].isna().all():
+            continue
+        cell = cell[cell["mode"] == "latency"] if "mode" in cell else cell
+        ratios = []
+        for _, rnd in cell.groupby("replicate"):
+            base = rnd[rnd["role"] == "baseline"]["seconds"]
+            own = rnd[rnd["role"] == "measured"]["seconds"]
+            if len(base) and len(own):
+                ratios.append(np.log(np.median(base) / np.median(own)))
+        first = cell.iloc[0]
+        out[tuple(first[k] for k in KEY)] = np.array(ratios)
+    return out
+
+
+def fit_prior(s2: np.ndarray, d: np.ndarray) -> tuple[float, float]:
+    """(d0, s0^2) of a scaled inverse chi-square prior of the variances (Smyth's moments)."""
+    e = np.log(np.maximum(s2, 1e-12)) - special.digamma(d / 2) + np.log(d / 2)
+    excess = e.var(ddof=1) - special.polygamma(1, d / 2).mean()
+    if excess <= 0:
+        return float("inf"), float(np.exp(e.mean()))
+    d0 = 2 * optimize.brentq(lambda x: special.polygamma(1, x) - excess, 1e-6, 1e6)
+    return d0, float(np.exp(e.mean() + special.digamma(d0 / 2) - np.log(d0 / 2)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kept", help="the --keep folder of reproducibility.py (a/, b/)")
+    root = Path(parser.parse_args().kept)
+    margin = default_margin()
+    rounds = round_log_ratios(root / "a")
+    a, b = (pd.read_parquet(root / s / "speedups.parquet").set_index(KEY) for s in "ab")
+    keys = [k for k in rounds if k in a.index and k in b.index and len(rounds[k]) >= 2]
+    a, b = a.loc[keys], b.loc[keys]
+    log_a, log_b = np.log(a["speedup"].to_numpy()), np.log(b["speedup"].to_numpy())
+    print(f"{len(keys)} paired speedups with 2 or more rounds in A")
+    print(f"median |log A - log B|: {np.median(np.abs(log_a - log_b)):.3f}")
+
+    rows = []
+    inside = (b["speedup"] >= a["speedup_ci_low"]) & (b["speedup"] <= a["speedup_ci_high"])
+    half = (a["speedup_ci_high"] - a["speedup_ci_low"]) / 2 / a["speedup"]
+    rows.append(("two-level bootstrap (speedups.parquet)", inside.mean(), half.median()))
+    s2 = np.array([rounds[k].var(ddof=1) for k in keys])
+    d = np.array([len(rounds[k]) - 1 for k in keys])
+    d0, s02 = fit_prior(s2, d)
+    print(f"prior: d0 {d0:.2f}, s0 {np.sqrt(s02):.3f} (median cell s {np.sqrt(np.median(s2)):.3f})")
+    moderated = (d0 * s02 + d * s2) / (d0 + d) if np.isfinite(d0) else np.full(len(d), s02)
+    for label, var, df, level in (
+        ("Student t over the cell's rounds, 95%", s2, d, 0.95),
+        ("moderated t, 95%", moderated, d0 + d, 0.95),
+        ("moderated t, 90%", moderated, d0 + d, 0.90),
+    ):
+        h = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(var / (d + 1))
+        rows.append((label, np.mean(np.abs(log_b - log_a) <= h), np.median(np.expm1(h))))
+    # verdicts with moderated 95% intervals in both runs, against the table's
+    rounds_b = round_log_ratios(root / "b")
+    both = [i for i, k in enumerate(keys) if len(rounds_b.get(k, [])) >= 2]
+    verdicts = []
+    for rr, log in ((rounds, log_a), (rounds_b, log_b)):
+        ks = [keys[i] for i in both]
+        v2 = np.array([rr[k].var(ddof=1) for k in ks])
+        dd = np.array([len(rr[k]) - 1 for k in ks])
+        p0, q0 = fit_prior(v2, dd)
+        mod = (p0 * q0 + dd * v2) / (p0 + dd) if np.isfinite(p0) else np.full(len(dd), q0)
+        h = stats.t.ppf(0.975, p0 + dd) * np.sqrt(mod / (dd + 1))
+        verdicts.append(
+            [
+                verdict(np.exp(x), np.exp(x - w), np.exp(x + w), margin)
+                for x, w in zip(log[both], h, strict=True)
+            ]
+        )
+    same = sum(x == y for x, y in zip(*verdicts, strict=True))
+    table = int((a["verdict"].to_numpy()[both] == b["verdict"].to_numpy()[both]).sum())
+    print(
+        f"identical verdicts of {len(both)}: {table} with the table's intervals, "
+        f"{same} with moderated 95% intervals in both runs (margin {margin:g})"
+    )
+    print("\n| speedup interval | B inside A's interval | median half-width |\n|---|---|---|")
+    for label, share, width in rows:
+        print(f"| {label} | {share:.0%} | {width:.1%} |")
+
+
+if __name__ == "__main__":
+    main()
