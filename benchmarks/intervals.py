@@ -25,12 +25,13 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from numbench.config import default_margin
+from numbench.speedups import round_log_ratios
 from numbench.stats import verdict
 
 KEY = ["library", "device", "operation", "size", "dtype", "threads"]
 
 
-def round_log_ratios(results: Path) -> dict[tuple, np.ndarray]:
+def cell_round_ratios(results: Path) -> dict[tuple, np.ndarray]:
     """Per paired ok cell: log(median baseline / median own) of each round (latency)."""
     out = {}
     for path in sorted((results / "cells").rglob("*.parquet")):
@@ -38,14 +39,14 @@ def round_log_ratios(results: Path) -> dict[tuple, np.ndarray]:
         if (cell["status"] != "ok").any() or cell["paired_with"].isna().all():
             continue
         cell = cell[cell["mode"] == "latency"] if "mode" in cell else cell
-        ratios = []
-        for _, rnd in cell.groupby("replicate"):
-            base = rnd[rnd["role"] == "baseline"]["seconds"]
-            own = rnd[rnd["role"] == "measured"]["seconds"]
-            if len(base) and len(own):
-                ratios.append(np.log(np.median(base) / np.median(own)))
+        rounds = [rnd for _, rnd in cell.groupby("replicate")]
+        base = [r[r["role"] == "baseline"]["seconds"].to_numpy() for r in rounds]
+        own = [r[r["role"] == "measured"]["seconds"].to_numpy() for r in rounds]
+        if not all(len(b) and len(o) for b, o in zip(base, own, strict=True)):
+            continue
+        ratios = round_log_ratios(base, own)
         first = cell.iloc[0]
-        out[tuple(first[k] for k in KEY)] = np.array(ratios)
+        out[tuple(first[k] for k in KEY)] = ratios
     return out
 
 
@@ -64,7 +65,7 @@ def main() -> None:
     parser.add_argument("kept", help="the --keep folder of reproducibility.py (a/, b/)")
     root = Path(parser.parse_args().kept)
     margin = default_margin()
-    rounds = round_log_ratios(root / "a")
+    rounds = cell_round_ratios(root / "a")
     a, b = (pd.read_parquet(root / s / "speedups.parquet").set_index(KEY) for s in "ab")
     keys = [k for k in rounds if k in a.index and k in b.index and len(rounds[k]) >= 2]
     a, b = a.loc[keys], b.loc[keys]
@@ -90,7 +91,7 @@ def main() -> None:
         h = stats.t.ppf(0.5 + level / 2, df) * np.sqrt(var / (d + 1))
         rows.append((label, np.mean(np.abs(log_b - log_a) <= h), np.median(np.expm1(h))))
     # verdicts with moderated 95% intervals in both runs, against the table's
-    rounds_b = round_log_ratios(root / "b")
+    rounds_b = cell_round_ratios(root / "b")
     both = [i for i, k in enumerate(keys) if len(rounds_b.get(k, [])) >= 2]
     verdicts = []
     for rr, log in ((rounds, log_a), (rounds_b, log_b)):
