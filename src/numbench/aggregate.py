@@ -77,29 +77,13 @@ def measured_groups(
     return [groups[k] for k in sorted(groups)]
 
 
-def baseline_key(table: pa.Table) -> tuple | None:
-    """The baseline cell whose processes a paired cell also measured, as (library, device,
-    operation, size, dtype, threads); None for a cell that is not paired."""
-    paired = table.column("paired_with")[0].as_py()
-    if not paired:
-        return None
-    library, device = paired.split("/")
-    first = {c: table.column(c)[0].as_py() for c in ("operation", "size", "dtype", "threads")}
-    return (
-        library,
-        device,
-        first["operation"],
-        int(first["size"]),
-        first["dtype"],
-        int(first["threads"]),
-    )
-
-
-def own_key(table: pa.Table) -> tuple:
+def cell_key(table: pa.Table, library: str | None = None, device: str | None = None) -> tuple:
+    """(library, device, operation, size, dtype, threads) of a cell's table; with ``library``
+    and ``device``, the same cell of that library and device (its paired baseline's)."""
     first = {c: table.column(c)[0].as_py() for c in KEY_COLUMNS + ["threads"]}
     return (
-        first["library"],
-        first["device"],
+        library or first["library"],
+        device or first["device"],
         first["operation"],
         int(first["size"]),
         first["dtype"],
@@ -215,10 +199,11 @@ def aggregate(
         table = read_cell(path)
         tables.append(table)
         samples.append(sample_rows(table))
-        key = baseline_key(table)
-        if key is not None:
+        paired = table.column("paired_with")[0].as_py()
+        if paired:
+            key = cell_key(table, *paired.split("/"))
             borrowed.setdefault(key, []).extend(measured_groups(table, role=BASELINE))
-    rows = [cell_row(t, borrowed.get(own_key(t), [])) for t in tables]
+    rows = [cell_row(t, borrowed.get(cell_key(t), [])) for t in tables]
     result = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA)
     if samples_output is not None:
         write_atomic(pa.concat_tables([SAMPLES_SCHEMA.empty_table(), *samples]), samples_output)

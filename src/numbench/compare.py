@@ -27,10 +27,9 @@ import numpy as np
 import pandas as pd
 
 from numbench.formatting import md_table
-from numbench.stats import FASTER, SAME, SLOWER, verdict
+from numbench.stats import FASTER, SAME, SLOWER, Z95, verdict
 
 CELL = ["library", "device", "operation", "size", "dtype", "threads"]
-Z95 = 1.959963984540054
 #: exit status of ``--fail-on-slowdown`` when a cell got slower
 EXIT_SLOWER = 1
 

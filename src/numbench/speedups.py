@@ -37,7 +37,7 @@ import pandas as pd
 import pyarrow as pa
 
 from numbench.replicates import BASELINE, MEASURED
-from numbench.stats import ratio_ci, verdict
+from numbench.stats import Z95, ratio_ci, verdict
 from numbench.tables import SPEEDUPS_SCHEMA, write_atomic
 
 CELL_KEY = ["library", "device", "operation", "size", "dtype", "threads", "host"]
@@ -66,9 +66,6 @@ def group_samples(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarra
         cell = (*cell[:3], int(cell[3]), cell[4], int(cell[5]), *cell[6:])
         out.setdefault(cell, {}).setdefault(key[-2], []).append(part["seconds"].to_numpy())
     return out
-
-
-Z95 = 1.959963984540054
 
 
 def round_log_ratios(base: list[np.ndarray], lib: list[np.ndarray]) -> np.ndarray:
@@ -130,13 +127,12 @@ def compute_speedups(
     s0 = {device: round_floor(v) for device, v in spreads.items()}
     rows = []
     for r, key, base_key, paired, point, lo, hi, rounds in measured:
-        floor = 0.0
-        if paired:
-            new_lo, new_hi, floor = floored(point, lo, hi, s0.get(r.device, 0.0), rounds)
-            widened = bool(new_lo < lo or new_hi > hi)
-            lo, hi = new_lo, new_hi
-        else:
-            widened = False
+        # the floor is the paired rounds' (an unpaired interval draws each side on its own)
+        new_lo, new_hi, floor = floored(
+            point, lo, hi, s0.get(r.device, 0.0) if paired else 0.0, rounds
+        )
+        widened = bool(new_lo < lo or new_hi > hi)
+        lo, hi = new_lo, new_hi
         rows.append(
             {
                 "library": r.library,

@@ -21,6 +21,8 @@ import numpy as np
 
 BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
+#: the normal quantile of a two-sided 95% interval
+Z95 = 1.959963984540054
 #: A cell is *unstable* when its process medians spread (max / min) by more than this...
 UNSTABLE_MIN_SPREAD = 1.10
 #: ... and by more than this many times the processes' own relative IQR (their noise).

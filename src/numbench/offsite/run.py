@@ -98,6 +98,7 @@ def run_plan(
     from numbench import inputs as inputs_file
     from numbench.cell import run_cell, run_round
     from numbench.errors import CorruptFile
+    from numbench.replicates import round_file
     from numbench.spec import CellSpec
 
     plan = read_plan(plan_path)
@@ -176,7 +177,7 @@ def run_plan(
             for entry, spec in todo:
                 if k >= spec.replicates.spread:
                     continue
-                path = Path("rounds") / f"{entry['path']}.r{k}.json"
+                path = Path(round_file(entry["path"], k))  # the workflow's own name
                 rounds.setdefault(entry["path"], []).append(path)
                 if resume and path.exists():
                     continue  # measured before the run was stopped
