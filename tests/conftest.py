@@ -84,6 +84,19 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if item.get_closest_marker("cuda_env") is None]
 
 
+@pytest.fixture(autouse=True)
+def keep_cpu_affinity():
+    """A test that measures a cell in this process (``worker.measure``) pins it to the cell's
+    threads (``libraries.pin_cpus``); without this, every later test and the subprocesses it
+    starts would inherit that mask and see fewer CPUs than the host has."""
+    if not hasattr(os, "sched_getaffinity"):
+        yield
+        return
+    allowed = os.sched_getaffinity(0)
+    yield
+    os.sched_setaffinity(0, allowed)
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A fresh copy of the workflow in a temporary folder."""
