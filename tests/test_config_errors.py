@@ -112,6 +112,16 @@ CASES = [
         ["replicates.spread = -1 is out of range"],
     ),
     (
+        "replicates-round-sd-negative",
+        "replicates: {round_sd: -0.01}",
+        ["replicates.round_sd = -0.01 is out of range; it must be >= 0"],
+    ),
+    (
+        "replicates-round-sd-type",
+        "replicates: {round_sd: lots}",
+        ["replicates.round_sd"],
+    ),
+    (
         "cell-timeout",
         "cell_timeout_s: 0",
         ["cell_timeout_s = 0 is out of range; it must be > 0"],

@@ -18,6 +18,7 @@ from numbench.replicates import (
     measure_round,
     read_rounds,
     round_order,
+    verdict_settled,
     write_round,
 )
 from numbench.spec import ProcessReport, ReplicateSettings
@@ -92,6 +93,14 @@ class FakeWorker:
         return ProcessReport(status="ok", loops=1, samples_s=list(noisy(median, 10, self.rng)))
 
 
+class QuietWorker(FakeWorker):
+    """Every sample of a process is its median: rounds agree exactly."""
+
+    def __call__(self, spec) -> ProcessReport:
+        self.calls.append(spec.library)
+        return ProcessReport(status="ok", loops=1, samples_s=[next(self.medians[spec.library])] * 5)
+
+
 def spec_with(library="torch", paired="numpy/cpu", **reps):
     settings = {"min": 2, "max": 6, "target_ci": 0.03, "margin": 1.1, "spread": 0, **reps}
     return make_spec(library, "cpu", "sort", 1000, "x.npz", FAST).replace(
@@ -123,6 +132,43 @@ def test_a_settled_verdict_needs_no_more_processes():
     worker = FakeWorker({"torch": [1e-4, 3e-4], "numpy": [2e-3]})
     runs, _ = measure_replicates(spec_with(), worker)
     assert [r.role for r in runs].count(MEASURED) == 2
+
+
+def test_a_settled_same_speed_stops_at_the_minimum_however_wide():
+    """Speedups of 1.0 and 0.95: wider than target_ci, but every speedup in the interval is
+    'the same speed'; the old width rule would have run this cell to the cap."""
+    worker = FakeWorker({"torch": [1e-3, 1.05e-3], "numpy": [1e-3]})
+    runs, _ = measure_replicates(spec_with(target_ci=0.001), worker)
+    assert [r.role for r in runs].count(MEASURED) == 2
+
+
+def test_a_narrow_interval_at_the_margin_gets_more_rounds():
+    """A speedup of 1.09 whose rounds agree to 0.1%: narrow, yet a second run lands on either
+    side of the margin, so the verdict is in doubt until the cap."""
+    worker = QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]})
+    runs, _ = measure_replicates(spec_with(target_ci=0.5), worker)
+    assert [r.role for r in runs].count(MEASURED) == 6
+    # round_sd 0 trusts the rounds' own interval, which holds no margin: settled at min
+    worker = QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]})
+    runs, _ = measure_replicates(spec_with(round_sd=0.0), worker)
+    assert [r.role for r in runs].count(MEASURED) == 2
+
+
+@pytest.mark.parametrize(
+    ("point", "lo", "hi", "floor", "settled"),
+    [
+        (2.0, 1.5, 2.5, 0.05, True),  # wholly faster
+        (0.5, 0.4, 0.6, 0.05, True),  # wholly slower
+        (1.0, 0.95, 1.05, 0.05, True),  # wholly the same speed
+        (1.0, 0.8, 1.05, 0.05, False),  # holds 1 / margin
+        (1.2, 1.05, 1.3, 0.0, False),  # holds the margin
+        (1.07, 1.069, 1.071, 0.05, False),  # narrow, but the floor reaches the margin
+        (1.07, 1.069, 1.071, 0.0, True),  # without the floor: the same speed
+        (float("nan"), 1.0, 1.2, 0.05, False),  # no speedup: never settled
+    ],
+)
+def test_verdict_settled(point, lo, hi, floor, settled):
+    assert verdict_settled(point, lo, hi, 1.1, floor) is settled
 
 
 def test_paired_rounds_alternate_in_a_seeded_order():

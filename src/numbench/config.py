@@ -186,8 +186,9 @@ def normalise(config: dict) -> dict:
         for key in ("min", "max", "spread"):
             if key in reps:
                 reps[key] = _number(reps[key], int)
-        if "target_ci" in reps:
-            reps["target_ci"] = _number(reps["target_ci"], float)
+        for key in ("target_ci", "round_sd"):
+            if key in reps:
+                reps[key] = _number(reps[key], float)
         if isinstance(reps.get("paired"), str):
             word = reps["paired"].strip().lower()
             reps["paired"] = {"true": True, "false": False}.get(word, reps["paired"])
@@ -383,6 +384,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
             target_ci=float(reps["target_ci"]),
             margin=float(cfg["margin"]),
             spread=reps["spread"],
+            round_sd=float(reps["round_sd"]),
         ),
         paired_with=None
         if is_baseline or not reps["paired"]

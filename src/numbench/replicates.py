@@ -19,13 +19,18 @@ their own (rule ``spread_round``), scheduled before any cell's remaining rounds,
 cell's job continues from them (``measure_replicates(earlier=...)``): each cell's rounds
 are then minutes apart, and its interval sees the drift.
 
-The number of rounds adapts (``replicates`` in the config): ``min`` rounds always; then one
-more while the 95% interval of the cell's median (of its speedup, when paired) is wider than
-``target_ci`` of its value, up to ``max``, unless the paired speedup's whole interval already
-lies beyond the margin (the verdict is settled). Cells whose processes agree stop early;
-cells whose processes disagree where it matters get more of them, and are flagged unstable
-later if they still disagree. Processes are the cost of a cell, so they go where a verdict
-is in doubt.
+The number of rounds adapts (``replicates`` in the config): ``min`` rounds always; then, up
+to ``max``, one more while the verdict is in doubt. A paired cell's verdict (faster, same,
+slower: ``numbench.stats.verdict``) is in doubt while its speedup's 95% interval holds the
+margin or 1 / margin, the interval widened first to the least spread a few rounds can show
+(``round_sd``: two or three rounds cannot measure their own spread, and on the machine of
+docs/performance.md the published intervals' measured round spread was 2.8 to 3.8%). A cell
+settled faster, slower or the same stops at ``min``, however wide its interval; a cell near
+the margin gets more rounds, because there a second run would otherwise give the other
+verdict. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict
+of its own and adds rounds while its median's interval is wider than ``target_ci`` of its
+value. Cells whose processes still disagree are flagged unstable later. Processes are the
+cost of a cell, so they go where a verdict is in doubt.
 
 A process that is not ``ok`` ends the cell's measuring: its status and error are the cell's
 (a fault in any process is the cell's fault). A failed baseline process ends the pairing
@@ -36,6 +41,7 @@ cell instead.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -43,8 +49,10 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from numbench.spec import CellSpec, ProcessReport
-from numbench.stats import median_ci, ratio_ci, relative_half_width
+from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width
 
 MEASURED, BASELINE = "measured", "baseline"
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
@@ -69,23 +77,31 @@ def round_order(spec: CellSpec, replicate: int) -> tuple[str, str]:
     return (BASELINE, MEASURED) if first_baseline else (MEASURED, BASELINE)
 
 
+def verdict_settled(point: float, lo: float, hi: float, margin: float, floor: float) -> bool:
+    """True when every speedup in the interval ``(lo, hi)``, widened to at least
+    ``point * exp(+-floor)``, gives the same verdict: it holds neither ``margin`` nor
+    ``1 / margin`` (wholly faster, wholly slower, or wholly the same speed)."""
+    if not all(math.isfinite(v) for v in (point, lo, hi)) or point <= 0:
+        return False
+    lo, hi = min(lo, point * math.exp(-floor)), max(hi, point * math.exp(floor))
+    return not any(lo <= edge <= hi for edge in (margin, 1.0 / margin))
+
+
 def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
-    """True once more processes would not change what the cell says: its interval is within
-    ``replicates.target_ci`` of its value, or, paired, the whole interval of the speedup lies
-    beyond the margin (a clear ``faster`` or ``slower`` that more processes only sharpen)."""
+    """True once more processes would not change what the cell says: paired, its speedup's
+    verdict is settled (``verdict_settled``, with the floor ``1.96 * round_sd /
+    sqrt(rounds)``); unpaired, its median's interval is within ``replicates.target_ci`` of
+    its value."""
     own = [r.report.samples_s for r in runs if r.role == MEASURED]
     base = [r.report.samples_s for r in runs if r.role == BASELINE]
+    reps = spec.replicates
     if base and len(base) == len(own):
         point, lo, hi = ratio_ci(base, own, paired=True, resamples=STOPPING_RESAMPLES)
-        margin = spec.replicates.margin
-        if lo >= margin or hi <= 1.0 / margin:
-            return True
-    else:
-        import numpy as np
-
-        point = float(np.median([s for g in own for s in g]))
-        lo, hi = median_ci(own, resamples=STOPPING_RESAMPLES)
-    return relative_half_width(point, lo, hi) <= spec.replicates.target_ci
+        floor = Z95 * reps.round_sd / math.sqrt(len(own))
+        return verdict_settled(point, lo, hi, reps.margin, floor)
+    point = float(np.median([s for g in own for s in g]))
+    lo, hi = median_ci(own, resamples=STOPPING_RESAMPLES)
+    return relative_half_width(point, lo, hi) <= reps.target_ci
 
 
 def measure_round(

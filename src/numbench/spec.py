@@ -33,20 +33,26 @@ class ReplicateSettings:
     min: int
     #: processes never exceeded
     max: int
-    #: after ``min``, processes are added until the 95% interval of the cell's median (of its
-    #: speedup, when paired) is within this relative half-width, or ``max`` is reached
+    #: after ``min``, an unpaired cell adds processes until the 95% interval of its median is
+    #: within this relative half-width, or ``max`` is reached
     target_ci: float
     #: the config's margin: a paired speedup whose whole interval lies beyond it is settled
     margin: float
     #: the first rounds, each measured by a job of its own scheduled before every cell's
     #: remaining rounds, so that a cell's rounds lie minutes apart (``numbench.replicates``)
     spread: int
+    #: after ``min``, a paired cell adds rounds while its speedup's verdict is in doubt: while
+    #: its interval, widened to at least ``1.96 * round_sd / sqrt(rounds)`` in log terms,
+    #: holds ``margin`` or ``1 / margin`` (``numbench.replicates.verdict_settled``)
+    round_sd: float = 0.03
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
             raise ValueError("need 1 <= replicates.min <= replicates.max")
         if not 0 <= self.spread <= self.min:
             raise ValueError("need 0 <= replicates.spread <= replicates.min")
+        if not self.round_sd >= 0:
+            raise ValueError("need replicates.round_sd >= 0")
 
 
 @dataclass(frozen=True)
