@@ -118,3 +118,13 @@ def test_dtype_and_threads_lists_are_grid_dimensions():
     spec = cell_spec({**c, "operations": {"sort": {"sizes": [10]}}}, cell)
     assert (spec.dtype, spec.threads) == ("float32", cell.threads)
     assert cell.path == f"results/cells/numpy/cpu/float32/t{cell.threads}/sort/10.parquet"
+
+
+@pytest.mark.parametrize("limit, expected", [(None, None), (0.25, 0.25), ("0.3", 0.3)])
+def test_the_cpu_taken_limit_reaches_the_cell_spec(limit, expected):
+    from numbench.config import cell_spec, grid
+
+    c = cfg(libraries=["numpy"], replicates={"max_cpu_taken": limit})
+    c = {**c, "operations": {"sort": {"sizes": [10]}}}
+    spec = cell_spec(c, grid(c)[0])
+    assert spec.replicates.max_cpu_taken == expected

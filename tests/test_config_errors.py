@@ -122,6 +122,16 @@ CASES = [
         ["replicates.round_sd"],
     ),
     (
+        "replicates-max-cpu-taken-zero",
+        "replicates: {max_cpu_taken: 0}",
+        ["replicates.max_cpu_taken = 0 is out of range; it must be > 0"],
+    ),
+    (
+        "replicates-max-cpu-taken-type",
+        "replicates: {max_cpu_taken: busy}",
+        ["replicates.max_cpu_taken"],
+    ),
+    (
         "cell-timeout",
         "cell_timeout_s: 0",
         ["cell_timeout_s = 0 is out of range; it must be > 0"],

@@ -202,10 +202,83 @@ def test_a_failed_baseline_process_ends_the_pairing_only():
     assert {r.role for r in runs} == {MEASURED} and len(runs) >= 2
 
 
+class BusyWorker(QuietWorker):
+    """A quiet worker on a busy machine: the CPU share other programs took, ``waits`` per
+    call, in call order."""
+
+    def __init__(self, medians, waits):
+        super().__init__(medians)
+        self.waits = iter(waits)
+
+    def __call__(self, spec) -> ProcessReport:
+        report = super().__call__(spec)
+        report.cpu_taken = next(self.waits, 0.0)
+        return report
+
+
+def test_a_round_whose_cpu_other_programs_took_is_measured_again(capsys):
+    spec = spec_with()
+    # other programs took 40% of the first attempt's second process; the next is quiet
+    worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.0, 0.4, 0.01, 0.0])
+    runs = measure_round(spec, 0, worker, spec.paired_spec())
+    assert len(worker.calls) == 4 and len(runs) == 2
+    assert [r.role for r in runs] == list(round_order(spec, 0))  # both sides again, in order
+    assert [r.report.cpu_taken for r in runs] == [0.01, 0.0]
+    assert {r.report.set_aside for r in runs} == {1}
+    said = capsys.readouterr().out
+    assert "round 0: other programs took 40% of the " in said and "process's CPU time" in said
+    assert "max_cpu_taken = 0.1" in said
+
+
+def test_a_busy_machine_gets_two_more_attempts_then_the_round_is_kept():
+    spec = spec_with()
+    worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.5] * 100)
+    runs = measure_round(spec, 3, worker, spec.paired_spec())
+    assert len(worker.calls) == 6 and len(runs) == 2  # 1 + CPU_TAKEN_RETRIES attempts
+    assert {r.report.set_aside for r in runs} == {2} and {r.replicate for r in runs} == {3}
+
+
+@pytest.mark.parametrize(
+    "limit, waits, calls",
+    [
+        (None, [0.9, 0.9], 2),  # the guard off: every round once
+        (0.1, [0.1, 0.05], 2),  # at the limit is not over it
+        (0.1, [None, None], 2),  # an OS that does not tell
+        (0.5, [0.3, 0.6, 0.0, 0.0], 4),  # a higher limit, exceeded
+    ],
+)
+def test_the_cpu_taken_limit(limit, waits, calls):
+    spec = spec_with(max_cpu_taken=limit)
+    worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, waits)
+    measure_round(spec, 0, worker, spec.paired_spec())
+    assert len(worker.calls) == calls
+
+
+def test_a_failed_process_is_not_measured_again_for_waiting():
+    spec = spec_with()
+    calls = []
+
+    def worker(s):
+        calls.append(s.library)
+        if s.library == "torch":
+            return ProcessReport(status="failed", error="boom", cpu_taken=0.9)
+        return ProcessReport(status="ok", loops=1, samples_s=[2e-3] * 5, cpu_taken=0.0)
+
+    runs = measure_round(spec, 0, worker, spec.paired_spec())
+    assert [r.report.status for r in runs if r.role == MEASURED] == ["failed"]
+    assert calls.count("torch") == 1  # its fault is the cell's, busy machine or not
+
+
 @pytest.mark.parametrize("reps", [{"min": 3, "max": 2}, {"min": 0, "max": 2}])
 def test_replicate_settings_refuse_bad_bounds(reps):
     with pytest.raises(ValueError):
         ReplicateSettings(target_ci=0.03, margin=1.1, spread=0, **reps)
+
+
+@pytest.mark.parametrize("wait", [0, -0.1])
+def test_replicate_settings_refuse_a_cpu_taken_limit_of_zero_or_less(wait):
+    with pytest.raises(ValueError, match="max_cpu_taken"):
+        ReplicateSettings(min=2, max=3, target_ci=0.03, margin=1.1, spread=0, max_cpu_taken=wait)
 
 
 # -- spread rounds: measured by jobs of their own, continued by the cell's job ---------------

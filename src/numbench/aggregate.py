@@ -33,7 +33,8 @@ from numbench.tables import (
 
 #: How a per-process figure becomes the cell's: typical (median) for what each process pays,
 #: total for the time spent, worst for errors and memory; the threads a library ran with: the
-#: most any process saw, and the first note saying it differed from those asked.
+#: most any process saw, and the first note saying it differed from those asked; the CPU
+#: time other programs took: the most from any kept process, and the attempts set aside.
 PROCESS_REDUCERS = {
     "import_s": "median",
     "first_call_s": "median",
@@ -48,6 +49,8 @@ PROCESS_REDUCERS = {
     "device_peak_mb": "max",
     "threads_used": "most",
     "threads_note": "first",
+    "cpu_taken": "max",
+    "set_aside": "count",
 }
 
 
@@ -59,6 +62,8 @@ def _reduce(values: list, how: str):
         return next((v for v in values if v), None)
     if how == "most":  # a count: the largest, kept whole
         return int(max(values))
+    if how == "count":  # a count per process: their total, kept whole
+        return int(sum(values))
     if how == "median":
         return float(np.median(values))
     return float(sum(values)) if how == "sum" else float(max(values))

@@ -186,8 +186,8 @@ def normalise(config: dict) -> dict:
         for key in ("min", "max", "spread"):
             if key in reps:
                 reps[key] = _number(reps[key], int)
-        for key in ("target_ci", "round_sd"):
-            if key in reps:
+        for key in ("target_ci", "round_sd", "max_cpu_taken"):
+            if reps.get(key) is not None:
                 reps[key] = _number(reps[key], float)
         if isinstance(reps.get("paired"), str):
             word = reps["paired"].strip().lower()
@@ -385,6 +385,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
             margin=float(cfg["margin"]),
             spread=reps["spread"],
             round_sd=float(reps["round_sd"]),
+            max_cpu_taken=None if reps["max_cpu_taken"] is None else float(reps["max_cpu_taken"]),
         ),
         paired_with=None
         if is_baseline or not reps["paired"]

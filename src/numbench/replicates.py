@@ -57,6 +57,8 @@ from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width
 MEASURED, BASELINE = "measured", "baseline"
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
 STOPPING_RESAMPLES = 500
+#: times a round is measured again because other programs took its CPUs (``measure_round``)
+CPU_TAKEN_RETRIES = 2
 
 
 @dataclass
@@ -111,15 +113,41 @@ def measure_round(
     paired: CellSpec | None,
 ) -> list[ProcessRun]:
     """One round: the cell's own process and, paired, a baseline process beside it, in the
-    round's seeded order. A failed own process ends the round."""
-    runs = []
-    for role in round_order(spec, replicate) if paired is not None else (MEASURED,):
-        started = time.time()
-        report = run_worker(spec if role == MEASURED else paired)
-        runs.append(ProcessRun(role, replicate, started, report))
-        if role == MEASURED and report.status != "ok":
+    round's seeded order. A failed own process ends the round.
+
+    A round in which something else took more than ``replicates.max_cpu_taken`` of a
+    process's CPUs while it measured (another program, or the host of a virtual machine:
+    ``numbench.cpu_taken``) is measured again, both processes, up to ``CPU_TAKEN_RETRIES``
+    times: its samples timed the other program too, and would weigh on one side of the
+    ratio only. The attempt kept says how many were set aside (``ProcessReport.set_aside``);
+    the last is kept, busy or not.
+    """
+    limit = spec.replicates.max_cpu_taken
+    for attempt in range(CPU_TAKEN_RETRIES + 1):
+        runs = []
+        for role in round_order(spec, replicate) if paired is not None else (MEASURED,):
+            started = time.time()
+            report = run_worker(spec if role == MEASURED else paired)
+            runs.append(ProcessRun(role, replicate, started, report))
+            if role == MEASURED and report.status != "ok":
+                break
+        busy = [r for r in runs if _taken_beyond(r.report, limit)]
+        if not busy or attempt == CPU_TAKEN_RETRIES:
             break
+        said = ", ".join(f"{r.report.cpu_taken:.0%} of the {r.role} process's" for r in busy)
+        print(
+            f"round {replicate}: other programs took {said} CPU time while it measured "
+            f"(over replicates.max_cpu_taken = {limit:g}); measuring the round again",
+            flush=True,
+        )
+    for run in runs:
+        run.report.set_aside = attempt
     return runs
+
+
+def _taken_beyond(report: ProcessReport, limit: float | None) -> bool:
+    taken = report.cpu_taken
+    return limit is not None and report.status == "ok" and taken is not None and taken > limit
 
 
 def measure_replicates(

@@ -45,6 +45,10 @@ class ReplicateSettings:
     #: its interval, widened to at least ``1.96 * round_sd / sqrt(rounds)`` in log terms,
     #: holds ``margin`` or ``1 / margin`` (``numbench.replicates.verdict_settled``)
     round_sd: float = 0.03
+    #: a round with a process whose CPUs other programs used more than this share of while it
+    #: measured (``ProcessReport.cpu_taken``) is measured again, up to ``CPU_TAKEN_RETRIES``
+    #: times; None measures every round once, busy machine or not
+    max_cpu_taken: float | None = 0.1
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
@@ -53,6 +57,8 @@ class ReplicateSettings:
             raise ValueError("need 0 <= replicates.spread <= replicates.min")
         if not self.round_sd >= 0:
             raise ValueError("need replicates.round_sd >= 0")
+        if self.max_cpu_taken is not None and not self.max_cpu_taken > 0:
+            raise ValueError("need replicates.max_cpu_taken > 0 (or null)")
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,13 @@ class ProcessReport:
     d2h_s: float | None = None
     h2d_bytes: int | None = None
     d2h_bytes: int | None = None
+    #: share of the process's CPUs' time that something else used (other programs, or the host
+    #: of a virtual machine) while it measured its latency (first call, calibration, samples;
+    #: ``numbench.cpu_taken``); null where the OS does not tell
+    cpu_taken: float | None = None
+    #: attempts at this process's round set aside before it, because other programs took
+    #: more than ``replicates.max_cpu_taken`` of a process's CPUs (``numbench.replicates.measure_round``)
+    set_aside: int | None = None
     #: calls per sample
     loops: int | None = None
     #: seconds per call, one per sample: every call waited for (latency)

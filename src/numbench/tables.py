@@ -247,6 +247,8 @@ LATER_COLUMNS = {
     "d2h_s": None,
     "h2d_bytes": None,
     "d2h_bytes": None,
+    "cpu_taken": None,
+    "set_aside": None,
 }
 
 

@@ -108,6 +108,7 @@ def measure(spec: CellSpec) -> ProcessReport:
     out.threads_used, out.threads_note = threads_seen(adapter, spec.threads)
 
     from numbench import inputs as inputs_file
+    from numbench.cpu_taken import CpuTaken
     from numbench.errors import CorruptFile
     from numbench.timing import Timer
 
@@ -130,7 +131,9 @@ def measure(spec: CellSpec) -> ProcessReport:
 
     try:
         timer = Timer(fn, args, adapter.sync, device_timer=adapter.device_timer())
+        taken = CpuTaken()
         m = timer.measure(spec.timing)
+        out.cpu_taken = taken.share()
     except Exception as exc:  # noqa: BLE001 - the library's own error is the message
         traceback.print_exc()
         out.status, out.error = error_status(exc)
