@@ -107,6 +107,8 @@ def cost_figures(results: Path, wall: float) -> dict:
         "ok": len(ok),
         "cell_wall": float(bench["wall_s"].sum()),
         "unstable": int(ok["unstable"].sum()),
+        # older results have no such column: nothing was set aside
+        "set_aside": int(bench.get("set_aside", pd.Series(dtype=float)).fillna(0).sum()),
     }
 
 
@@ -204,6 +206,8 @@ def main() -> None:
         f"{cost[0]['cell_wall'] / max(cost[0]['processes'], 1):.2f} s | "
         f"{cost[1]['cell_wall'] / max(cost[1]['processes'], 1):.2f} s |",
         f"| unstable cells | {cost[0]['unstable']} | {cost[1]['unstable']} |",
+        "| rounds measured again because other programs took a worker's CPU | "
+        f"{cost[0]['set_aside']} | {cost[1]['set_aside']} |",
         f"| speedup intervals widened by the round floor | {floored[0]} | {floored[1]} |",
         "| minutes between a cell's first and last own process: median, 10th percentile | "
         + " | ".join(f"{s.median():.1f}, {s.quantile(0.1):.1f}" for s in spans)
