@@ -9,6 +9,7 @@ import pytest
 from conftest import MARGIN, constructed_results
 
 from numbench.findings import (
+    BusyCell,
     Crossover,
     LargestSlowdown,
     LargestSpeedup,
@@ -136,6 +137,21 @@ def test_a_speedup_without_its_baseline_cell_is_a_no_baseline_warning():
     found = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
     orphans = [w for w in found.warnings if isinstance(w, NoBaseline)]
     assert sorted((w.library, w.size) for w in orphans) == [("jax", 1000), ("torch", 1000)]
+
+
+def test_a_cell_measured_on_a_busy_machine_is_a_busy_warning():
+    bench, speedups, crossovers = constructed_results()
+    assert not [w for w in decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN).warnings
+                if isinstance(w, BusyCell)]  # fmt: skip
+    bench = bench.copy()
+    bench["cpu_taken"], bench["set_aside"] = 0.02, 0
+    busy = (bench["library"] == "torch") & (bench["operation"] == "sort") & (bench["size"] == 1000)
+    bench.loc[busy, ["cpu_taken", "set_aside"]] = [0.45, 4]
+    bench.loc[(bench["library"] == "jax") & (bench["size"] == 1000), "cpu_taken"] = 0.1  # at
+    found = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    assert [w for w in found.warnings if isinstance(w, BusyCell)] == [
+        BusyCell("torch", "cpu", "sort", 1000, 0.45, 4)
+    ]
 
 
 def test_the_baseline_given_is_used_even_without_speedups():

@@ -116,6 +116,17 @@ def test_warnings_list_every_gap_with_its_reason(text):
     assert re.search(r"- numpy \(cpu\) sort n = 10\^5: IQR .* of the median", warn)
 
 
+def test_a_cell_measured_on_a_busy_machine_is_said_in_the_warnings():
+    bench, speedups, crossovers = constructed_results()
+    bench = bench.copy()
+    bench["cpu_taken"], bench["set_aside"] = 0.0, 0
+    busy = (bench["library"] == "torch") & (bench["operation"] == "fft") & (bench["size"] == 1000)
+    bench.loc[busy, ["cpu_taken", "set_aside"]] = [0.38, 4]
+    warn = section(render(bench, speedups, crossovers, "numpy", "cpu", MARGIN), "Warnings")
+    assert "Cells measured on a busy machine" in warn
+    assert "- torch (cpu) fft n = 10^3: 38% of a process's CPU time taken; 4 attempt(s) set" in warn
+
+
 def test_chart_links_and_every_cell(text):
     charts = section(text, "Charts")
     for name in ("time_fft", "speedup_sort", "throughput_fft", "speedup_heatmap", "first_call"):

@@ -24,6 +24,10 @@ from numbench.speedups import check_baseline
 from numbench.stats import FASTER, SAME, SLOWER
 
 NOISY_IQR_FRACTION = 0.10
+#: a cell is said to have been measured on a busy machine when other programs took more than
+#: this share of a kept process's CPUs (the default ``replicates.max_cpu_taken``: past it, a
+#: round is measured again, up to twice, and kept busy only when it stays busy)
+BUSY_CPU_TAKEN = 0.10
 TOP_SPEEDUPS = 5
 TOP_SLOWDOWNS = 3
 
@@ -207,7 +211,20 @@ class UnstableCell:
     process_medians_s: str
 
 
-CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell
+@dataclass(frozen=True)
+class BusyCell:
+    """An ok cell with a kept process whose CPUs other programs used more than
+    BUSY_CPU_TAKEN of while it measured (``cpu_taken``, ``numbench.cpu_taken``)."""
+
+    library: str
+    device: str
+    operation: str
+    size: int
+    cpu_taken: float
+    set_aside: int
+
+
+CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell
 
 
 # -- all of it ----------------------------------------------------------------------------------
@@ -337,6 +354,12 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, 
     for r in unstable.sort_values(["operation", "size", "library"]).itertuples():
         cell = (r.library, r.device, r.operation, int(r.size))
         out.append(UnstableCell(*cell, r.process_spread, r.process_medians_s))
+    if "cpu_taken" in ok:  # results from before the column have nothing to say
+        busy = ok[ok["cpu_taken"].fillna(0) > BUSY_CPU_TAKEN]
+        for r in busy.sort_values(["operation", "size", "library"]).itertuples():
+            cell = (r.library, r.device, r.operation, int(r.size))
+            set_aside = 0 if missing(r.set_aside) else int(r.set_aside)
+            out.append(BusyCell(*cell, float(r.cpu_taken), set_aside))
     bad = bench[bench["status"] != "ok"]
     for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
         reason = None if missing(r.error) else str(r.error)

@@ -17,7 +17,9 @@ import pandas as pd
 from numbench.charts import OPERATION_CHARTS, chart_names, operation_chart
 from numbench.dimensions import dimension_findings, dimension_sections
 from numbench.findings import (
+    BUSY_CPU_TAKEN,
     NOISY_IQR_FRACTION,
+    BusyCell,
     CellWarning,
     Crossover,
     Fastest,
@@ -165,6 +167,7 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
     bad = [w for w in warnings if isinstance(w, UnmeasuredCell)]
     orphans = [w for w in warnings if isinstance(w, NoBaseline)]
     unstable = [w for w in warnings if isinstance(w, UnstableCell)]
+    busy = [w for w in warnings if isinstance(w, BusyCell)]
     lines = []
     if unstable:
         lines += [
@@ -176,6 +179,19 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
             f"- {_cell_name(w)}: processes {w.process_spread:.2f}x apart, medians (s) "
             f"{w.process_medians_s}"
             for w in unstable
+        ]
+        lines.append("")
+    if busy:
+        lines += [
+            "Cells measured on a busy machine: other programs used more than "
+            f"{BUSY_CPU_TAKEN:.0%} of a kept process's CPUs while it measured, after the "
+            "round was measured again (`replicates.max_cpu_taken`); its times include theirs.",
+            "",
+        ]
+        lines += [
+            f"- {_cell_name(w)}: {w.cpu_taken:.0%} of a process's CPU time taken; "
+            f"{w.set_aside} attempt(s) set aside"
+            for w in busy
         ]
         lines.append("")
     if noisy:
@@ -203,7 +219,8 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
     if not lines:
         return (
             "None: every cell was measured, correct, stable across its processes, and quiet "
-            f"(IQR within {NOISY_IQR_FRACTION:.0%} of the median)."
+            f"(IQR within {NOISY_IQR_FRACTION:.0%} of the median, no other program busy on "
+            "its CPUs)."
         )
     return "\n".join(lines).rstrip()
 
@@ -232,8 +249,10 @@ it was imported. Every cell but the baseline's ran one baseline process beside e
 own, back to back in a seeded random order, so each speedup compares measurements taken
 seconds apart whatever order the cells ran in. The first rounds of every cell
 (`replicates.spread`) ran before any cell's remaining rounds, so a cell's rounds lie minutes
-apart and its interval sees the machine's drift between them. The baseline's times pool its
-own processes and those paired beside every other cell.
+apart and its interval sees the machine's drift between them. A round in which other
+programs used more than `replicates.max_cpu_taken` of a process's CPUs while it measured was
+measured again, up to twice. The baseline's times pool its own processes and those paired
+beside every other cell.
 Inputs were converted to the library's arrays outside any timing. The first call was timed
 alone (`first_call_s`: tracing, compilation, warm-up) and never enters the samples. Each
 timed region waits for the result (`block_until_ready`, device synchronisation,
