@@ -10,13 +10,14 @@ time, jobs, the main process's CPU seconds and its share of the wall time (over 
 run and over its last quarter), its most threads, and, from the cells' files, the rounds set
 aside because other programs took a worker's CPU and the median ``cpu_taken``.
 
-    .venv/bin/python benchmarks/scheduler_cpu.py [--configfile FILE] [--order fix own] [--write]
+    .venv/bin/python benchmarks/scheduler_cpu.py [--configfile FILE] [--order fix own] [--keep DIR] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -109,6 +110,7 @@ def main() -> None:
     parser.add_argument("--configfile", default=str(ROOT / "tests" / "tiny.yaml"))
     parser.add_argument("--order", nargs="+", choices=sorted(VARIANTS), default=["fix", "own"])
     parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument("--keep", help="copy each run's results/ into this folder")
     args = parser.parse_args()
     extra = ["--configfile", str(Path(args.configfile).resolve())]
 
@@ -121,6 +123,8 @@ def main() -> None:
             wd = copy_workflow(Path(tmp) / f"{i}-{name}")
             r = run(wd, VARIANTS[name], extra)
             set_aside, taken = cell_figures(wd / "results")
+            if args.keep:
+                shutil.copytree(wd / "results", Path(args.keep) / f"{i}-{name}")
             label = (
                 "one pending timer (numbench's fix)" if name == "fix" else "Snakemake's own timers"
             )
