@@ -7,9 +7,11 @@ another chance. Each wake-up is a pass, and each pass starts a new timer; but pa
 come from every finished job (``JobScheduler._proceed``), and each of those starts a timer
 chain of its own. Chains are never merged: after k finished jobs, k timers wake the loop
 every second. On the 2-core machine of docs/performance.md the main Snakemake process used
-87% of a CPU ten minutes into a default-grid run, with 110 threads, while the worker next to
-it was being timed: a machine-wide load that grows through the run, the kind of drift the
-measuring method exists to keep out of the figures.
+87% of a CPU (top) 11 minutes into a default-grid run, with 110 threads, while the worker next to
+it was being timed: a load that grows through the run, beside the measurement. Freeing that
+CPU did not change the runs' wall time or the rounds set aside measurably
+(docs/performance.md, "Snakemake's own CPU"), but a benchmark's orchestrator has no
+business spinning a CPU next to it.
 
 ``limit_reevaluation_timers`` replaces ``JobScheduler._schedule_reevalutation`` (sic) with a
 version that keeps at most one such timer pending. The loop still wakes once per timespan
