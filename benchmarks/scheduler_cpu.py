@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from _report import ROOT, publish
-from workflow_cost import copy_workflow
+from workflow_cost import copy_workflow, snakemake_env
 
 TICK = os.sysconf("SC_CLK_TCK")
 VARIANTS = {"fix": {}, "own": {"NUMBENCH_KEEP_SNAKEMAKE_TIMERS": "1"}}
@@ -48,9 +48,7 @@ def own_cpu_and_threads(pid: int) -> tuple[float, int] | None:
 
 
 def run(wd: Path, extra_env: dict[str, str], args: list[str]) -> dict:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    env["NUMBENCH_TIMING_LOCK"] = str(wd / ".timing.lock")
+    env = snakemake_env(wd)
     env.pop("NUMBENCH_KEEP_SNAKEMAKE_TIMERS", None)
     env.update(extra_env)
     samples: list[tuple[float, float, int]] = []

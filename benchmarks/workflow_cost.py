@@ -37,10 +37,17 @@ def copy_workflow(dst: Path) -> Path:
     return dst
 
 
-def snakemake(wd: Path, *args: str) -> float:
+def snakemake_env(wd: Path) -> dict[str, str]:
+    """The environment of a Snakemake run in the scratch copy ``wd``: this Python's tools
+    first on PATH, and a timing lock of the copy's own."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     env["NUMBENCH_TIMING_LOCK"] = str(wd / ".timing.lock")
+    return env
+
+
+def snakemake(wd: Path, *args: str) -> float:
+    env = snakemake_env(wd)
     t0 = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *args], cwd=wd, env=env, capture_output=True, text=True
