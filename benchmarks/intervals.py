@@ -11,6 +11,10 @@ inside run A's interval, and how wide A's interval is, for:
   fitted to the grid's variances (empirical Bayes, Smyth 2004, "Linear models and empirical
   Bayes methods for assessing differential expression"), at 95% and at 90%.
 
+It also re-aggregates both runs' speedups and crossovers with the round floor's ``s0`` taken
+as the plain median of the cells' round standard deviations (the estimator before
+``numbench.stats.typical_sd``), and prints the reproducibility figures both ways.
+
     .venv/bin/python benchmarks/intervals.py DIR
 """
 
@@ -22,10 +26,13 @@ from pathlib import Path
 import _report  # noqa: F401  (puts the package's src on the path)
 import numpy as np
 import pandas as pd
+from reproducibility import crossover_figures, speedup_figures
 from scipy import optimize, special, stats
 
+import numbench.speedups as speedups_module
 from numbench.config import default_margin
-from numbench.speedups import round_log_ratios
+from numbench.crossovers import find_crossovers
+from numbench.speedups import compute_speedups, round_log_ratios
 from numbench.stats import verdict
 
 KEY = ["library", "device", "operation", "size", "dtype", "threads"]
@@ -58,6 +65,52 @@ def fit_prior(s2: np.ndarray, d: np.ndarray) -> tuple[float, float]:
         return float("inf"), float(np.exp(e.mean()))
     d0 = 2 * optimize.brentq(lambda x: special.polygamma(1, x) - excess, 1e-6, 1e6)
     return d0, float(np.exp(e.mean() + special.digamma(d0 / 2) - np.log(d0 / 2)))
+
+
+def median_sd_floor(spreads: list[tuple[float, int]]) -> float:
+    """s0 as it was: the median of the cells' round standard deviations."""
+    sds = [np.sqrt(v) for v, _ in spreads if np.isfinite(v)]
+    return float(np.median(sds)) if sds else 0.0
+
+
+def reaggregate(results: Path, margin: float, floor) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(speedups, crossovers) of one kept run, aggregated again with the given s0 rule."""
+    table = pd.read_parquet(results / "speedups.parquet")
+    library, device = table[["baseline_library", "baseline_device"]].iloc[0]
+    kept = speedups_module.round_floor
+    speedups_module.round_floor = floor
+    try:
+        sp = compute_speedups(
+            pd.read_parquet(results / "benchmarks.parquet"),
+            pd.read_parquet(results / "samples.parquet"),
+            library,
+            device,
+            margin,
+        )
+    finally:
+        speedups_module.round_floor = kept
+    return sp, find_crossovers(sp)
+
+
+def estimators(root: Path, margin: float) -> None:
+    """The reproducibility figures with s0 from typical_sd (today) and the median SD (before)."""
+    print(
+        "\n| s0 of the round floor | B inside A | A inside B | median half-width "
+        "| identical verdicts | reversed | identical crossover kinds | sizes inside |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for label, floor in (
+        ("typical_sd (chi-square scaled median of variances)", speedups_module.round_floor),
+        ("median of the cells' round SDs (before)", median_sd_floor),
+    ):
+        (sp_a, cr_a), (sp_b, cr_b) = (reaggregate(root / s, margin, floor) for s in "ab")
+        ab, ba = speedup_figures(sp_a, sp_b), speedup_figures(sp_b, sp_a)
+        cr = crossover_figures(cr_a, cr_b)
+        print(
+            f"| {label} | {ab['inside'] / ab['n']:.0%} | {ba['inside'] / ba['n']:.0%} "
+            f"| {ab['half_width_median']:.1%} | {ab['same_verdict']} of {ab['n']} "
+            f"| {ab['reversed']} | {cr['same_kind']} of {cr['n']} | {cr['mutual']} of {cr['sized']} |"
+        )
 
 
 def main() -> None:
@@ -116,6 +169,7 @@ def main() -> None:
     print("\n| speedup interval | B inside A's interval | median half-width |\n|---|---|---|")
     for label, share, width in rows:
         print(f"| {label} | {share:.0%} | {width:.1%} |")
+    estimators(root, margin)
 
 
 if __name__ == "__main__":

@@ -225,7 +225,9 @@ def test_the_round_floor_widens_intervals_narrower_than_the_grids_round_spread()
     out = compute_speedups(
         pd.DataFrame(bench), samples_frame(samples, paired), "numpy", "cpu", MARGIN
     ).set_index("size")
-    s0 = np.std(np.log([2.0, 2.2]), ddof=1)  # the median of the three cells' round spreads
+    # the middle of the three cells' round variances, scaled by the median of chi-square
+    # with 1 degree of freedom (0.4549): a 1-df variance is that fraction of the spread's
+    s0 = np.std(np.log([2.0, 2.2]), ddof=1) / np.sqrt(0.454936423119572)
     floor = np.expm1(1.959963984540054 * s0 / np.sqrt(2))
     assert out["ci_floor"].to_numpy() == pytest.approx([floor] * 3, rel=0.01)  # 0.1% noise
     agreeing = out.loc[10]

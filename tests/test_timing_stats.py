@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from numbench.stats import median_ci, summarize
+from numbench.stats import chi2_median, median_ci, summarize, typical_sd
 from numbench.timing import Timer, TimingSettings
 
 
@@ -98,3 +98,36 @@ def test_median_ci_covers_the_true_median_and_shrinks_with_n():
 
 def test_summary_of_no_samples_is_empty():
     assert summarize([]).n_samples == 0
+
+
+@pytest.mark.parametrize(
+    "df, median",
+    # known values: (Phi^-1(0.75))^2 for 1 df, 2 ln 2 for 2 df, tables for the rest
+    [
+        (1, 0.454936423119572),
+        (2, 1.3862943611198906),
+        (3, 2.365973884375338),
+        (10, 9.34181776559197),
+    ],
+)
+def test_chi2_median_matches_the_known_values(df, median):
+    assert chi2_median(df) == pytest.approx(median, rel=1e-9)
+
+
+def test_chi2_median_rejects_no_degrees_of_freedom():
+    with pytest.raises(ValueError, match="df > 0"):
+        chi2_median(0)
+
+
+def test_typical_sd_recovers_the_spread_of_two_round_cells_where_the_median_sd_does_not():
+    """4000 cells of 2 rounds and 4000 of 3, all with a round spread of 3%: the median of the
+    standard deviations sees about 0.674 of it from the 2-round cells; typical_sd sees 3%."""
+    rng = np.random.default_rng(7)
+    two = rng.normal(0.0, 0.03, (4000, 2)).var(axis=1, ddof=1)
+    three = rng.normal(0.0, 0.03, (4000, 3)).var(axis=1, ddof=1)
+    assert np.median(np.sqrt(two)) == pytest.approx(0.674 * 0.03, rel=0.05)
+    assert typical_sd(two, [1] * len(two)) == pytest.approx(0.03, rel=0.04)
+    both = typical_sd(np.r_[two, three], [1] * len(two) + [2] * len(three))
+    assert both == pytest.approx(0.03, rel=0.04)
+    assert typical_sd([], []) == 0.0
+    assert typical_sd([float("nan")], [1]) == 0.0

@@ -14,6 +14,7 @@ The statistic is the median of the pooled samples; each process contributes its 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -200,6 +201,54 @@ def ratio_ci(
         bottom = two_level_medians(den, resamples, rng)
     lo, hi = percentile_interval(top / bottom, confidence)
     return point, lo, hi
+
+
+def chi2_median(df: float) -> float:
+    """The median of the chi-square distribution with ``df`` degrees of freedom (df > 0).
+
+    Solved from the regularized lower incomplete gamma function P(df/2, x/2) = 1/2 by
+    bisection, with its power series (no SciPy needed where the aggregate runs)."""
+    if not df > 0:
+        raise ValueError(f"need df > 0, got {df}")
+    a = df / 2.0
+
+    def lower(x: float) -> float:  # P(a, x)
+        term = total = 1.0 / a
+        n = 0
+        while term > 1e-17 * total:
+            n += 1
+            term *= x / (a + n)
+            total += term
+        return total * np.exp(-x + a * np.log(x) - math.lgamma(a))
+
+    lo, hi = 0.0, max(2.0 * a, 1.0)
+    while lower(hi) < 0.5:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if lower(mid) < 0.5:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-13 * hi:
+            break
+    return 2.0 * (lo + hi) / 2.0
+
+
+def typical_sd(variances: Sequence[float], dfs: Sequence[int]) -> float:
+    """The typical standard deviation behind many small-sample variances (0 if none).
+
+    Each ``s2`` over ``df`` degrees of freedom, when the true variance is sigma^2, is
+    sigma^2 * chi2(df) / df, whose median is sigma^2 * chi2_median(df) / df. Dividing each by
+    that factor gives terms whose median is sigma^2 whatever their df, so the square root of
+    the median of the scaled terms estimates sigma. The plain median of standard deviations
+    does not: from 2 rounds (1 df) it is 0.674 sigma, a third too small."""
+    terms = [
+        float(v) / (chi2_median(d) / d)
+        for v, d in zip(variances, dfs, strict=True)
+        if d > 0 and np.isfinite(v)
+    ]
+    return float(np.sqrt(np.median(terms))) if terms else 0.0
 
 
 def relative_half_width(point: float, lo: float, hi: float) -> float:
