@@ -73,12 +73,18 @@ def median_sd_floor(spreads: list[tuple[float, int]]) -> float:
     return float(np.median(sds)) if sds else 0.0
 
 
-def reaggregate(results: Path, margin: float, floor) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(speedups, crossovers) of one kept run, aggregated again with the given s0 rule."""
+def reaggregate(results: Path, margin: float, floor) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """(speedups, crossovers, s0 of each device) of one kept run, aggregated again with the
+    given s0 rule."""
     table = pd.read_parquet(results / "speedups.parquet")
     library, device = table[["baseline_library", "baseline_device"]].iloc[0]
-    kept = speedups_module.round_floor
-    speedups_module.round_floor = floor
+    kept, seen = speedups_module.round_floor, []
+
+    def recorded(spreads):
+        seen.append(floor(spreads))
+        return seen[-1]
+
+    speedups_module.round_floor = recorded
     try:
         sp = compute_speedups(
             pd.read_parquet(results / "benchmarks.parquet"),
@@ -89,25 +95,27 @@ def reaggregate(results: Path, margin: float, floor) -> tuple[pd.DataFrame, pd.D
         )
     finally:
         speedups_module.round_floor = kept
-    return sp, find_crossovers(sp)
+    return sp, find_crossovers(sp), "/".join(f"{v:.4f}" for v in seen)
 
 
 def estimators(root: Path, margin: float) -> None:
     """The reproducibility figures with s0 from typical_sd (today) and the median SD (before)."""
     print(
-        "\n| s0 of the round floor | B inside A | A inside B | median half-width "
+        "\n| s0 of the round floor | s0 in A, B | B inside A | A inside B | median half-width "
         "| identical verdicts | reversed | identical crossover kinds | sizes inside |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for label, floor in (
         ("typical_sd (chi-square scaled median of variances)", speedups_module.round_floor),
         ("median of the cells' round SDs (before)", median_sd_floor),
     ):
-        (sp_a, cr_a), (sp_b, cr_b) = (reaggregate(root / s, margin, floor) for s in "ab")
+        (sp_a, cr_a, s0_a), (sp_b, cr_b, s0_b) = (
+            reaggregate(root / s, margin, floor) for s in "ab"
+        )
         ab, ba = speedup_figures(sp_a, sp_b), speedup_figures(sp_b, sp_a)
         cr = crossover_figures(cr_a, cr_b)
         print(
-            f"| {label} | {ab['inside'] / ab['n']:.0%} | {ba['inside'] / ba['n']:.0%} "
+            f"| {label} | {s0_a}, {s0_b} | {ab['inside'] / ab['n']:.0%} | {ba['inside'] / ba['n']:.0%} "
             f"| {ab['half_width_median']:.1%} | {ab['same_verdict']} of {ab['n']} "
             f"| {ab['reversed']} | {cr['same_kind']} of {cr['n']} | {cr['mutual']} of {cr['sized']} |"
         )
