@@ -124,6 +124,18 @@ def round_spans(results: Path) -> pd.Series:
     return pd.Series(spans, dtype=float)
 
 
+def aa_figures(bench_a: pd.DataFrame, bench_b: pd.DataFrame, margin: float) -> tuple[int, int]:
+    """(baseline cells of B "same" as A's by ``numbench.compare``, baseline cells compared)."""
+    baseline = bench_a[bench_a["paired_with"].isna() & (bench_a["status"] == "ok")]
+    base_names = set(zip(baseline["library"], baseline["device"], strict=True))
+    aa = compare(bench_a, bench_b, margin)
+    aa = aa[
+        [(lib, dev) in base_names for lib, dev in zip(aa["library"], aa["device"], strict=True)]
+    ]
+    aa = aa[aa["ratio"].notna()]
+    return int((aa["change"] == "same").sum()), len(aa)
+
+
 def pct(k: int, n: int) -> str:
     return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "0 of 0"
 
@@ -162,14 +174,7 @@ def main() -> None:
     medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
     medians = medians[(medians["status_a"] == "ok") & (medians["status_b"] == "ok")]
     within5 = ((medians["median_s_b"] / medians["median_s_a"] - 1).abs() <= 0.05).sum()
-    baseline = bench_a[bench_a["paired_with"].isna() & (bench_a["status"] == "ok")]
-    base_names = set(zip(baseline["library"], baseline["device"], strict=True))
-    aa = compare(bench_a, bench_b, margin)
-    aa = aa[
-        [(lib, dev) in base_names for lib, dev in zip(aa["library"], aa["device"], strict=True)]
-    ]
-    aa = aa[aa["ratio"].notna()]
-    aa_same = int((aa["change"] == "same").sum())
+    aa_same, aa_n = aa_figures(bench_a, bench_b, margin)
 
     lines = [
         "## Reproducibility: the default grid run twice",
@@ -188,7 +193,7 @@ def main() -> None:
         f"| crossover kinds identical | {pct(cr['same_kind'], cr['n'])} |",
         f"| crossover sizes each inside the other run's CI (both `crosses`) | "
         f"{pct(cr['mutual'], cr['sized'])} |",
-        f'| A/A: baseline cells of B against A, "same" | {pct(aa_same, len(aa))} |',
+        f'| A/A: baseline cells of B against A, "same" | {pct(aa_same, aa_n)} |',
         "",
         "| cost | run A | run B |",
         "|---|---:|---:|",

@@ -11,6 +11,7 @@ from conftest import MARGIN, constructed_results
 from numbench.findings import (
     BusyCell,
     Crossover,
+    DoubtfulVerdict,
     LargestSlowdown,
     LargestSpeedup,
     NoBaseline,
@@ -183,3 +184,29 @@ def test_facts_are_frozen(findings):
         findings.crossovers[0].kind = "never_faster"
     with pytest.raises(dataclasses.FrozenInstanceError):
         findings.baseline_library = "jax"
+
+
+def test_a_speedup_whose_interval_holds_the_margin_is_a_doubtful_verdict(findings):
+    assert not [w for w in findings.warnings if isinstance(w, DoubtfulVerdict)]
+    bench, speedups, crossovers = constructed_results()
+    speedups = speedups.copy()
+    doubt = (speedups["library"] == "torch") & (speedups["size"] == 10_000)
+    speedups.loc[doubt & (speedups["operation"] == "fft"), "settled"] = False
+    found = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    [w] = [w for w in found.warnings if isinstance(w, DoubtfulVerdict)]
+    row = speedups[doubt & (speedups["operation"] == "fft")].iloc[0]
+    assert (w.library, w.operation, w.size, w.verdict, w.margin) == (
+        "torch",
+        "fft",
+        10_000,
+        "faster",
+        MARGIN,
+    )
+    assert (w.speedup, w.ci_low, w.ci_high) == (
+        row["speedup"],
+        row["speedup_ci_low"],
+        row["speedup_ci_high"],
+    )
+    # speedups from before the column say nothing either way
+    old = decide(bench, speedups.drop(columns="settled"), crossovers, "numpy", "cpu", MARGIN)
+    assert not [w for w in old.warnings if isinstance(w, DoubtfulVerdict)]

@@ -241,3 +241,27 @@ def test_the_round_floor_widens_intervals_narrower_than_the_grids_round_spread()
         pd.DataFrame(bench), samples_frame(samples), "numpy", "cpu", MARGIN
     ).set_index("size")
     assert (unpaired["ci_floor"] == 0).all() and not unpaired["floored"].any()
+
+
+def test_settled_says_whether_the_interval_holds_the_margin():
+    """Twice as fast and a tight interval: settled. The same speed, with an interval well
+    inside 1 / margin to margin: settled too. A speedup of 1.1 whose interval holds the margin
+    1.1: in doubt, whatever its verdict. A cell without a baseline has no speedup: not settled."""
+    ratios = {10: 2.0, 100: 1.0, 1000: 1.1}
+    bench = [bench_row("numpy", "fft", n) for n in ratios] + [
+        bench_row("torch", "fft", n) for n in ratios
+    ]
+    bench.append(bench_row("torch", "fft", 10_000))
+    samples = {}
+    for i, (n, ratio) in enumerate(ratios.items()):
+        samples[("numpy", "cpu", "fft", n, "float64", "h1")] = noisy(1e-3 * ratio, 40, i)
+        samples[("torch", "cpu", "fft", n, "float64", "h1")] = noisy(1e-3, 40, i + 50)
+    samples[("torch", "cpu", "fft", 10_000, "float64", "h1")] = noisy(1e-3, 40, 99)
+    out = compute_speedups(pd.DataFrame(bench), samples_frame(samples), "numpy", "cpu", MARGIN)
+    out = out.set_index("size")
+    assert out.loc[10, "verdict"] == "faster" and bool(out.loc[10, "settled"])
+    assert out.loc[100, "verdict"] == "same" and bool(out.loc[100, "settled"])
+    at_margin = out.loc[1000]
+    assert at_margin["speedup_ci_low"] <= MARGIN <= at_margin["speedup_ci_high"]
+    assert not bool(at_margin["settled"])
+    assert np.isnan(out.loc[10_000, "speedup"]) and not bool(out.loc[10_000, "settled"])

@@ -127,6 +127,22 @@ def test_a_cell_measured_on_a_busy_machine_is_said_in_the_warnings():
     assert "- torch (cpu) fft n = 10^3: 38% of a process's CPU time taken; 4 attempt(s) set" in warn
 
 
+def test_a_verdict_in_doubt_is_marked_in_its_table_and_listed_in_the_warnings(text):
+    assert "Verdicts in doubt" not in section(text, "Warnings")
+    bench, speedups, crossovers = constructed_results()
+    speedups = speedups.copy()
+    doubt = (speedups["library"] == "torch") & (speedups["operation"] == "fft")
+    speedups.loc[doubt & (speedups["size"] == 10_000), "settled"] = False
+    page = render(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    warn = section(page, "Warnings")
+    assert "Verdicts in doubt: the speedup's 95% interval holds the margin (1.1x or 1/1.1x)" in warn
+    assert re.search(r"- torch \(cpu\) fft n = 10\^4: 2(\.0\d*)?× \([\d.]+ to [\d.]+\), faster", warn)
+    fft = section(page, "Results by operation").split("### fft")[1].split("### sort")[0]
+    marked = [line for line in fft.splitlines() if line.endswith(" ? |")]
+    assert marked == ["| 10^4 | 1.5× (1.5 to 1.51) | 2× (1.99 to 2.01) ? |"]
+    assert "?: in doubt, the CI holds the margin or 1 / margin" in fft
+
+
 def test_chart_links_and_every_cell(text):
     charts = section(text, "Charts")
     for name in ("time_fft", "speedup_sort", "throughput_fft", "speedup_heatmap", "first_call"):

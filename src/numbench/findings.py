@@ -4,7 +4,8 @@
 tables and returns ``Findings``: the fastest library per operation at its smallest and largest
 size (a ``Winner``, a ``Tie`` within noise, or ``NotMeasured``), the largest significant
 speedups and slowdowns over the baseline, one ``Crossover`` per group with its kind, the
-warnings (``NoisyCell``, ``UnmeasuredCell``, ``NoBaseline``) and the ``GpuNotice``. The
+warnings (``NoisyCell``, ``UnmeasuredCell``, ``NoBaseline``, ``UnstableCell``, ``BusyCell``,
+``DoubtfulVerdict``) and the ``GpuNotice``. The
 renderer (``numbench.summary``) turns them into Markdown; nothing here is worded.
 
 The baseline is always given: the tables are checked against it, never the other way round.
@@ -224,7 +225,23 @@ class BusyCell:
     set_aside: int
 
 
-CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell
+@dataclass(frozen=True)
+class DoubtfulVerdict:
+    """A speedup whose interval holds the margin or 1 / margin (``settled`` false): its
+    verdict could go the other way in a second run."""
+
+    library: str
+    device: str
+    operation: str
+    size: int
+    speedup: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    margin: float
+
+
+CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell | DoubtfulVerdict
 
 
 # -- all of it ----------------------------------------------------------------------------------
@@ -360,6 +377,12 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, 
             cell = (r.library, r.device, r.operation, int(r.size))
             set_aside = 0 if missing(r.set_aside) else int(r.set_aside)
             out.append(BusyCell(*cell, float(r.cpu_taken), set_aside))
+    if "settled" in speedups:  # results from before the column have nothing to say
+        doubtful = speedups[speedups["speedup"].notna() & ~speedups["settled"].astype(bool)]
+        for r in doubtful.sort_values(["operation", "size", "library"]).itertuples():
+            cell = (r.library, r.device, r.operation, int(r.size))
+            values = (r.speedup, r.speedup_ci_low, r.speedup_ci_high, r.verdict, r.margin)
+            out.append(DoubtfulVerdict(*cell, *values))
     bad = bench[bench["status"] != "ok"]
     for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
         reason = None if missing(r.error) else str(r.error)

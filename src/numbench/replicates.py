@@ -23,8 +23,8 @@ The number of rounds adapts (``replicates`` in the config): ``min`` rounds alway
 to ``max``, one more while the verdict is in doubt. A paired cell's verdict (faster, same,
 slower: ``numbench.stats.verdict``) is in doubt while its speedup's 95% interval holds the
 margin or 1 / margin, the interval widened first to the least spread a few rounds can show
-(``round_sd``: two or three rounds cannot measure their own spread, and on the machine of
-docs/performance.md the published intervals' measured round spread was 2.8 to 3.8%). A cell
+(``round_sd``: two or three rounds cannot measure their own spread; docs/performance.md
+measured a typical round spread of 2.3 to 2.6%, estimated as ``numbench.speedups`` does). A cell
 settled faster, slower or the same stops at ``min``, however wide its interval; a cell near
 the margin gets more rounds, because there a second run would otherwise give the other
 verdict. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict

@@ -29,6 +29,12 @@ variance floor in the spirit of SAM's fudge factor s0 (Tusher, Tibshirani and Ch
 of limma's moderated variances: a cell's spread is not believed to be smaller than the
 grid's typical one on the evidence of 2 rounds. ``ci_floor`` gives each row's floor
 (relative half-width), and ``floored`` whether it widened the interval.
+
+Settled verdicts. ``settled`` is true when the (floored) interval holds neither the margin
+nor 1 / margin: wholly faster, wholly slower or wholly the same speed, so the verdict would
+change only if the speedup moved beyond its interval. A verdict that is not settled is in
+doubt, and a second run may well give the other one: it is the same test the stopping rule
+asks of a paired cell before it stops adding rounds (``numbench.replicates``).
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from numbench.replicates import BASELINE, MEASURED
+from numbench.replicates import BASELINE, MEASURED, verdict_settled
 from numbench.stats import Z95, ratio_ci, typical_sd, verdict
 from numbench.tables import SPEEDUPS_SCHEMA, write_atomic
 
@@ -160,6 +166,7 @@ def compute_speedups(
                 "unstable": unstable.get(key, False) or unstable.get(base_key, False),
                 "ci_floor": floor,
                 "floored": widened,
+                "settled": verdict_settled(point, lo, hi, margin, 0.0),
             }
         )
     table = pa.Table.from_pylist(rows, schema=SPEEDUPS_SCHEMA)

@@ -22,6 +22,7 @@ from numbench.findings import (
     BusyCell,
     CellWarning,
     Crossover,
+    DoubtfulVerdict,
     Fastest,
     Findings,
     NoBaseline,
@@ -168,7 +169,23 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
     orphans = [w for w in warnings if isinstance(w, NoBaseline)]
     unstable = [w for w in warnings if isinstance(w, UnstableCell)]
     busy = [w for w in warnings if isinstance(w, BusyCell)]
+    doubtful = [w for w in warnings if isinstance(w, DoubtfulVerdict)]
     lines = []
+    if doubtful:
+        m = doubtful[0].margin
+        lines += [
+            f"Verdicts in doubt: the speedup's 95% interval holds the margin ({m:g}x or "
+            f"1/{m:g}x), so a second run may give the other verdict. Read them as "
+            "provisional; every other verdict would need its speedup to move beyond its "
+            "interval to change.",
+            "",
+        ]
+        lines += [
+            f"- {_cell_name(w)}: {format_speedup(w.speedup)} "
+            f"{format_ci(w.ci_low, w.ci_high)}, {w.verdict}"
+            for w in doubtful
+        ]
+        lines.append("")
     if unstable:
         lines += [
             "Unstable cells: their processes disagree far beyond their own noise (per-process "

@@ -94,7 +94,9 @@ def _speedup_table(sp: pd.DataFrame, sizes) -> str:
                 continue
             r = at.loc[s]
             text = f"{format_speedup(r.speedup)} {format_ci(r.speedup_ci_low, r.speedup_ci_high)}"
-            row.append(text if r.verdict != "same" else text + " ns")
+            text += " ns" if r.verdict == "same" else ""
+            # results from before the column are not marked
+            row.append(text + ("" if bool(r.get("settled", True)) else " ?"))
         rows.append(row)
     return md_table(["n"] + series, rows, "r" * (len(series) + 1))
 
@@ -116,7 +118,9 @@ def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> st
         sp["series"] = series_labels(sp, with_device=multi)
         out += [
             "",
-            "Speedup over the baseline, 95% CI in brackets (ns: the CI contains 1):",
+            "Speedup over the baseline, 95% CI in brackets (ns: the same speed, the CI "
+            "contains 1 or the speedup is within the margin; ?: in doubt, the CI holds the "
+            "margin or 1 / margin, see Warnings):",
             "",
             _speedup_table(sp, sizes),
         ]

@@ -132,6 +132,9 @@ SPEEDUPS_SCHEMA = pa.schema(
         # it widened the bootstrap interval (numbench.speedups)
         pa.field("ci_floor", pa.float64()),
         pa.field("floored", pa.bool_()),
+        # true when the interval holds neither the margin nor 1 / margin: the verdict would
+        # change only if the speedup moved beyond its interval; false: in doubt (or no speedup)
+        pa.field("settled", pa.bool_()),
     ]
 )
 #: results/samples.parquet: every sample of every ok cell, for the speedups' intervals.
