@@ -176,3 +176,15 @@ def test_a_speedup_within_the_margin_is_a_tie_for_the_kind():
     sizes = SIZES[:4]
     assert one(pts, sizes=sizes, margin=1.1)["kind"] == "never_faster"
     assert one(pts, sizes=sizes, margin=1.01)["kind"] == "crosses"
+
+
+def test_a_kind_is_settled_only_when_every_verdict_it_rests_on_is():
+    frame = curve([0.5, 0.6, 1.5, 2.0, 3.0], margin=1.1)
+    frame["settled"] = True
+    settled = find_crossovers(frame).iloc[0]
+    assert settled["kind"] == "crosses" and bool(settled["settled"])
+    frame.loc[frame["size"] == 1000, "settled"] = False  # one interval holds the margin
+    in_doubt = find_crossovers(frame).iloc[0]
+    assert in_doubt["kind"] == "crosses" and not bool(in_doubt["settled"])
+    # speedups from before the column: not known either way
+    assert find_crossovers(curve([0.5, 2.0, 3.0, 3.0, 3.0]))["settled"].isna().all()

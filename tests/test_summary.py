@@ -7,6 +7,7 @@ import re
 import pytest
 from conftest import MARGIN, constructed_results
 
+from numbench.crossovers import find_crossovers
 from numbench.summary import format_size, render, to_html
 
 
@@ -133,14 +134,23 @@ def test_a_verdict_in_doubt_is_marked_in_its_table_and_listed_in_the_warnings(te
     speedups = speedups.copy()
     doubt = (speedups["library"] == "torch") & (speedups["operation"] == "fft")
     speedups.loc[doubt & (speedups["size"] == 10_000), "settled"] = False
+    crossovers = find_crossovers(speedups)
     page = render(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
     warn = section(page, "Warnings")
     assert "Verdicts in doubt: the speedup's 95% interval holds the margin (1.1x or 1/1.1x)" in warn
-    assert re.search(r"- torch \(cpu\) fft n = 10\^4: 2(\.0\d*)?× \([\d.]+ to [\d.]+\), faster", warn)
+    assert re.search(
+        r"- torch \(cpu\) fft n = 10\^4: 2(\.0\d*)?× \([\d.]+ to [\d.]+\), faster", warn
+    )
     fft = section(page, "Results by operation").split("### fft")[1].split("### sort")[0]
     marked = [line for line in fft.splitlines() if line.endswith(" ? |")]
     assert marked == ["| 10^4 | 1.5× (1.5 to 1.51) | 2× (1.99 to 2.01) ? |"]
     assert "?: in doubt, the CI holds the margin or 1 / margin" in fft
+    # torch's fft kind rests on that verdict: marked in the table and in the key findings
+    crossings = section(page, "Crossovers")
+    assert re.search(r"\| fft \| torch \| cpu \| crosses \? \|", crossings)
+    assert "?: the kind rests on a verdict in doubt" in crossings
+    assert re.search(r"- PyTorch beats NumPy on fft from .*In doubt: it rests on", page)
+    assert "crosses ?" not in section(text, "Crossovers")
 
 
 def test_chart_links_and_every_cell(text):

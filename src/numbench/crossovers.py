@@ -23,6 +23,10 @@ How noise is handled (the rule the tests pin down):
   construction applied to the upper and to the lower bound of the speedup interval: where the
   optimistic and the pessimistic speedup curves rise through 1. Every other kind has null
   sizes: it is reported in words, never as a number.
+
+* ``settled`` is true when every size's verdict is settled (``numbench.speedups``): no interval
+  holds the margin or 1 / margin, so the kind would change only if a speedup moved beyond its
+  interval. A kind that rests on a verdict in doubt is not settled.
 """
 
 from __future__ import annotations
@@ -75,6 +79,8 @@ def classify(group: pd.DataFrame) -> dict:
         "ci_high": None,
         "below_size": None,
         "above_size": None,
+        # speedups from before the column: unknown
+        "settled": bool(len(g) and g["settled"].astype(bool).all()) if "settled" in g else None,
     }
     if len(g) < 2:
         return out

@@ -133,6 +133,8 @@ class Crossover:
     ci_high: float | None = None
     below_size: int | None = None
     above_size: int | None = None
+    #: every size's verdict settled (crossovers.parquet ``settled``); None when not known
+    settled: bool | None = None
 
     @property
     def last(self) -> SpeedupPoint:
@@ -352,7 +354,10 @@ def crossover(row, speedups: pd.DataFrame) -> Crossover:
     )
     sizes = ("crossover_size", "ci_low", "ci_high", "below_size", "above_size")
     found = {name: _present(getattr(row, name)) for name in sizes}
-    return Crossover(*group, row.kind, points, **found)
+    settled = _present(getattr(row, "settled", None))
+    return Crossover(
+        *group, row.kind, points, **found, settled=None if settled is None else bool(settled)
+    )
 
 
 def crossover_facts(crossovers: pd.DataFrame, speedups: pd.DataFrame) -> tuple[Crossover, ...]:

@@ -153,7 +153,12 @@ def key_findings(f: Findings, baseline: str) -> str:
     lines += ["", "### Crossovers", ""]
     if not f.crossovers:
         lines.append("- No speedups, so no crossovers.")
-    lines += ["- " + crossover_sentence(c, baseline, multi) for c in f.crossovers]
+    lines += [
+        "- "
+        + crossover_sentence(c, baseline, multi)
+        + (" In doubt: it rests on a verdict in doubt (Warnings)." if c.settled is False else "")
+        for c in f.crossovers
+    ]
     return "\n".join(lines)
 
 

@@ -139,7 +139,7 @@ def crossover_table(crossovers: tuple[Crossover, ...]) -> str:
                 c.operation,
                 c.library,
                 c.device,
-                c.kind,
+                c.kind + (" ?" if c.settled is False else ""),
                 format_size(c.crossover_size, approx=True) if crossing else "",
                 f"{format_size(c.ci_low, approx=True, mark=False)} to "
                 f"{format_size(c.ci_high, approx=True, mark=False)}"
@@ -148,11 +148,17 @@ def crossover_table(crossovers: tuple[Crossover, ...]) -> str:
                 f"{format_size(c.below_size)} to {format_size(c.above_size)}" if crossing else "",
             ]
         )
-    return md_table(
+    table = md_table(
         ["operation", "library", "device", "kind", "crossover n", "CI", "between sizes"],
         rows,
         "lllllrr",
     )
+    if any(c.settled is False for c in crossovers):
+        table += (
+            "\n\n?: the kind rests on a verdict in doubt (its interval holds the margin; "
+            "see Warnings), so a second run may give another kind."
+        )
+    return table
 
 
 def every_cell_table(df: pd.DataFrame) -> str:

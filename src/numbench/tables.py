@@ -164,6 +164,10 @@ CROSSOVERS_SCHEMA = pa.schema(
         pa.field("ci_high", pa.float64()),
         pa.field("below_size", pa.int64()),
         pa.field("above_size", pa.int64()),
+        # true when every size's verdict is settled (speedups.parquet ``settled``): the kind
+        # would change only if a speedup moved beyond its interval; null for speedups from
+        # before that column
+        pa.field("settled", pa.bool_()),
     ]
 )
 CELL_COLUMNS = [f.name for f in CELL_SCHEMA]
