@@ -228,17 +228,10 @@ class BusyCell:
 
 
 @dataclass(frozen=True)
-class DoubtfulVerdict:
+class DoubtfulVerdict(SpeedupFact):
     """A speedup whose interval holds the margin or 1 / margin (``settled`` false): its
     verdict could go the other way in a second run."""
 
-    library: str
-    device: str
-    operation: str
-    size: int
-    speedup: float
-    ci_low: float
-    ci_high: float
     verdict: str
     margin: float
 
