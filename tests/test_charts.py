@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import constructed_results
 
-from numbench.charts import FORMATS, build_charts, chart_names, save_chart
+from numbench.charts import FORMATS, build_charts, chart_names, save_chart, speedup_chart
+from numbench.charts_overview import heatmap_frame
 
 OPERATIONS = ["fft", "sort"]
 # A console message as Chromium logs it with --enable-logging=stderr, e.g.
@@ -115,6 +116,36 @@ def test_speedup_chart_marks_the_crossover(charts_dir):
     # the constructed torch curve crosses 1 (a diamond); the sort chart has no crossing
     assert "diamond" in (charts_dir / "speedup_fft.html").read_text(encoding="utf-8")
     assert svg.count("<path") > (charts_dir / "speedup_sort.svg").read_text().count("<path")
+
+
+def _rings(chart) -> list[list[dict]]:
+    """The rows drawn by each hollow circle layer of a speedup chart's spec."""
+    spec = chart.to_dict()
+    return [
+        spec["datasets"][layer["data"]["name"]]
+        for layer in spec["layer"]
+        if isinstance(layer.get("mark"), dict)
+        and layer["mark"].get("shape") == "circle"
+        and layer["mark"].get("filled") is False
+    ]
+
+
+def test_verdicts_in_doubt_are_ringed_and_labelled():
+    _, speedups, crossovers = constructed_results()
+    assert not _rings(speedup_chart(speedups, crossovers, "fft", "NumPy"))
+    assert not heatmap_frame(speedups)["label"].str.endswith("?").any()
+    doubt = speedups.copy()
+    at = (doubt["library"] == "torch") & (doubt["operation"] == "fft") & (doubt["size"] == 100_000)
+    doubt.loc[at, "settled"] = False
+    [ring] = _rings(speedup_chart(doubt, crossovers, "fft", "NumPy"))
+    assert [(row["library"], row["size"]) for row in ring] == [("torch", 100_000)]
+    labels = heatmap_frame(doubt).set_index(["library", "operation", "size"])["label"]
+    assert labels.loc[("torch", "fft", 100_000)].endswith(" ?")
+    assert sum(label.endswith(" ?") for label in labels) == 1
+    # speedups from before the column: nothing is marked
+    old = speedups.drop(columns="settled")
+    assert not _rings(speedup_chart(old, crossovers, "fft", "NumPy"))
+    assert not heatmap_frame(old)["label"].str.endswith("?").any()
 
 
 @pytest.mark.parametrize("name", chart_names(OPERATIONS))

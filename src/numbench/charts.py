@@ -129,6 +129,9 @@ def speedup_chart(
             "same": "same speed (CI holds 1, or within the margin)",
         }
     )
+    # speedups from before the ``settled`` column are not marked
+    d["in_doubt"] = ~d["settled"].astype(bool) if "settled" in d else False
+    d.loc[d["in_doubt"], "verdict"] += ", in doubt (CI holds the margin)"
     domain = sorted(d["series"].unique())
     lo = min(d["speedup_ci_low"].min(), d["speedup"].min(), 1.0)
     hi = max(d["speedup_ci_high"].max(), d["speedup"].max(), 1.0)
@@ -159,6 +162,13 @@ def speedup_chart(
         .encode(y="y:Q")
     )
     layers = [band, line, one]
+    doubtful = d[d["in_doubt"]]
+    if not doubtful.empty:
+        layers.append(
+            alt.Chart(doubtful)
+            .mark_point(shape="circle", size=220, filled=False, stroke="black", strokeWidth=1.5)
+            .encode(x=log_x(d["size"]), y=alt.Y("speedup:Q", scale=yscale))
+        )
     c = crossovers[
         (crossovers["operation"] == operation) & (crossovers["kind"] == "crosses")
     ].copy()
@@ -186,7 +196,8 @@ def speedup_chart(
     return alt.layer(*layers).properties(
         title=alt.Title(
             title,
-            subtitle="above the dashed 1× line is faster; band: 95% CI; diamond: crossover, with its CI as a bar",
+            subtitle="above the dashed 1× line is faster; band: 95% CI; diamond: crossover, "
+            "with its CI as a bar; ring: verdict in doubt (its CI holds the margin)",
         ),
         width=WIDTH,
         height=HEIGHT,

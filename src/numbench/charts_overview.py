@@ -24,9 +24,11 @@ def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
             part["row"] = f"{op} (n = {size:,})"
             parts.append(part)
     out = pd.concat(parts, ignore_index=True)
+    # speedups from before the ``settled`` column are not marked
+    settled = out["settled"].astype(bool) if "settled" in out else pd.Series(True, out.index)
     out["label"] = [
-        f"{s:.2g}×" if v != "same" else f"{s:.2g}× ns"
-        for s, v in zip(out["speedup"], out["verdict"], strict=True)
+        f"{s:.2g}×" + (" ns" if v == "same" else "") + ("" if firm else " ?")
+        for s, v, firm in zip(out["speedup"], out["verdict"], settled, strict=True)
     ]
     return out
 
@@ -70,7 +72,9 @@ def heatmap_chart(speedups: pd.DataFrame, baseline: str) -> alt.TopLevelMixin:
         .resolve_scale(y="independent")
         .properties(
             title=alt.Title(
-                title, subtitle="blue: faster than the baseline, red: slower; ns: CI contains 1"
+                title,
+                subtitle="blue: faster than the baseline, red: slower; ns: the same speed; "
+                "?: in doubt, the CI holds the margin",
             )
         )
     )
