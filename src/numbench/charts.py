@@ -33,7 +33,7 @@ from numbench.charts_overview import first_call_chart, heatmap_chart
 from numbench.charts_pipelined import pipelined_chart
 from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.formatting import series_label, series_labels
-from numbench.speedups import check_baseline
+from numbench.speedups import check_baseline, in_doubt
 
 FORMATS = ("html", "svg", "png")
 #: the charts drawn for each operation, named ``{kind}_{operation}``
@@ -129,8 +129,7 @@ def speedup_chart(
             "same": "same speed (CI holds 1, or within the margin)",
         }
     )
-    # speedups from before the ``settled`` column are not marked
-    d["in_doubt"] = ~d["settled"].astype(bool) if "settled" in d else False
+    d["in_doubt"] = in_doubt(d)
     d.loc[d["in_doubt"], "verdict"] += ", in doubt (CI holds the margin)"
     domain = sorted(d["series"].unique())
     lo = min(d["speedup_ci_low"].min(), d["speedup"].min(), 1.0)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from numbench.chart_style import color, log_y, no_data
 from numbench.formatting import series_labels
+from numbench.speedups import in_doubt
 
 
 def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
@@ -24,11 +25,9 @@ def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
             part["row"] = f"{op} (n = {size:,})"
             parts.append(part)
     out = pd.concat(parts, ignore_index=True)
-    # speedups from before the ``settled`` column are not marked
-    settled = out["settled"].astype(bool) if "settled" in out else pd.Series(True, out.index)
     out["label"] = [
-        f"{s:.2g}×" + (" ns" if v == "same" else "") + ("" if firm else " ?")
-        for s, v, firm in zip(out["speedup"], out["verdict"], settled, strict=True)
+        f"{s:.2g}×" + (" ns" if v == "same" else "") + (" ?" if doubt else "")
+        for s, v, doubt in zip(out["speedup"], out["verdict"], in_doubt(out), strict=True)
     ]
     return out
 

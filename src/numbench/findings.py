@@ -21,7 +21,7 @@ import pandas as pd
 from numbench.crossovers import GROUP_COLUMNS
 from numbench.formatting import missing
 from numbench.gpu_report import GpuNotice, gpu_notice
-from numbench.speedups import check_baseline
+from numbench.speedups import check_baseline, in_doubt
 from numbench.stats import FASTER, SAME, SLOWER
 
 NOISY_IQR_FRACTION = 0.10
@@ -375,12 +375,11 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, 
             cell = (r.library, r.device, r.operation, int(r.size))
             set_aside = 0 if missing(r.set_aside) else int(r.set_aside)
             out.append(BusyCell(*cell, float(r.cpu_taken), set_aside))
-    if "settled" in speedups:  # results from before the column have nothing to say
-        doubtful = speedups[speedups["speedup"].notna() & ~speedups["settled"].astype(bool)]
-        for r in doubtful.sort_values(["operation", "size", "library"]).itertuples():
-            cell = (r.library, r.device, r.operation, int(r.size))
-            values = (r.speedup, r.speedup_ci_low, r.speedup_ci_high, r.verdict, r.margin)
-            out.append(DoubtfulVerdict(*cell, *values))
+    doubtful = speedups[speedups["speedup"].notna() & in_doubt(speedups)]
+    for r in doubtful.sort_values(["operation", "size", "library"]).itertuples():
+        cell = (r.library, r.device, r.operation, int(r.size))
+        values = (r.speedup, r.speedup_ci_low, r.speedup_ci_high, r.verdict, r.margin)
+        out.append(DoubtfulVerdict(*cell, *values))
     bad = bench[bench["status"] != "ok"]
     for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
         reason = None if missing(r.error) else str(r.error)

@@ -24,10 +24,11 @@ over the paired cells of one device with 2 or more rounds, ``n`` the cell's roun
 its chi-square law, so that 2-round cells (1 degree of freedom, most of the grid) count at
 their true spread. The plain median of the cells' standard deviations, used before, is
 0.674 of the spread where every cell has 2 rounds, and its intervals held a second run's
-speedup less often than a 95% interval should (73% against about 83%). A cell whose own rounds spread more keeps its wider bootstrap interval. This is a
-variance floor in the spirit of SAM's fudge factor s0 (Tusher, Tibshirani and Chu, 2001) and
-of limma's moderated variances: a cell's spread is not believed to be smaller than the
-grid's typical one on the evidence of 2 rounds. ``ci_floor`` gives each row's floor
+speedup less often than a 95% interval should (73% against about 83%). A cell whose own
+rounds spread more keeps its wider bootstrap interval. This is a variance floor in the
+spirit of SAM's fudge factor s0 (Tusher, Tibshirani and Chu, 2001) and of limma's moderated
+variances: a cell's spread is not believed to be smaller than the grid's typical one on the
+evidence of 2 rounds. ``ci_floor`` gives each row's floor
 (relative half-width), and ``floored`` whether it widened the interval.
 
 Settled verdicts. ``settled`` is true when the (floored) interval holds neither the margin
@@ -76,6 +77,14 @@ def group_samples(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarra
         cell = (*cell[:3], int(cell[3]), cell[4], int(cell[5]), *cell[6:])
         out.setdefault(cell, {}).setdefault(key[-2], []).append(part["seconds"].to_numpy())
     return out
+
+
+def in_doubt(speedups: pd.DataFrame) -> pd.Series:
+    """Per row, whether its verdict is in doubt (``settled`` false); nothing is in doubt in
+    speedups from before the ``settled`` column, which have nothing to say either way."""
+    if "settled" not in speedups:
+        return pd.Series(False, index=speedups.index)
+    return ~speedups["settled"].astype(bool)
 
 
 def round_log_ratios(base: list[np.ndarray], lib: list[np.ndarray]) -> np.ndarray:

@@ -243,11 +243,9 @@ def typical_sd(variances: Sequence[float], dfs: Sequence[int]) -> float:
     that factor gives terms whose median is sigma^2 whatever their df, so the square root of
     the median of the scaled terms estimates sigma. The plain median of standard deviations
     does not: from 2 rounds (1 df) it is 0.674 sigma, a third too small."""
-    terms = [
-        float(v) / (chi2_median(d) / d)
-        for v, d in zip(variances, dfs, strict=True)
-        if d > 0 and np.isfinite(v)
-    ]
+    kept = [(float(v), d) for v, d in zip(variances, dfs, strict=True) if d > 0 and np.isfinite(v)]
+    scale = {d: chi2_median(d) / d for d in {d for _, d in kept}}  # a few dfs, many cells
+    terms = [v / scale[d] for v, d in kept]
     return float(np.sqrt(np.median(terms))) if terms else 0.0
 
 

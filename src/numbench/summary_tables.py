@@ -17,6 +17,7 @@ from numbench.formatting import (
     missing,
     series_labels,
 )
+from numbench.speedups import in_doubt
 
 
 def _unique(values) -> str:
@@ -95,8 +96,7 @@ def _speedup_table(sp: pd.DataFrame, sizes) -> str:
             r = at.loc[s]
             text = f"{format_speedup(r.speedup)} {format_ci(r.speedup_ci_low, r.speedup_ci_high)}"
             text += " ns" if r.verdict == "same" else ""
-            # results from before the column are not marked
-            row.append(text + ("" if bool(r.get("settled", True)) else " ?"))
+            row.append(text + (" ?" if r.in_doubt else ""))
         rows.append(row)
     return md_table(["n"] + series, rows, "r" * (len(series) + 1))
 
@@ -116,6 +116,7 @@ def operation_tables(bench: pd.DataFrame, speedups: pd.DataFrame, op: str) -> st
     sp = speedups[speedups["operation"] == op].copy()
     if not sp.empty:
         sp["series"] = series_labels(sp, with_device=multi)
+        sp["in_doubt"] = in_doubt(sp)
         out += [
             "",
             "Speedup over the baseline, 95% CI in brackets (ns: the same speed, the CI "
