@@ -45,7 +45,9 @@ def load(run: Path) -> dict:
     return tables
 
 
-def settled_figures(a: pd.DataFrame, b: pd.DataFrame, margin: float) -> tuple[str, str]:
+def settled_figures(
+    a: pd.DataFrame, b: pd.DataFrame, margin: float
+) -> tuple[tuple[int, int], tuple[int, int]]:
     """Of A's settled verdicts (interval holding neither margin edge, ``settled``; computed
     from the interval for results from before the column), and of its verdicts in doubt, how
     many B repeats."""
@@ -61,8 +63,8 @@ def settled_figures(a: pd.DataFrame, b: pd.DataFrame, margin: float) -> tuple[st
     settled = pd.Series(settled, index=both.index, dtype=bool)
     same = both["verdict_a"] == both["verdict_b"]
     return (
-        f"{int(same[settled].sum())} of {int(settled.sum())}",
-        f"{int(same[~settled].sum())} of {int((~settled).sum())}",
+        (int(same[settled].sum()), int(settled.sum())),
+        (int(same[~settled].sum()), int((~settled).sum())),
     )
 
 
@@ -83,17 +85,21 @@ def figures(a: dict, b: dict, margin: float) -> dict:
         "same_kind": cr["same_kind"] / cr["n"],
         "mutual": cr["mutual"] / cr["sized"] if cr["sized"] else float("nan"),
         "aa": aa_same / aa_n if aa_n else float("nan"),
-        "counts": (
-            f"{sp['same_verdict']} of {sp['n']}",
-            f"{cr['same_kind']} of {cr['n']}",
-            f"{cr['mutual']} of {cr['sized']}",
-        ),
+        "counts": {
+            "same_verdict": (sp["same_verdict"], sp["n"]),
+            "same_kind": (cr["same_kind"], cr["n"]),
+            "mutual": (cr["mutual"], cr["sized"]),
+        },
     }
 
 
+#: figures that are counts "k of n", not shares
+COUNTED = ("settled_same", "doubt_same")
+
+
 def cell(key: str, value) -> str:
-    if isinstance(value, str):
-        return value
+    if key in COUNTED:
+        return f"{value[0]} of {value[1]}"
     if key == "reversed":
         return f"{value:g}"
     return f"{value:.1%}"
@@ -117,7 +123,7 @@ def main() -> None:
     for i, j in itertools.combinations(range(len(runs)), 2):
         f = figures(tables[i], tables[j], args.margin)
         rows.append(f)
-        counts = dict(zip(("same_verdict", "same_kind", "mutual"), f["counts"], strict=True))
+        counts = {key: f"{k} of {n}" for key, (k, n) in f["counts"].items()}
         print(
             f"| {i + 1} | {j + 1} | "
             + " | ".join(
@@ -127,7 +133,7 @@ def main() -> None:
             + " |"
         )
     frame = pd.DataFrame(rows)
-    numeric = [key for _, key in COLUMNS if not isinstance(rows[0][key], str)]
+    numeric = [key for _, key in COLUMNS if key not in COUNTED]
     for stat in ("min", "mean", "max"):
         values = getattr(frame[numeric], stat)()
         print(
@@ -135,10 +141,10 @@ def main() -> None:
             + " | ".join(cell(k, values[k]) if k in numeric else "" for _, k in COLUMNS)
             + " |"
         )
-    for key in ("settled_same", "doubt_same"):
-        same = sum(int(r[key].split(" of ")[0]) for r in rows)
-        total = sum(int(r[key].split(" of ")[1]) for r in rows)
-        label = dict((k, lbl) for lbl, k in COLUMNS)[key]
+    labels = {key: label for label, key in COLUMNS}
+    for key in COUNTED:
+        same, total = (sum(r[key][i] for r in rows) for i in (0, 1))
+        label = labels[key]
         print(f"\n{label}, over every pairing: {same} of {total} ({same / max(total, 1):.1%})")
 
 
