@@ -120,6 +120,26 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
     )
 
 
+def not_ok_cells(workdir: Path, bench: pd.DataFrame, expected=()) -> str:
+    """Cells of ``bench`` that did not end ``ok`` (less the ``expected`` (library, operation)
+    pairs), each with its error and the tail of its logs (the cell's and its spread rounds'):
+    an end-to-end test's assertion message, so a failure in CI says what the worker saw."""
+    parts = []
+    for r in bench[bench["status"] != "ok"].itertuples():
+        if (r.library, r.operation) in expected:
+            continue
+        parts.append(f"{r.library}/{r.device} {r.dtype} t{r.threads} {r.operation} {r.size}: ")
+        parts[-1] += f"{r.status}: {r.error}"
+        key = f"{r.library}/{r.device}/{r.dtype}/t{r.threads}/{r.operation}"
+        logs = [workdir / "logs" / "cells" / key / f"{r.size}.log"]
+        logs += sorted((workdir / "logs" / "rounds" / key / str(r.size)).glob("r*.log"))
+        for log in logs:
+            if log.exists():
+                tail = log.read_text(errors="replace")[-3000:]
+                parts.append(f"--- {log.relative_to(workdir)}\n{tail}")
+    return "\n".join(parts)
+
+
 # -- constructed results: benchmarks, speedups and crossovers without running a cell --------------
 def samples_frame(samples: dict, paired: dict | None = None) -> pd.DataFrame:
     """The long table aggregate writes (results/samples.parquet) from key -> samples; a

@@ -50,6 +50,31 @@ def test_relative_error_detects_a_wrong_result():
         operations.relative_error(ref[:5], ref)
 
 
+def test_mismatch_report_tells_one_wrong_element_from_a_result_a_little_off_everywhere():
+    rng = np.random.default_rng(0)
+    ref = (rng.uniform(-1.0, 1.0, 2000), rng.uniform(-1.0, 1.0, (40, 50)))
+    flipped = ref[1].astype(np.float32)
+    flipped[7, 3] = np.float32(ref[1][7, 3] + 0.5)  # one element wrong, the rest exact
+    report = operations.mismatch_report((ref[0], flipped), ref, worst=2)
+    lines = report.splitlines()
+    assert lines[0].startswith("output 0 (float64, shape (2000,)): relative error 0;")
+    assert "0 of 2000 elements off" in lines[0]
+    assert lines[3].startswith("output 1 (float32, shape (40, 50)): relative error")
+    assert "1 of 2000 elements off by more than 1e-3" in lines[3]
+    assert lines[4].startswith("  [7, 3] ") and f"against {ref[1][7, 3]:.9g}" in lines[4]
+    assert len(lines) == 6  # two outputs, each a line and its two worst elements
+
+    blurred = ref[0] * (1 + 1e-2)
+    report = operations.mismatch_report(blurred, ref[0], worst=1)
+    assert "relative error 0.01;" in report
+    far = int(np.sum(np.abs(ref[0]) * 1e-2 > 1e-3 * np.abs(ref[0]).max()))
+    assert f"{far} of 2000 elements off" in report and far > 1000
+    assert operations.mismatch_report(ref[0][:5], ref[0]).startswith(
+        "output 0: shape (5,), reference (2000,)"
+    )
+    assert operations.mismatch_report((ref[0],), ref) == "expected 2 outputs, got 1"
+
+
 def _spec(tmp_path, library, operation="sort", size=1000, dtype="float64", **kw):
     path = tmp_path / f"{operation}-{size}.npz"
     if not path.exists():

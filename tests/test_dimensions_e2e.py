@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import copy_workflow, snakemake
+from conftest import copy_workflow, not_ok_cells, snakemake
 
 from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 
@@ -54,7 +54,7 @@ def test_both_dtypes_and_both_thread_counts_sit_side_by_side(finished):
         (d, t) for d in ("float32", "float64") for t in (1, CPUS)
     }
     ok = bench[bench["status"] == "ok"]
-    assert len(ok) == len(bench)
+    assert len(ok) == len(bench), not_ok_cells(finished, bench)
     assert ok["threads_used"].notna().all() and (ok["threads_used"] >= 1).all()
     torch = ok[ok["library"] == "torch"]
     assert (torch["threads_used"] == torch["threads"]).all()

@@ -331,7 +331,7 @@ def queued_numpy(on_queued):
     return Queued
 
 
-def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch):
+def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch, capsys):
     """A library whose queued calls go wrong (here: any call made before the previous one
     was waited for) passes the per-call check and fails the pipelined one."""
     from numbench import libraries, worker
@@ -347,6 +347,10 @@ def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch):
     assert report.status == "mismatch"
     assert report.pipelined_rel_error > report.tolerance
     assert report.error.startswith("the pipelined loop's relative error")
+    # the cell's log (the worker's stderr) shows the wrong elements: every one is 1 off
+    log = capsys.readouterr().err
+    assert f"the result fails its check: {report.error}" in log
+    assert "1000 of 1000 elements off by more than 1e-3" in log
 
 
 # -- the cell file and benchmarks.parquet ----------------------------------------------------

@@ -145,6 +145,7 @@ def measure(spec: CellSpec) -> ProcessReport:
     out.peak_rss_mb = _peak_rss_mb()
     tolerance = op.tolerance_for(adapter.family, spec.dtype)
     rel_error, out.error = check_output(adapter, m.result, reference, "")
+    worst_result = m.result
     out.first_call_s = m.first_call_s
     out.sampling_s = m.sampling_s
     out.loops = m.loops
@@ -171,6 +172,8 @@ def measure(spec: CellSpec) -> ProcessReport:
                 adapter, pipelined.result, reference, "the pipelined loop's "
             )
             out.error = out.error or error
+            if out.pipelined_rel_error > rel_error:
+                worst_result = pipelined.result
     if not adapter.host_memory:
         from numbench import transfers
 
@@ -195,9 +198,23 @@ def measure(spec: CellSpec) -> ProcessReport:
                 f"{which}relative error {worst:.3g} exceeds the {spec.dtype} "
                 f"tolerance {tolerance:g}"
             )
+        log_mismatch(adapter, worst_result, reference, out.error)
     if notes:
         out.error = "; ".join(([out.error] if out.error else []) + notes)
     return out
+
+
+def log_mismatch(adapter, result, reference, error: str | None) -> None:
+    """Say in the cell's log (the worker's stderr) where a result that failed its check
+    departs from the reference, element by element: the report keeps only the figure."""
+    from numbench import operations
+
+    print(f"the result fails its check: {error}", file=sys.stderr)
+    try:
+        print(operations.mismatch_report(adapter.to_numpy(result), reference), file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a diagnosis only, never fatal
+        print(f"(no element-wise report: {type(exc).__name__}: {exc})", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def check_output(adapter, result, reference, which: str) -> tuple[float, str | None]:

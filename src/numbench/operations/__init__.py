@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 
 from . import batched_matmul, elementwise, fft, grad, linreg_gd, matmul, mlp, poly, sort
-from .base import Operation, as_outputs, params_json, relative_error
+from .base import Operation, as_outputs, mismatch_report, params_json, relative_error
 
 OPERATIONS: dict[str, Operation] = {
     m.OPERATION.name: m.OPERATION
@@ -43,6 +43,7 @@ __all__ = [
     "as_outputs",
     "get",
     "input_rng",
+    "mismatch_report",
     "params_json",
     "relative_error",
 ]

@@ -114,3 +114,38 @@ def relative_error(result: Any, reference: Any) -> float:
         num = float(np.linalg.norm(diff.ravel()))
         worst = max(worst, num / denom if denom > 0 else num)
     return worst
+
+
+def mismatch_report(result: Any, reference: Any, worst: int = 5) -> str:
+    """Where ``result`` departs from ``reference``, for the log of a cell that failed its
+    check: per output, its relative error, how many elements are off by more than 1e-3 of
+    the reference's largest magnitude, and the ``worst`` elements (index, result, reference).
+    A one-off wrong element (a flipped bit) reads differently here from an inaccurate kernel
+    (every element a little off)."""
+    outs, refs = as_outputs(result), as_outputs(reference)
+    if len(outs) != len(refs):
+        return f"expected {len(refs)} outputs, got {len(outs)}"
+    lines = []
+    for i, (out, ref) in enumerate(zip(outs, refs, strict=True)):
+        if out.shape != ref.shape:
+            lines.append(f"output {i}: shape {out.shape}, reference {ref.shape}")
+            continue
+        ref128 = ref.astype(np.complex128 if np.iscomplexobj(ref) else np.float64).ravel()
+        got = out.astype(ref128.dtype).ravel()
+        err = np.abs(got - ref128)
+        err = np.where(np.isfinite(err), err, np.inf)
+        scale = float(np.max(np.abs(ref128))) if ref128.size else 0.0
+        one = relative_error(out, ref)
+        far = int(np.sum(err > 1e-3 * scale)) if scale > 0 else int(np.sum(err > 0))
+        lines.append(
+            f"output {i} ({out.dtype}, shape {out.shape}): relative error {one:.3g}; "
+            f"{far} of {err.size} elements off by more than 1e-3 of the largest |reference| "
+            f"({scale:.4g})"
+        )
+        for j in np.argsort(-err, kind="stable")[: min(worst, err.size)]:
+            index = np.unravel_index(int(j), out.shape) if out.ndim else ()
+            lines.append(
+                f"  [{', '.join(map(str, index))}] {got[j].item():.9g} "
+                f"against {ref128[j].item():.9g}"
+            )
+    return "\n".join(lines)
