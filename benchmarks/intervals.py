@@ -112,7 +112,7 @@ def estimators(root: Path, margin: float) -> None:
         (sp_a, cr_a, s0_a), (sp_b, cr_b, s0_b) = (
             reaggregate(root / s, margin, floor) for s in "ab"
         )
-        ab, ba = speedup_figures(sp_a, sp_b), speedup_figures(sp_b, sp_a)
+        ab, ba = speedup_figures(sp_a, sp_b, margin), speedup_figures(sp_b, sp_a, margin)
         cr = crossover_figures(cr_a, cr_b)
         print(
             f"| {label} | {s0_a}, {s0_b} | {ab['inside'] / ab['n']:.0%} | {ba['inside'] / ba['n']:.0%} "

@@ -25,6 +25,7 @@ COLUMNS = [
     ("B inside A", "inside"),
     ("A inside B", "inside_ba"),
     ("identical verdicts", "same_verdict"),
+    ("predicted from A", "expected_same"),
     ("reversed", "reversed"),
     ("median half-width", "half_width"),
     ("identical crossover kinds", "same_kind"),
@@ -69,8 +70,8 @@ def settled_figures(
 
 
 def figures(a: dict, b: dict, margin: float) -> dict:
-    sp = speedup_figures(a["speedups"], b["speedups"])
-    back = speedup_figures(b["speedups"], a["speedups"])
+    sp = speedup_figures(a["speedups"], b["speedups"], margin)
+    back = speedup_figures(b["speedups"], a["speedups"], margin)
     cr = crossover_figures(a["crossovers"], b["crossovers"])
     aa_same, aa_n = aa_figures(a["benchmarks"], b["benchmarks"], margin)
     settled_same, doubt_same = settled_figures(a["speedups"], b["speedups"], margin)
@@ -80,6 +81,7 @@ def figures(a: dict, b: dict, margin: float) -> dict:
         "inside": sp["inside"] / sp["n"],
         "inside_ba": back["inside"] / back["n"],
         "same_verdict": sp["same_verdict"] / sp["n"],
+        "expected_same": sp["expected_same"] / sp["n"],
         "reversed": sp["reversed"],
         "half_width": sp["half_width_median"],
         "same_kind": cr["same_kind"] / cr["n"],

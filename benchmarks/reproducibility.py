@@ -5,7 +5,8 @@ copy of the workflow with ``--cores 1``, and compares them as a reviewer rerunni
 would:
 
 - speedups: how many of B's speedups lie inside A's 95% interval; verdicts (faster / same /
-  slower) that are identical, and those reversed outright (faster in one, slower in the
+  slower) that are identical, and how many A's own intervals predict would be (the sum of
+  ``numbench.stats.repeat_chance``); those reversed outright (faster in one, slower in the
   other); the median relative half-width of the speedup intervals;
 - cell medians within 5% of each other; crossover kinds that are identical, and whether each
   crossover size lies inside the other run's interval;
@@ -23,12 +24,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from _report import publish
 from workflow_cost import copy_workflow, snakemake
 
 from numbench.compare import compare
 from numbench.config import default_margin
+from numbench.stats import repeat_chance
 
 SPEEDUP_KEY = ["library", "device", "operation", "size", "dtype", "threads"]
 GROUP_KEY = ["library", "device", "operation", "dtype", "threads"]
@@ -43,7 +46,7 @@ def run_once(root: Path, name: str, extra: list[str]) -> tuple[Path, float]:
     return wd / "results", wall
 
 
-def speedup_figures(a: pd.DataFrame, b: pd.DataFrame) -> dict:
+def speedup_figures(a: pd.DataFrame, b: pd.DataFrame, margin: float) -> dict:
     both = a.merge(b, on=SPEEDUP_KEY, suffixes=("_a", "_b")).dropna(
         subset=["speedup_a", "speedup_b"]
     )
@@ -61,10 +64,23 @@ def speedup_figures(a: pd.DataFrame, b: pd.DataFrame) -> dict:
         ]
     )
     changed = both[~same][SPEEDUP_KEY + ["speedup_a", "verdict_a", "speedup_b", "verdict_b"]]
+    chance = np.array(
+        [
+            repeat_chance(p, lo, hi, margin)
+            for p, lo, hi in zip(
+                both["speedup_a"], both["speedup_ci_low_a"], both["speedup_ci_high_a"], strict=True
+            )
+        ]
+    )
+    chance = chance[np.isfinite(chance)]
     return {
         "n": len(both),
         "inside": int(inside.sum()),
         "same_verdict": int(same.sum()),
+        # what A's intervals predict of that count: the sum of each verdict's chance to repeat,
+        # and its standard deviation were the cells independent
+        "expected_same": float(chance.sum()),
+        "expected_sd": float(np.sqrt((chance * (1 - chance)).sum())),
         "reversed": int(reversed_.sum()),
         "half_width_median": float(half.median()),
         "half_width_p90": float(half.quantile(0.9)),
@@ -162,8 +178,8 @@ def main() -> None:
             for name, res in (("a", res_a), ("b", res_b)):
                 shutil.copytree(res, Path(args.keep) / name, dirs_exist_ok=True)
         sp_a, sp_b = (pd.read_parquet(r / "speedups.parquet") for r in (res_a, res_b))
-        sp = speedup_figures(sp_a, sp_b)
-        sp_reverse = speedup_figures(sp_b, sp_a)
+        sp = speedup_figures(sp_a, sp_b, margin)
+        sp_reverse = speedup_figures(sp_b, sp_a, margin)
         floored = [int(t["floored"].sum()) if "floored" in t else 0 for t in (sp_a, sp_b)]
         cr = crossover_figures(*(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b)))
         bench_a, bench_b = (pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b))
@@ -186,6 +202,8 @@ def main() -> None:
         f"| speedups of B inside A's 95% CI | {pct(sp['inside'], sp['n'])} |",
         f"| speedups of A inside B's 95% CI | {pct(sp_reverse['inside'], sp_reverse['n'])} |",
         f"| verdicts (faster / same / slower) identical | {pct(sp['same_verdict'], sp['n'])} |",
+        "| identical verdicts A's intervals predict (`numbench.stats.repeat_chance`) | "
+        f"{sp['expected_same']:.1f} ± {sp['expected_sd']:.1f} |",
         f"| verdicts reversed (faster in one run, slower in the other) | {sp['reversed']} |",
         f"| median relative CI half-width of the speedups | {sp['half_width_median']:.1%} "
         f"(90th percentile {sp['half_width_p90']:.1%}) |",

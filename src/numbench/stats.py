@@ -273,3 +273,28 @@ def verdict(ratio: float, ci_low: float, ci_high: float, margin: float) -> str:
     if ci_high < 1.0 and ratio <= 1.0 / margin:
         return SLOWER
     return SAME
+
+
+def repeat_chance(ratio: float, ci_low: float, ci_high: float, margin: float) -> float:
+    """The chance that a rerun gives this ratio's ``verdict`` again, judged from its own
+    interval (NaN where the interval is not finite and positive).
+
+    The interval gives the standard error of the log ratio, s = log(high / low) / (2 * Z95).
+    A rerun's log ratio differs from this one's by about N(0, 2 s^2) (both carry an error
+    of s); with an interval of the same width, it is faster where it reaches both log
+    ``margin`` and Z95 * s (its interval then clears 1), slower at minus that, the same
+    speed between. A ratio on the margin repeats half the time whatever its interval; one
+    far from both edges, almost always."""
+    if not all(math.isfinite(v) and v > 0 for v in (ratio, ci_low, ci_high)) or ci_high <= ci_low:
+        return float("nan")
+    s = math.log(ci_high / ci_low) / (2 * Z95)
+    edge = max(math.log(margin), Z95 * s)
+    x, spread = math.log(ratio), math.sqrt(2.0) * s
+
+    def below(t: float) -> float:  # P(rerun's log ratio < t)
+        return 0.5 * math.erfc(-(t - x) / (spread * math.sqrt(2.0)))
+
+    slower, faster = below(-edge), 1.0 - below(edge)
+    return {FASTER: faster, SLOWER: slower, SAME: 1.0 - faster - slower}[
+        verdict(ratio, ci_low, ci_high, margin)
+    ]
