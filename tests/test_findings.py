@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import MARGIN, constructed_results
@@ -12,6 +13,7 @@ from numbench.findings import (
     BusyCell,
     Crossover,
     DoubtfulVerdict,
+    Firmness,
     LargestSlowdown,
     LargestSpeedup,
     NoBaseline,
@@ -210,3 +212,22 @@ def test_a_speedup_whose_interval_holds_the_margin_is_a_doubtful_verdict(finding
     # speedups from before the column say nothing either way
     old = decide(bench, speedups.drop(columns="settled"), crossovers, "numpy", "cpu", MARGIN)
     assert not [w for w in old.warnings if isinstance(w, DoubtfulVerdict)]
+
+
+def test_firmness_counts_settled_verdicts_and_sums_their_chances_to_repeat():
+    bench, speedups, crossovers = constructed_results()
+    speedups = speedups.copy()
+    measured = speedups["speedup"].notna()
+    speedups["repeat_chance"] = np.where(measured, 0.9, np.nan)
+    speedups.loc[measured & (speedups["library"] == "torch"), "settled"] = False
+    f = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN).firmness
+    torch = int((measured & (speedups["library"] == "torch")).sum())
+    assert f == Firmness(
+        int(measured.sum()), int(measured.sum()) - torch, pytest.approx(0.9 * measured.sum())
+    )
+    assert torch > 0
+    # from before repeat_chance: the settled count alone; from before settled: nothing
+    old = decide(bench, speedups.drop(columns="repeat_chance"), crossovers, "numpy", "cpu", MARGIN)
+    assert old.firmness.expected is None and old.firmness.settled == f.settled
+    older = speedups.drop(columns=["repeat_chance", "settled"])
+    assert decide(bench, older, crossovers, "numpy", "cpu", MARGIN).firmness is None

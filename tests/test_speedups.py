@@ -8,7 +8,7 @@ import pytest
 from conftest import samples_frame
 
 from numbench.speedups import compute_speedups, is_significant
-from numbench.stats import ratio_ci
+from numbench.stats import ratio_ci, repeat_chance
 from numbench.tables import SPEEDUPS_SCHEMA
 
 MARGIN = 1.1
@@ -265,3 +265,13 @@ def test_settled_says_whether_the_interval_holds_the_margin():
     assert at_margin["speedup_ci_low"] <= MARGIN <= at_margin["speedup_ci_high"]
     assert not bool(at_margin["settled"])
     assert np.isnan(out.loc[10_000, "speedup"]) and not bool(out.loc[10_000, "settled"])
+    # the chance to repeat: near 1 far from the margin, near a half on it, null without one
+    for n in (10, 100, 1000):
+        row = out.loc[n]
+        expected = repeat_chance(
+            row["speedup"], row["speedup_ci_low"], row["speedup_ci_high"], MARGIN
+        )
+        assert row["repeat_chance"] == pytest.approx(expected)
+    assert out.loc[10, "repeat_chance"] > 0.99 and out.loc[100, "repeat_chance"] > 0.99
+    assert 0.2 < out.loc[1000, "repeat_chance"] < 0.8
+    assert np.isnan(out.loc[10_000, "repeat_chance"])

@@ -151,6 +151,14 @@ def test_a_verdict_in_doubt_is_marked_in_its_table_and_listed_in_the_warnings(te
     assert "?: the kind rests on a verdict in doubt" in crossings
     assert re.search(r"- PyTorch beats NumPy on fft from .*In doubt: it rests on", page)
     assert "crosses ?" not in section(text, "Crossovers")
+    # the opening says how many verdicts are settled and how many a rerun should repeat
+    n = int(speedups["speedup"].notna().sum())
+    chances = speedups.loc[speedups["speedup"].notna(), "repeat_chance"]
+    assert f"How firm: {n - 1} of the {n} verdicts are settled" in page
+    assert "; 1 is in doubt (`?`, listed under Warnings)." in page
+    assert f"A rerun is expected to repeat about {chances.sum():.0f} of the {n} verdicts" in page
+    assert f"How firm: {n} of the {n} verdicts are settled (their 95% interval" in text
+    assert "are in doubt" not in text
 
 
 def test_chart_links_and_every_cell(text):

@@ -5,7 +5,7 @@ tables and returns ``Findings``: the fastest library per operation at its smalle
 size (a ``Winner``, a ``Tie`` within noise, or ``NotMeasured``), the largest significant
 speedups and slowdowns over the baseline, one ``Crossover`` per group with its kind, the
 warnings (``NoisyCell``, ``UnmeasuredCell``, ``NoBaseline``, ``UnstableCell``, ``BusyCell``,
-``DoubtfulVerdict``) and the ``GpuNotice``. The
+``DoubtfulVerdict``), the ``Firmness`` of the verdicts and the ``GpuNotice``. The
 renderer (``numbench.summary``) turns them into Markdown; nothing here is worded.
 
 The baseline is always given: the tables are checked against it, never the other way round.
@@ -239,6 +239,27 @@ class DoubtfulVerdict(SpeedupFact):
 CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell | DoubtfulVerdict
 
 
+@dataclass(frozen=True)
+class Firmness:
+    """How many of the run's verdicts should hold on a rerun: ``verdicts`` speedups with a
+    verdict, ``settled`` of them settled, and ``expected`` the sum of their chances to repeat
+    (``repeat_chance``; None for speedups from before the column)."""
+
+    verdicts: int
+    settled: int
+    expected: float | None
+
+
+def firmness(speedups: pd.DataFrame) -> Firmness | None:
+    """The run's ``Firmness``; None without a speedup, or from before ``settled``."""
+    measured = speedups[speedups["speedup"].notna()]
+    if measured.empty or "settled" not in measured:
+        return None
+    chance = measured["repeat_chance"] if "repeat_chance" in measured else None
+    expected = None if chance is None or chance.isna().any() else float(chance.sum())
+    return Firmness(len(measured), int((~in_doubt(measured)).sum()), expected)
+
+
 # -- all of it ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Findings:
@@ -252,6 +273,7 @@ class Findings:
     slowdowns: tuple[LargestSlowdown, ...]  # largest (smallest speedup) first
     crossovers: tuple[Crossover, ...]  # in KIND_ORDER, then by operation and library
     warnings: tuple[CellWarning, ...]  # noisy cells, then unmeasured cells, then no baseline
+    firmness: Firmness | None = None  # how many verdicts should hold on a rerun
 
 
 def measured_on_several_devices(bench: pd.DataFrame) -> bool:
@@ -411,4 +433,5 @@ def decide(
         slowdowns=largest_slowdowns(speedups),
         crossovers=crossover_facts(crossovers, speedups),
         warnings=warnings(bench, speedups),
+        firmness=firmness(speedups),
     )

@@ -36,6 +36,9 @@ nor 1 / margin: wholly faster, wholly slower or wholly the same speed, so the ve
 change only if the speedup moved beyond its interval. A verdict that is not settled is in
 doubt, and a second run may well give the other one: it is the same test the stopping rule
 asks of a paired cell before it stops adding rounds (``numbench.replicates``).
+``repeat_chance`` puts a figure on it: the chance that a rerun gives the same verdict, from
+the interval (``numbench.stats.repeat_chance``); the sum over the rows is the number of
+verdicts a rerun is expected to repeat, which the summary states.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import pandas as pd
 import pyarrow as pa
 
 from numbench.replicates import BASELINE, MEASURED, verdict_settled
-from numbench.stats import Z95, ratio_ci, typical_sd, verdict
+from numbench.stats import Z95, ratio_ci, repeat_chance, typical_sd, verdict
 from numbench.tables import SPEEDUPS_SCHEMA, write_atomic
 
 CELL_KEY = ["library", "device", "operation", "size", "dtype", "threads", "host"]
@@ -154,6 +157,7 @@ def compute_speedups(
         )
         widened = bool(new_lo < lo or new_hi > hi)
         lo, hi = new_lo, new_hi
+        chance = repeat_chance(point, lo, hi, margin)
         rows.append(
             {
                 "library": r.library,
@@ -176,6 +180,7 @@ def compute_speedups(
                 "ci_floor": floor,
                 "floored": widened,
                 "settled": verdict_settled(point, lo, hi, margin, 0.0),
+                "repeat_chance": None if np.isnan(chance) else chance,
             }
         )
     table = pa.Table.from_pylist(rows, schema=SPEEDUPS_SCHEMA)

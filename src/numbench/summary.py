@@ -25,6 +25,7 @@ from numbench.findings import (
     DoubtfulVerdict,
     Fastest,
     Findings,
+    Firmness,
     NoBaseline,
     NoisyCell,
     NotMeasured,
@@ -160,6 +161,24 @@ def key_findings(f: Findings, baseline: str) -> str:
         for c in f.crossovers
     ]
     return "\n".join(lines)
+
+
+def firmness_line(f: Firmness, margin: float) -> str:
+    """How far the verdicts can be trusted to hold on a rerun, in one sentence."""
+    doubt = f.verdicts - f.settled
+    text = (
+        f"How firm: {f.settled} of the {f.verdicts} verdicts are settled (their 95% interval "
+        f"holds neither {margin:g}x nor 1/{margin:g}x)"
+    )
+    if doubt:
+        text += f"; {doubt} {'is' if doubt == 1 else 'are'} in doubt (`?`, listed under Warnings)"
+    if f.expected is not None:
+        text += (
+            f". A rerun is expected to repeat about {f.expected:.0f} of the {f.verdicts} "
+            f"verdicts ({f.expected / f.verdicts:.0%}; the sum of each verdict's "
+            "`repeat_chance` in `speedups.parquet`)"
+        )
+    return text + "."
 
 
 # -- warnings -----------------------------------------------------------------------------------
@@ -319,6 +338,7 @@ def render(
         f"{len(bench)} cells: {status_line}. Baseline: {display(baseline_library)} on "
         f"{baseline_device}; a speedup above 1 means faster than the baseline.",
         "",
+        *([firmness_line(f.firmness, margin), ""] if f.firmness is not None else []),
         "## Key findings",
         "",
         key_findings(f, base_name),

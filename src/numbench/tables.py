@@ -135,6 +135,9 @@ SPEEDUPS_SCHEMA = pa.schema(
         # true when the interval holds neither the margin nor 1 / margin: the verdict would
         # change only if the speedup moved beyond its interval; false: in doubt (or no speedup)
         pa.field("settled", pa.bool_()),
+        # the chance that a rerun gives the same verdict, from the interval
+        # (numbench.stats.repeat_chance); null without a speedup
+        pa.field("repeat_chance", pa.float64()),
     ]
 )
 #: results/samples.parquet: every sample of every ok cell, for the speedups' intervals.
@@ -168,6 +171,9 @@ CROSSOVERS_SCHEMA = pa.schema(
         # would change only if a speedup moved beyond its interval; null for speedups from
         # before that column
         pa.field("settled", pa.bool_()),
+        # the chance that a rerun gives the same verdict, from the interval
+        # (numbench.stats.repeat_chance); null without a speedup
+        pa.field("repeat_chance", pa.float64()),
     ]
 )
 CELL_COLUMNS = [f.name for f in CELL_SCHEMA]
