@@ -13,7 +13,9 @@ inside run A's interval, and how wide A's interval is, for:
 
 It also re-aggregates both runs' speedups and crossovers with the round floor's ``s0`` taken
 as the plain median of the cells' round standard deviations (the estimator before
-``numbench.stats.typical_sd``), and prints the reproducibility figures both ways.
+``numbench.stats.typical_sd``), and prints the reproducibility figures both ways; and again
+with each process's and each side's 25th or 10th percentile, or minimum, of the samples in
+place of the median (a what-if: the stopping rule ran with the median).
 
     .venv/bin/python benchmarks/intervals.py DIR
 """
@@ -21,6 +23,7 @@ as the plain median of the cells' round standard deviations (the estimator befor
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 import _report  # noqa: F401  (puts the package's src on the path)
@@ -30,6 +33,7 @@ from reproducibility import crossover_figures, speedup_figures
 from scipy import optimize, special, stats
 
 import numbench.speedups as speedups_module
+import numbench.stats as stats_module
 from numbench.config import default_margin
 from numbench.crossovers import find_crossovers
 from numbench.speedups import compute_speedups, round_log_ratios
@@ -121,6 +125,80 @@ def estimators(root: Path, margin: float) -> None:
         )
 
 
+class _LowQuantile:
+    """numpy, with ``median`` and ``nanmedian`` taking the quantile ``q`` instead."""
+
+    def __init__(self, q: float):
+        self.q = q
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def median(self, x, axis=None):
+        return np.quantile(x, self.q, axis=axis)
+
+    def nanmedian(self, x, axis=None):
+        return np.nanquantile(x, self.q, axis=axis)
+
+
+@contextlib.contextmanager
+def statistic(q: float):
+    """Speedups of each process's and each side's quantile ``q`` of the samples, not the
+    median: the point, the bootstrap and the rounds' log ratios (``typical_sd`` keeps its
+    median of the cells' variances)."""
+    kept = stats_module.np, speedups_module.np, speedups_module.round_floor
+    real_floor = speedups_module.round_floor
+
+    def floor(spreads):
+        stats_module.np = np
+        try:
+            return real_floor(spreads)
+        finally:
+            stats_module.np = _LowQuantile(q)
+
+    stats_module.np = speedups_module.np = _LowQuantile(q)
+    speedups_module.round_floor = floor
+    try:
+        yield
+    finally:
+        stats_module.np, speedups_module.np, speedups_module.round_floor = kept
+
+
+def quantiles(root: Path, margin: float) -> None:
+    """The reproducibility figures with a low quantile of the samples in place of the median:
+    the minimum resists a machine that slows a process's samples now and then (Chen and
+    Revels, 2016, "Robust benchmarking in noisy environments"), at the cost of the median's
+    meaning. Re-aggregated offline: the stopping rule ran with the median."""
+    print(
+        "\n| statistic | B inside A | A inside B | median half-width | identical verdicts "
+        "| reversed | identical crossover kinds | sizes inside | verdicts in doubt in A, B |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, q in (
+        ("median", 0.5),
+        ("25th percentile", 0.25),
+        ("10th percentile", 0.1),
+        ("minimum", 0.0),
+    ):
+        runs = []
+        with statistic(q):
+            for side in "ab":
+                bench = pd.read_parquet(root / side / "benchmarks.parquet")
+                samples = pd.read_parquet(root / side / "samples.parquet")
+                sp = compute_speedups(bench, samples, "numpy", "cpu", margin)
+                runs.append((sp, find_crossovers(sp)))
+        (sp_a, cr_a), (sp_b, cr_b) = runs
+        ab, ba = speedup_figures(sp_a, sp_b, margin), speedup_figures(sp_b, sp_a, margin)
+        cr = crossover_figures(cr_a, cr_b)
+        doubt = [int((~sp["settled"].astype(bool)).sum()) for sp in (sp_a, sp_b)]
+        print(
+            f"| {label} | {ab['inside'] / ab['n']:.0%} | {ba['inside'] / ba['n']:.0%} "
+            f"| {ab['half_width_median']:.1%} | {ab['same_verdict']} of {ab['n']} "
+            f"| {ab['reversed']} | {cr['same_kind']} of {cr['n']} | {cr['mutual']} of {cr['sized']} "
+            f"| {doubt[0]}, {doubt[1]} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kept", help="the --keep folder of reproducibility.py (a/, b/)")
@@ -178,6 +256,7 @@ def main() -> None:
     for label, share, width in rows:
         print(f"| {label} | {share:.0%} | {width:.1%} |")
     estimators(root, margin)
+    quantiles(root, margin)
 
 
 if __name__ == "__main__":
