@@ -103,7 +103,7 @@ def cell(key: str, value) -> str:
     if key in COUNTED:
         return f"{value[0]} of {value[1]}"
     if key == "reversed":
-        return f"{value:g}"
+        return f"{value:.2g}"
     return f"{value:.1%}"
 
 
