@@ -130,9 +130,13 @@ def not_ok_cells(workdir: Path, bench: pd.DataFrame, expected=()) -> str:
             continue
         parts.append(f"{r.library}/{r.device} {r.dtype} t{r.threads} {r.operation} {r.size}: ")
         parts[-1] += f"{r.status}: {r.error}"
-        key = f"{r.library}/{r.device}/{r.dtype}/t{r.threads}/{r.operation}"
-        logs = [workdir / "logs" / "cells" / key / f"{r.size}.log"]
-        logs += sorted((workdir / "logs" / "rounds" / key / str(r.size)).glob("r*.log"))
+        from numbench.config import cell_path
+
+        # the rules' log paths mirror the cell's file: logs/cells/.../N.log, logs/rounds/.../N/
+        cell = cell_path(r.library, r.device, r.operation, r.size, r.dtype, r.threads)
+        stem = cell.removeprefix("results/cells/").removesuffix(".parquet")
+        logs = [workdir / "logs" / "cells" / f"{stem}.log"]
+        logs += sorted((workdir / "logs" / "rounds" / stem).glob("r*.log"))
         for log in logs:
             if log.exists():
                 tail = log.read_text(errors="replace")[-3000:]
