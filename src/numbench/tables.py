@@ -171,9 +171,6 @@ CROSSOVERS_SCHEMA = pa.schema(
         # would change only if a speedup moved beyond its interval; null for speedups from
         # before that column
         pa.field("settled", pa.bool_()),
-        # the chance that a rerun gives the same verdict, from the interval
-        # (numbench.stats.repeat_chance); null without a speedup
-        pa.field("repeat_chance", pa.float64()),
     ]
 )
 CELL_COLUMNS = [f.name for f in CELL_SCHEMA]
