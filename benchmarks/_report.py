@@ -76,6 +76,7 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
         timing=TimingSettings(**timing),
         timeout_s=600.0,
         memory_limit_mb=None,
+        allocator="steady",
         replicates=ReplicateSettings(min=1, max=1, target_ci=1.0, margin=1.1, spread=0),
         paired_with=None,
         contract=CELL_CONTRACT,

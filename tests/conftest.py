@@ -35,6 +35,7 @@ def make_spec(
     params: dict | None = None,
     replicates: tuple[int, int] = (1, 1),
     paired_with: str | None = None,
+    allocator: str = "steady",
 ):
     """A CellSpec for a test (the workflow builds them from the config instead): one
     process, unpaired, unless asked."""
@@ -53,6 +54,7 @@ def make_spec(
         timing=TimingSettings(**timing),
         timeout_s=timeout_s,
         memory_limit_mb=memory_limit_mb,
+        allocator=allocator,
         replicates=ReplicateSettings(
             min=replicates[0], max=replicates[1], target_ci=0.03, margin=1.1, spread=0
         ),

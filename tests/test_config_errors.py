@@ -33,6 +33,11 @@ CASES = [
         "dtype: [float64, float16]",
         ["dtype[1] = 'float16' is not allowed", "allowed: float32, float64"],
     ),
+    (
+        "unknown-allocator",
+        "allocator: jemalloc",
+        ["allocator = 'jemalloc' is not allowed", "allowed: steady, system"],
+    ),
     ("empty-dtype", "dtype: []", ["dtype is empty; give at least 1 item(s)"]),
     ("empty-threads", "threads: []", ["threads is empty; give at least 1 item(s)"]),
     (
@@ -149,7 +154,7 @@ CASES = [
     (
         "unknown-key",
         "colour: red",
-        ["unknown key 'colour'", "allowed keys: baseline, cell_memory_limit_mb"],
+        ["unknown key 'colour'", "allowed keys: allocator, baseline, cell_memory_limit_mb"],
     ),
     (
         "unknown-nested-key",

@@ -99,6 +99,7 @@ def worker_environment(spec: CellSpec) -> dict[str, str]:
     adapter = libraries.get(spec.library)(spec.device, spec.dtype, spec.threads)
     env = dict(os.environ)
     env.update(libraries.thread_environment(spec.threads))
+    env.update(libraries.allocator_environment(spec.allocator))
     env.update(adapter.environment())
     env["PYTHONUNBUFFERED"] = "1"
     env[SUPERVISOR_ENV] = str(os.getpid())
@@ -117,6 +118,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         host=socket.gethostname(),
         cpu_model=libraries.cpu_model(),
         threads=spec.threads,
+        allocator=spec.allocator,
         python_version=platform.python_version(),
         python_executable=sys.executable,
         platform=platform.platform(),

@@ -378,6 +378,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         timing=TimingSettings(**cfg["timing"]),
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],
+        allocator=cfg["allocator"],
         replicates=ReplicateSettings(
             min=reps["min"],
             max=reps["max"],

@@ -20,9 +20,9 @@ from typing import Any
 from numbench.timing import TimingSettings
 
 #: What a cell file holds, as a number: raised whenever a cell measures something new or its
-#: columns change (2: pipelined samples and transfers). It is part of the spec, so the rule's
+#: columns change (2: pipelined samples and transfers; 3: the allocator's settings). It is part of the spec, so the rule's
 #: parameters change with it and Snakemake remeasures cells an older numbench wrote.
-CELL_CONTRACT = 2
+CELL_CONTRACT = 3
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,9 @@ class CellSpec:
     timeout_s: float
     #: RSS limit of the worker (and its children) in MB; None: no limit
     memory_limit_mb: float | None
+    #: the C allocator's settings in every worker: "steady" or "system"
+    #: (``numbench.libraries.allocator_environment``)
+    allocator: str
     replicates: ReplicateSettings
     #: the baseline measured beside this cell, process for process ("numpy/cpu"), or None
     #: (the baseline cell itself, or pairing switched off)
@@ -208,6 +211,8 @@ class CellMeta:
     host: str | None = None
     cpu_model: str | None = None
     threads: int | None = None
+    #: the config's ``allocator`` the workers ran with ("steady" or "system")
+    allocator: str | None = None
     python_version: str | None = None
     #: the interpreter that ran the worker (the environment's ``python``)
     python_executable: str | None = None

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import os
 
-from .base import Adapter, Unavailable, cpu_model, pin_cpus, thread_environment
+from .base import (
+    ALLOCATORS,
+    STEADY_MALLOC,
+    Adapter,
+    Unavailable,
+    allocator_environment,
+    cpu_model,
+    pin_cpus,
+    thread_environment,
+)
 from .cupy_ import CupyAdapter
 from .jax_ import JaxAdapter, JaxEagerAdapter
 from .numba_ import NumbaAdapter
@@ -52,4 +61,7 @@ __all__ = [
     "get",
     "pin_cpus",
     "thread_environment",
+    "allocator_environment",
+    "ALLOCATORS",
+    "STEADY_MALLOC",
 ]
