@@ -10,6 +10,13 @@ moves within seconds (a neighbour on a shared host, an SMT sibling), which the p
 of a cell, seconds apart, cannot cancel: expect wide speedup intervals and many verdicts in
 doubt (``docs/performance.md``, Reproducibility).
 
+Each kernel runs under both settings of the config's ``allocator``: ``system`` (glibc's own
+malloc thresholds, which rise the first time a process frees a large block) and ``steady``
+(the workflow's default, ``numbench.libraries.allocator_environment``). Where a call's
+temporaries exceed glibc's first threshold, ``system`` faults fresh pages in on every call,
+and that cost moves with the machine's memory traffic: compare the two rows before blaming
+the machine.
+
     .venv/bin/python benchmarks/machine_noise.py [--processes N]
 """
 
@@ -21,6 +28,9 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 KERNELS = [("matmul", 500), ("fft", 10_000), ("elementwise", 100_000), ("sort", 100_000)]
 BLOCKS, SAMPLES, SAMPLE_S = 6, 15, 0.02
@@ -69,28 +79,34 @@ def main() -> None:
         return
     import numpy as np
 
+    from numbench.libraries import ALLOCATORS, STEADY_MALLOC, allocator_environment
+
     print(
-        "| kernel | within a process (SD of block medians) | between processes (first block) "
-        "| slowest / fastest block, all processes |"
+        "| kernel | allocator | within a process (SD of block medians) "
+        "| between processes (first block) | slowest / fastest block, all processes |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|")
+    clean = {k: v for k, v in os.environ.items() if k not in STEADY_MALLOC}
     for op, n in KERNELS:
-        runs = []
+        runs: dict[str, list] = {a: [] for a in ALLOCATORS}
         for _ in range(args.processes):
-            out = subprocess.run(
-                [sys.executable, __file__, "--child", op, str(n)],
-                capture_output=True,
-                text=True,
-                check=True,
+            for allocator in ALLOCATORS:  # alternated, so drift falls on both alike
+                out = subprocess.run(
+                    [sys.executable, __file__, "--child", op, str(n)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**clean, **allocator_environment(allocator)},
+                )
+                runs[allocator].append(json.loads(out.stdout))
+        for allocator in sorted(ALLOCATORS):
+            logs = np.log(np.array(runs[allocator]))
+            within = float(np.sqrt(np.mean(np.var(logs, axis=1, ddof=1))))
+            between = float(np.std(logs[:, 0], ddof=1))
+            print(
+                f"| NumPy {op} n = {n} | {allocator} | {within:.1%} | {between:.1%} "
+                f"| {float(np.exp(logs.max() - logs.min())):.2f}x |"
             )
-            runs.append(json.loads(out.stdout))
-        logs = np.log(np.array(runs))
-        within = float(np.sqrt(np.mean(np.var(logs, axis=1, ddof=1))))
-        between = float(np.std(logs[:, 0], ddof=1))
-        print(
-            f"| NumPy {op} n = {n} | {within:.1%} | {between:.1%} "
-            f"| {float(np.exp(logs.max() - logs.min())):.2f}x |"
-        )
 
 
 if __name__ == "__main__":
