@@ -11,7 +11,9 @@ would:
 - cell medians within 5% of each other; crossover kinds that are identical, and whether each
   crossover size lies inside the other run's interval;
 - A/A: the baseline's cells of B against A's with ``numbench.compare`` (should be "same");
-- cost: wall time of each run, processes per cell, and the cost of one process.
+- cost: wall time of each run, processes per cell, and the cost of one process;
+- how far the paired baseline's processes moved, between a cell's rounds and within one
+  process (``baseline_spread``): what the machine did while it was measured.
 
     .venv/bin/python benchmarks/reproducibility.py [--write] [--configfile FILE] [--keep DIR]
 """
@@ -128,6 +130,26 @@ def cost_figures(results: Path, wall: float) -> dict:
     }
 
 
+def baseline_spread(samples: pd.DataFrame) -> tuple[float, float]:
+    """How far the paired baseline's processes moved: (between, within), medians over cells.
+
+    between: per paired cell with 2 or more rounds, the standard deviation of the log medians
+    of its baseline processes (the same NumPy work, rounds minutes apart and in different
+    jobs); within: per baseline process, the standard deviation of the log of its samples.
+    Where between is far above within, what moves a process is the machine or the process's
+    state, not the samples: more samples per process would not help."""
+    base = samples[samples["role"] == "baseline"]
+    if base.empty:
+        return float("nan"), float("nan")
+    cell = ["library", "device", "operation", "size", "dtype", "threads"]
+    logs = np.log(base["seconds"])
+    by_process = logs.groupby([base[c] for c in cell + ["replicate"]])
+    within = by_process.std(ddof=1).dropna()
+    medians = by_process.median()
+    between = medians.groupby(level=list(range(len(cell)))).std(ddof=1).dropna()
+    return float(between.median()), float(within.median())
+
+
 def round_spans(results: Path) -> pd.Series:
     """Minutes between the first and the last own process of each ok cell with several: how
     far apart in time a cell's rounds were measured (``replicates.spread``)."""
@@ -185,6 +207,7 @@ def main() -> None:
         bench_a, bench_b = (pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b))
         cost = [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)]
         spans = [round_spans(res_a), round_spans(res_b)]
+        spread = [baseline_spread(pd.read_parquet(r / "samples.parquet")) for r in (res_a, res_b)]
 
     key = ["library", "device", "operation", "size", "dtype", "threads"]
     medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
@@ -232,6 +255,10 @@ def main() -> None:
         "| rounds measured again because other programs took a worker's CPU | "
         f"{cost[0]['set_aside']} | {cost[1]['set_aside']} |",
         f"| speedup intervals widened by the round floor | {floored[0]} | {floored[1]} |",
+        "| the paired baseline's processes: SD of the log between a cell's rounds, and "
+        "within one process (medians) | "
+        + " | ".join(f"{b:.1%}, {w:.1%}" for b, w in spread)
+        + " |",
         "| minutes between a cell's first and last own process: median, 10th percentile | "
         + " | ".join(f"{s.median():.1f}, {s.quantile(0.1):.1f}" for s in spans)
         + " |",
