@@ -17,7 +17,7 @@ It prints the mean speedup and the standard deviation of the log speedup over th
 each way. The workflow does not measure this way (yet): see docs/performance.md, the twelfth
 pair.
 
-    .venv/bin/python benchmarks/lockstep.py [--rounds R]
+    .venv/bin/python benchmarks/lockstep.py [--rounds R] [--cells LIB:OP:SIZE ...]
 """
 
 from __future__ import annotations
@@ -150,16 +150,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=8, help="rounds of each way per cell")
     parser.add_argument("--seed", type=int, default=5, help="seeds the orders")
+    parser.add_argument(
+        "--cells", nargs="+", metavar="LIB:OP:SIZE", help="cells to measure (default: seven)"
+    )
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         library, operation, size, mode = args.child
         child(library, operation, int(size), mode)
         return
+    cells = CELLS
+    if args.cells:
+        try:
+            cells = [(c.split(":")[0], c.split(":")[1], int(c.split(":")[2])) for c in args.cells]
+        except (IndexError, ValueError):
+            parser.error(f"--cells takes LIB:OP:SIZE, e.g. torch:sort:100000, not {args.cells}")
     rng = random.Random(args.seed)
-    print("| cell | back to back: mean speedup | SD | lockstep: mean speedup | SD |")
-    print("|---|---|---|---|---|")
-    for library, operation, size in CELLS:
+    print(
+        "| cell | back to back: mean speedup | SD | lockstep: mean speedup | SD "
+        "| lockstep against back to back (95%) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for library, operation, size in cells:
         logs: dict[str, list[float]] = {"back to back": [], "lockstep": []}
         for _ in range(args.rounds):
             for way in rng.sample(list(logs), 2):
@@ -169,6 +181,9 @@ def main() -> None:
         for way in logs:
             x = np.array(logs[way])
             figures += [f"{np.exp(x.mean()):.3g}", f"{x.std(ddof=1):.3f}"]
+        diff = np.mean(logs["lockstep"]) - np.mean(logs["back to back"])
+        se = np.sqrt(sum(np.var(v, ddof=1) / len(v) for v in logs.values()))
+        figures.append(f"{np.expm1(diff):+.1%} ± {1.96 * se:.1%}")
         print(f"| {library} `{operation}` {size:,} | " + " | ".join(figures) + " |", flush=True)
 
 
