@@ -19,6 +19,45 @@ script to refresh its section; the command and the machine are given with each.
 """
 
 
+def default_config() -> dict:
+    """The default config (``config/config.yaml``), checked as the workflow checks it."""
+    from numbench.config import load_file
+
+    return load_file(ROOT / "config" / "config.yaml", ROOT / "workflow/schemas/config.schema.yaml")
+
+
+def prepared_timer(library: str, operation: str, size: int, cfg: dict):
+    """In a benchmark's child process: pin one CPU, load ``library``, make the seeded inputs
+    of (operation, size), compile, make the first call and calibrate as a worker does
+    (float64, one thread, the operation's default parameters). Returns (timer, loops)."""
+    from numbench import inputs, operations
+    from numbench.libraries import get, pin_cpus
+    from numbench.timing import Timer
+
+    pin_cpus(1)
+    adapter = get(library)("cpu", "float64", 1)
+    adapter.load()
+    op = operations.get(operation)
+    data = inputs.make(operation, size, cfg["seed"], None)
+    args = tuple(adapter.to_device(data[name]) for name in op.input_names)
+    fn = adapter.compile(op.build(adapter.family, adapter.xp, "float64", op.resolve_params(None)))
+    timer = Timer(fn, args, adapter.sync)
+    timer.first_call()
+    return timer, timer.calibrate(cfg["timing"]["min_sample_time_s"])
+
+
+def child_environment(allocator: str) -> dict[str, str]:
+    """The environment of a benchmark's child process: one thread for every library, and
+    the allocator's settings as a worker gets them (none inherited under ``system``)."""
+    from numbench.libraries import STEADY_MALLOC, allocator_environment, thread_environment
+
+    env = {k: v for k, v in os.environ.items() if k not in STEADY_MALLOC}
+    env.update(thread_environment(1))
+    env.update(allocator_environment(allocator))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    return env
+
+
 def machine() -> str:
     from numbench.libraries import cpu_model
 

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
 
 import numpy as np
-from _report import ROOT, publish
+from _report import child_environment, default_config, prepared_timer, publish
 
 #: (library, operation, size): cells whose calls allocate blocks above glibc's first mmap
 #: threshold (128 KiB), and one that allocates less as a control
@@ -50,41 +49,21 @@ ALLOCATORS = ("system", "steady")
 def child(library: str, operation: str, size: int) -> None:
     import resource
 
-    from numbench import inputs, operations
-    from numbench.config import load_file
-    from numbench.libraries import get, pin_cpus
-    from numbench.timing import Timer, TimingSettings
+    from numbench.timing import TimingSettings  # after _report put src on the path
 
-    cfg = load_file(ROOT / "config" / "config.yaml", ROOT / "workflow/schemas/config.schema.yaml")
-    settings = TimingSettings(**cfg["timing"])
-    pin_cpus(1)
-    adapter = get(library)("cpu", "float64", 1)
-    adapter.load()
-    op = operations.get(operation)
-    params = op.resolve_params(None)
-    data = inputs.make(operation, size, cfg["seed"], None)
-    args = tuple(adapter.to_device(data[name]) for name in op.input_names)
-    fn = adapter.compile(op.build(adapter.family, adapter.xp, "float64", params))
-    timer = Timer(fn, args, adapter.sync)
-    timer.first_call()
-    loops = timer.calibrate(settings.min_sample_time_s)
+    cfg = default_config()
+    timer, loops = prepared_timer(library, operation, size, cfg)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    samples = timer.take_samples(settings, timer.time_loops, loops)
+    samples = timer.take_samples(TimingSettings(**cfg["timing"]), timer.time_loops, loops)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     calls = loops * len(samples)
     print(json.dumps({"median_s": float(np.median(samples)), "faults_per_call": faults / calls}))
 
 
 def run(library: str, operation: str, size: int, allocator: str) -> dict:
-    from numbench.libraries import STEADY_MALLOC, allocator_environment, thread_environment
-
-    env = {k: v for k, v in os.environ.items() if k not in STEADY_MALLOC}
-    env.update(thread_environment(1))
-    env.update(allocator_environment(allocator))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     out = subprocess.run(
         [sys.executable, __file__, "--child", library, operation, str(size)],
-        env=env,
+        env=child_environment(allocator),
         capture_output=True,
         text=True,
     )

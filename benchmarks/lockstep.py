@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
 import time
 
 import numpy as np
-from _report import ROOT
+from _report import child_environment, default_config, prepared_timer
+
+from numbench.timing import TimingSettings
 
 CELLS = [
     ("torch", "elementwise", 100_000),
@@ -44,33 +45,11 @@ CELLS = [
 ]
 
 
-def settings():
-    from numbench.config import load_file
-    from numbench.timing import TimingSettings
-
-    cfg = load_file(ROOT / "config" / "config.yaml", ROOT / "workflow/schemas/config.schema.yaml")
-    return cfg, TimingSettings(**cfg["timing"])
-
-
 def child(library: str, operation: str, size: int, mode: str) -> None:
-    from numbench import inputs, operations
-    from numbench.libraries import get, pin_cpus
-    from numbench.timing import Timer
-
-    cfg, timing = settings()
-    pin_cpus(1)
-    adapter = get(library)("cpu", "float64", 1)
-    adapter.load()
-    op = operations.get(operation)
-    params = op.resolve_params(None)
-    data = inputs.make(operation, size, cfg["seed"], None)
-    args = tuple(adapter.to_device(data[name]) for name in op.input_names)
-    fn = adapter.compile(op.build(adapter.family, adapter.xp, "float64", params))
-    timer = Timer(fn, args, adapter.sync)
-    timer.first_call()
-    loops = timer.calibrate(timing.min_sample_time_s)
+    cfg = default_config()
+    timer, loops = prepared_timer(library, operation, size, cfg)
     if mode == "alone":
-        samples = timer.take_samples(timing, timer.time_loops, loops)
+        samples = timer.take_samples(TimingSettings(**cfg["timing"]), timer.time_loops, loops)
         print(json.dumps(float(np.median(samples))))
         return
     print("ready", flush=True)
@@ -80,27 +59,18 @@ def child(library: str, operation: str, size: int, mode: str) -> None:
         print(timer.time_loops(loops) / loops, flush=True)
 
 
-def environment() -> dict[str, str]:
-    from numbench.libraries import allocator_environment, thread_environment
-
-    cfg, _ = settings()
-    env = dict(os.environ)
-    env.update(thread_environment(1))
-    env.update(allocator_environment(cfg["allocator"]))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
-    return env
-
-
 def command(library: str, operation: str, size: int, mode: str) -> list[str]:
     return [sys.executable, __file__, "--child", library, operation, str(size), mode]
 
 
-def back_to_back(library: str, operation: str, size: int, rng: random.Random) -> float:
+def back_to_back(
+    library: str, operation: str, size: int, rng: random.Random, env: dict[str, str]
+) -> float:
     medians = {}
     for who in rng.sample(["numpy", library], 2):
         out = subprocess.run(
             command(who, operation, size, "alone"),
-            env=environment(),
+            env=env,
             capture_output=True,
             text=True,
             check=True,
@@ -109,14 +79,20 @@ def back_to_back(library: str, operation: str, size: int, rng: random.Random) ->
     return float(np.log(medians["numpy"] / medians[library]))
 
 
-def lockstep(library: str, operation: str, size: int, rng: random.Random) -> float:
-    _, timing = settings()
+def lockstep(
+    library: str,
+    operation: str,
+    size: int,
+    rng: random.Random,
+    env: dict[str, str],
+    timing: TimingSettings,
+) -> float:
     procs = {}
     try:
         for who in rng.sample(["numpy", library], 2):
             proc = subprocess.Popen(
                 command(who, operation, size, "lockstep"),
-                env=environment(),
+                env=env,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -165,6 +141,8 @@ def main() -> None:
             cells = [(c.split(":")[0], c.split(":")[1], int(c.split(":")[2])) for c in args.cells]
         except (IndexError, ValueError):
             parser.error(f"--cells takes LIB:OP:SIZE, e.g. torch:sort:100000, not {args.cells}")
+    cfg = default_config()
+    env, timing = child_environment(cfg["allocator"]), TimingSettings(**cfg["timing"])
     rng = random.Random(args.seed)
     print(
         "| cell | back to back: mean speedup | SD | lockstep: mean speedup | SD "
@@ -175,8 +153,10 @@ def main() -> None:
         logs: dict[str, list[float]] = {"back to back": [], "lockstep": []}
         for _ in range(args.rounds):
             for way in rng.sample(list(logs), 2):
-                measure = back_to_back if way == "back to back" else lockstep
-                logs[way].append(measure(library, operation, size, rng))
+                if way == "back to back":
+                    logs[way].append(back_to_back(library, operation, size, rng, env))
+                else:
+                    logs[way].append(lockstep(library, operation, size, rng, env, timing))
         figures = []
         for way in logs:
             x = np.array(logs[way])
