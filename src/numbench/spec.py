@@ -20,8 +20,9 @@ from typing import Any
 from numbench.timing import TimingSettings
 
 #: What a cell file holds, as a number: raised whenever a cell measures something new or its
-#: columns change (2: pipelined samples and transfers; 3: the allocator's settings). It is part of the spec, so the rule's
-#: parameters change with it and Snakemake remeasures cells an older numbench wrote.
+#: columns change (2: pipelined samples and transfers; 3: the allocator's settings). It is
+#: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
+#: an older numbench wrote.
 CELL_CONTRACT = 3
 
 
