@@ -36,7 +36,7 @@ import numbench.speedups as speedups_module
 import numbench.stats as stats_module
 from numbench.config import default_margin
 from numbench.crossovers import find_crossovers
-from numbench.speedups import compute_speedups, round_log_ratios
+from numbench.speedups import compute_speedups, in_doubt, round_log_ratios
 from numbench.stats import verdict
 
 KEY = ["library", "device", "operation", "size", "dtype", "threads"]
@@ -190,7 +190,7 @@ def quantiles(root: Path, margin: float) -> None:
         (sp_a, cr_a), (sp_b, cr_b) = runs
         ab, ba = speedup_figures(sp_a, sp_b, margin), speedup_figures(sp_b, sp_a, margin)
         cr = crossover_figures(cr_a, cr_b)
-        doubt = [int((~sp["settled"].astype(bool)).sum()) for sp in (sp_a, sp_b)]
+        doubt = [int(in_doubt(sp).sum()) for sp in (sp_a, sp_b)]
         print(
             f"| {label} | {ab['inside'] / ab['n']:.0%} | {ba['inside'] / ba['n']:.0%} "
             f"| {ab['half_width_median']:.1%} | {ab['same_verdict']} of {ab['n']} "
