@@ -13,7 +13,7 @@ from conftest import REPO, make_spec
 
 from numbench.cell import worker_environment
 from numbench.config import cell_spec, grid, resolve
-from numbench.libraries import STEADY_MALLOC, allocator_environment
+from numbench.libraries import ALLOCATORS, STEADY_MALLOC, allocator_environment
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -89,3 +89,10 @@ def test_steady_allocator_stops_the_page_faults_of_each_call():
     # per call here); the steady ones reuse the heap
     assert steady < 1, steady
     assert system > 100 * max(steady, 1), (steady, system)
+
+
+def test_schema_allows_exactly_the_allocators_the_package_knows():
+    import yaml
+
+    schema = yaml.safe_load(SCHEMA.read_text(encoding="utf-8"))
+    assert tuple(schema["properties"]["allocator"]["enum"]) == ALLOCATORS
