@@ -36,6 +36,7 @@ def make_spec(
     replicates: tuple[int, int] = (1, 1),
     paired_with: str | None = None,
     allocator: str = "steady",
+    lockstep: bool = False,
 ):
     """A CellSpec for a test (the workflow builds them from the config instead): one
     process, unpaired, unless asked."""
@@ -56,7 +57,12 @@ def make_spec(
         memory_limit_mb=memory_limit_mb,
         allocator=allocator,
         replicates=ReplicateSettings(
-            min=replicates[0], max=replicates[1], target_ci=0.03, margin=1.1, spread=0
+            min=replicates[0],
+            max=replicates[1],
+            target_ci=0.03,
+            margin=1.1,
+            spread=0,
+            lockstep=lockstep,
         ),
         paired_with=paired_with,
         contract=CELL_CONTRACT,

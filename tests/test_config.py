@@ -120,6 +120,19 @@ def test_dtype_and_threads_lists_are_grid_dimensions():
     assert cell.path == f"results/cells/numpy/cpu/float32/t{cell.threads}/sort/10.parquet"
 
 
+@pytest.mark.parametrize("value, expected", [(None, True), (False, False), ("false", False)])
+def test_lockstep_reaches_every_cell_spec(value, expected):
+    from numbench.config import cell_spec, grid
+
+    reps = {} if value is None else {"lockstep": value}
+    c = cfg(libraries=["numpy", "torch"], replicates=reps)
+    c = {**c, "operations": {"sort": {"sizes": [10]}}}
+    specs = [cell_spec(c, cell) for cell in grid(c)]
+    assert {s.replicates.lockstep for s in specs} == {expected}
+    paired = [s for s in specs if s.paired_with]
+    assert paired and paired[0].paired_spec().replicates.lockstep is expected
+
+
 @pytest.mark.parametrize("limit, expected", [(None, None), (0.25, 0.25), ("0.3", 0.3)])
 def test_the_cpu_taken_limit_reaches_the_cell_spec(limit, expected):
     from numbench.config import cell_spec, grid

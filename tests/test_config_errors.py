@@ -137,6 +137,11 @@ CASES = [
         ["replicates.max_cpu_taken"],
     ),
     (
+        "replicates-lockstep-type",
+        "replicates: {lockstep: sometimes}",
+        ["replicates.lockstep", "sometimes"],
+    ),
+    (
         "cell-timeout",
         "cell_timeout_s: 0",
         ["cell_timeout_s = 0 is out of range; it must be > 0"],

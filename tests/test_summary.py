@@ -233,3 +233,23 @@ def test_the_baseline_given_is_named_even_without_speedups():
 def test_tables_computed_against_another_baseline_are_refused():
     with pytest.raises(ValueError, match="computed against numpy on cpu, not the baseline"):
         render(*constructed_results(), "torch", "cpu", MARGIN)
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        ([True, True, None], ["in lockstep", "milliseconds apart"]),
+        ([False, None], ["back to back", "seconds apart"]),
+        ([True, False], ["in lockstep", "`replicates.lockstep: false`: back to back"]),
+    ],
+)
+def test_the_methodology_says_how_the_rounds_were_paired(flags, says):
+    import pandas as pd
+
+    from numbench.summary import pairing_text
+
+    text = pairing_text(pd.DataFrame({"lockstep": pd.Series(flags, dtype=object)}))
+    for words in says:
+        assert words in text
+    if flags == [False, None]:
+        assert "lockstep" not in text

@@ -24,6 +24,8 @@ import importlib.abc
 import json
 import os
 import platform
+import random
+import select
 import signal
 import socket
 import statistics
@@ -46,6 +48,7 @@ from numbench.replicates import (
 )
 from numbench.spec import CellMeta, CellSpec, ProcessReport
 from numbench.tables import STATUSES, cell_table, write_atomic
+from numbench.turns import ENOUGH, GO, MORE, READY, SAMPLE, TURNS_ENV, LineChannel
 from numbench.worker import SUPERVISOR_ENV
 
 LOCK_ENV = "NUMBENCH_TIMING_LOCK"
@@ -219,26 +222,32 @@ def supervise(
             )
 
 
-def run_worker(spec: CellSpec) -> ProcessReport:
-    """Run one worker in its own session; return its report or a status for how it ended.
+def _prepare(spec: CellSpec, tmp: str) -> tuple[list[str], dict[str, str], Path]:
+    """The worker's command, environment and result file, in the temporary folder ``tmp``.
 
     The worker is the ``python`` of the environment the rule runs in (the one first on
     ``PATH``, as a venv or Snakemake's ``--sdm conda`` arranges): the supervisor's own
     interpreter, which the rule started the same way.
     """
+    spec_path, result_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
+    spec_path.write_text(spec.to_json(), encoding="utf-8")
+    cmd = [sys.executable, "-m", "numbench.worker", str(spec_path), str(result_path)]
+    # The worker's own temporary folder, removed with this one: a worker leaves without
+    # the interpreter's teardown (worker.leave), so the temporary files libraries delete
+    # at exit (TensorFlow's autograph modules, one per tf.function) would stay in /tmp,
+    # and compiler caches there (torch.compile's) would carry over from other processes.
+    env = worker_environment(spec)
+    env["TMPDIR"] = str(Path(tmp, "tmp"))
+    Path(env["TMPDIR"]).mkdir()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return cmd, env, result_path
+
+
+def run_worker(spec: CellSpec) -> ProcessReport:
+    """Run one worker in its own session; return its report or a status for how it ended."""
     with tempfile.TemporaryDirectory(prefix="numbench-cell-") as tmp:
-        spec_path, result_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
-        spec_path.write_text(spec.to_json(), encoding="utf-8")
-        cmd = [sys.executable, "-m", "numbench.worker", str(spec_path), str(result_path)]
-        # The worker's own temporary folder, removed with this one: a worker leaves without
-        # the interpreter's teardown (worker.leave), so the temporary files libraries delete
-        # at exit (TensorFlow's autograph modules, one per tf.function) would stay in /tmp,
-        # and compiler caches there (torch.compile's) would carry over from other processes.
-        env = worker_environment(spec)
-        env["TMPDIR"] = str(Path(tmp, "tmp"))
-        Path(env["TMPDIR"]).mkdir()
-        sys.stdout.flush()
-        sys.stderr.flush()
+        cmd, env, result_path = _prepare(spec, tmp)
         proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         try:
             killed = supervise(proc, spec.timeout_s, spec.memory_limit_mb)
@@ -247,36 +256,154 @@ def run_worker(spec: CellSpec) -> ProcessReport:
             raise
         if killed is not None:
             return killed
-        returncode = proc.returncode
-        if result_path.exists():
-            try:
-                report = ProcessReport.from_dict(
-                    json.loads(result_path.read_text(encoding="utf-8"))
-                )
-            except (ValueError, TypeError) as exc:
-                return ProcessReport(
-                    status="failed", error=f"the worker's result is unreadable: {exc}"
-                )
-            if report.status not in STATUSES:
-                return ProcessReport(
-                    status="failed",
-                    error=f"the worker reported an unknown status {report.status!r}",
-                )
-            return report
-        if returncode < 0:
-            name = _signal_name(returncode)
-            hint = ""
-            if -returncode == signal.SIGKILL:
-                hint = (
-                    "; a SIGKILL nobody sent by hand is usually the kernel's out-of-memory killer"
-                )
+        return ended_report(proc.returncode, result_path)
+
+
+def ended_report(returncode: int, result_path: Path) -> ProcessReport:
+    """The report of a worker that ended by itself: the one it wrote or, without one, a
+    status for how it ended."""
+    if result_path.exists():
+        try:
+            report = ProcessReport.from_dict(json.loads(result_path.read_text(encoding="utf-8")))
+        except (ValueError, TypeError) as exc:
+            return ProcessReport(status="failed", error=f"the worker's result is unreadable: {exc}")
+        if report.status not in STATUSES:
             return ProcessReport(
-                status="crashed", error=f"worker died by {name} (exit {returncode}){hint}"
+                status="failed",
+                error=f"the worker reported an unknown status {report.status!r}",
             )
+        return report
+    if returncode < 0:
+        name = _signal_name(returncode)
+        hint = ""
+        if -returncode == signal.SIGKILL:
+            hint = "; a SIGKILL nobody sent by hand is usually the kernel's out-of-memory killer"
         return ProcessReport(
-            status="failed",
-            error=f"worker exited with status {returncode} without a result; see the cell log",
+            status="crashed", error=f"worker died by {name} (exit {returncode}){hint}"
         )
+    return ProcessReport(
+        status="failed",
+        error=f"worker exited with status {returncode} without a result; see the cell log",
+    )
+
+
+@dataclass
+class _Partner:
+    """One live worker of a lockstep round, as the supervisor sees it."""
+
+    spec: CellSpec
+    proc: subprocess.Popen
+    channel: LineChannel
+    result_path: Path
+    started_unix: float
+    #: seconds the supervisor has waited on it while it ran (its time limit counts these)
+    active_s: float = 0.0
+    #: the last word it said (``ready``, ``more``, ``enough``); None once it has ended
+    said: str | None = None
+    report: ProcessReport | None = None
+
+
+def _start_partner(spec: CellSpec, tmp: str) -> _Partner:
+    cmd, env, result_path = _prepare(spec, tmp)
+    to_worker_r, to_worker_w = os.pipe()
+    from_worker_r, from_worker_w = os.pipe()
+    env[TURNS_ENV] = f"{to_worker_r},{from_worker_w}"
+    started = time.time()
+    try:
+        proc = subprocess.Popen(
+            cmd, env=env, start_new_session=True, pass_fds=(to_worker_r, from_worker_w)
+        )
+    except BaseException:
+        for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
+            os.close(fd)
+        raise
+    os.close(to_worker_r)
+    os.close(from_worker_w)
+    return _Partner(spec, proc, LineChannel(from_worker_r, to_worker_w), result_path, started)
+
+
+def _hear(partner: _Partner) -> str | None:
+    """Wait for the partner's next word while it runs, its memory watched and its time
+    counted against its limit; None once it has ended (its report is then set)."""
+    spec, proc = partner.spec, partner.proc
+    t0 = time.monotonic()
+    try:
+        while True:
+            if partner.channel.has_line():
+                return partner.channel.take_line()
+            remaining = spec.timeout_s - partner.active_s - (time.monotonic() - t0)
+            readable, _, _ = select.select(
+                [partner.channel.read_fd], [], [], max(0.0, min(POLL_S, remaining))
+            )
+            if readable and partner.channel.read_some():
+                continue
+            if readable or proc.poll() is not None:
+                # the pipe closed or the worker exited: it is ending, under its limits
+                left = spec.timeout_s - partner.active_s - (time.monotonic() - t0)
+                killed = supervise(proc, max(0.0, left), spec.memory_limit_mb)
+                partner.report = killed or ended_report(proc.returncode, partner.result_path)
+                return None
+            if spec.memory_limit_mb:
+                rss = tree_rss_mb(proc.pid)
+                if rss > spec.memory_limit_mb:
+                    _kill_group(proc)
+                    partner.report = ProcessReport(
+                        status="crashed",
+                        error=f"out of memory: the worker used {rss:.0f} MB, over "
+                        f"cell_memory_limit_mb = {spec.memory_limit_mb:g}; worker killed",
+                        peak_rss_mb=rss,
+                    )
+                    return None
+            if remaining <= 0:
+                _kill_group(proc)
+                partner.report = ProcessReport(
+                    status="timeout",
+                    error=f"no result within cell_timeout_s = {spec.timeout_s:g} s of its "
+                    "own (its partner's turns not counted); worker killed",
+                )
+                return None
+    finally:
+        partner.active_s += time.monotonic() - t0
+
+
+def run_lockstep(specs: list[CellSpec], seed: int) -> list[tuple[float, ProcessReport]]:
+    """Run the processes of a lockstep round (``numbench.turns``): started in this order,
+    each one prepared while the other waits, their samples taken in turns in an order seeded
+    by ``seed``, then each finished in turn. Returns each one's start (Unix seconds) and its
+    report, in the order given.
+
+    Every way a worker can end is its own status, as with ``run_worker``; its time limit
+    counts only the time it runs, not its partner's turns. A partner that ends, however it
+    ends, frees the other, which takes the samples it still needs alone.
+    """
+    rng = random.Random(seed)
+    partners: list[_Partner] = []
+    with contextlib.ExitStack() as stack:
+        try:
+            for spec in specs:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="numbench-cell-"))
+                partner = _start_partner(spec, tmp)
+                partners.append(partner)
+                partner.said = _hear(partner)  # ready, or ended before its samples
+            while all(p.said in (READY, MORE) for p in partners):
+                for partner in rng.sample(partners, len(partners)):
+                    partner.channel.say(SAMPLE)  # a gone worker is seen by _hear
+                    partner.said = _hear(partner)
+            # those still sampling finish first, so their samples stay close to the others'
+            for partner in sorted(partners, key=lambda p: p.said == ENOUGH):
+                if partner.report is None:
+                    partner.channel.say(GO)
+                while partner.report is None:
+                    _hear(partner)
+        except BaseException:
+            for partner in partners:
+                if partner.proc.poll() is None:
+                    _kill_group(partner.proc)  # the supervisor is stopped: take them along
+            raise
+        finally:
+            for partner in partners:
+                partner.channel.close()
+    return [(p.started_unix, p.report) for p in partners]
 
 
 @dataclass
@@ -314,7 +441,7 @@ def run_round(
     t0 = time.perf_counter()
     try:
         with timing_lock(lock):
-            runs = measure_round(spec, replicate, run_worker, spec.paired_spec())
+            runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
     except Exception as exc:  # noqa: BLE001 - still write the round, with the reason
         report = ProcessReport(
             status="failed", error=f"supervisor error: {type(exc).__name__}: {exc}"
@@ -344,7 +471,7 @@ def run_cell(
         before, earlier_wall = read_rounds(list(earlier), spec)
         with timing_lock(lock):
             meta.locked_from_unix = time.time()
-            runs, pairing_error = measure_replicates(spec, run_worker, before)
+            runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep)
             meta.locked_until_unix = time.time()
     except Exception as exc:  # noqa: BLE001 - still write the cell, with the reason
         meta = CellMeta(
@@ -363,6 +490,7 @@ def run_cell(
     own = [r for r in runs if r.role == MEASURED]
     meta.replicates = len(own)
     meta.paired_with = spec.paired_with if any(r.role == BASELINE for r in runs) else None
+    meta.lockstep = spec.replicates.lockstep if meta.paired_with else None
     samples = [s for r in own for s in r.report.samples_s]
     if meta.status == "ok" and samples:
         median = statistics.median(samples)

@@ -189,9 +189,10 @@ def normalise(config: dict) -> dict:
         for key in ("target_ci", "round_sd", "max_cpu_taken"):
             if reps.get(key) is not None:
                 reps[key] = _number(reps[key], float)
-        if isinstance(reps.get("paired"), str):
-            word = reps["paired"].strip().lower()
-            reps["paired"] = {"true": True, "false": False}.get(word, reps["paired"])
+        for key in ("paired", "lockstep"):
+            if isinstance(reps.get(key), str):
+                word = reps[key].strip().lower()
+                reps[key] = {"true": True, "false": False}.get(word, reps[key])
         cfg["replicates"] = reps
     if "cell_timeout_s" in cfg:
         cfg["cell_timeout_s"] = _number(cfg["cell_timeout_s"], float)
@@ -387,6 +388,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
             spread=reps["spread"],
             round_sd=float(reps["round_sd"]),
             max_cpu_taken=None if reps["max_cpu_taken"] is None else float(reps["max_cpu_taken"]),
+            lockstep=bool(reps["lockstep"]),
         ),
         paired_with=None
         if is_baseline or not reps["paired"]

@@ -47,22 +47,42 @@ def busy_s(cpus: list[int]) -> float | None:
 class CpuTaken:
     """Started when made; ``share()`` is the share of the process's CPUs' time since then
     that something else used: about 0 on a quiet machine, 0.5 when one other busy program
-    shares the process's only CPU."""
+    shares the process's only CPU.
+
+    ``pause()`` and ``resume()`` leave out a stretch in which the process waits for another
+    to use the CPUs (its partner's turn in a lockstep round, ``numbench.turns``): the share
+    is then over the stretches it ran in."""
 
     def __init__(self) -> None:
         try:
             self.cpus = sorted(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             self.cpus = []
-        self.started = time.perf_counter()
-        self.own = own_run_s()
-        self.busy = busy_s(self.cpus) if self.cpus else None
+        self.wall = self.own = 0.0
+        self.busy: float | None = 0.0
+        self.resume()
+
+    def _now(self) -> tuple[float, float, float | None]:
+        return time.perf_counter(), own_run_s(), busy_s(self.cpus) if self.cpus else None
+
+    def resume(self) -> None:
+        self._from = self._now()
+
+    def pause(self) -> None:
+        if self._from is None:
+            return
+        (w0, o0, b0), (w1, o1, b1) = self._from, self._now()
+        self.wall += w1 - w0
+        self.own += o1 - o0
+        self.busy = None if self.busy is None or b0 is None or b1 is None else self.busy + b1 - b0
+        self._from = None
 
     def share(self) -> float | None:
-        wall = time.perf_counter() - self.started
-        own = own_run_s()
-        busy = busy_s(self.cpus) if self.cpus else None
-        if self.busy is None or busy is None or wall <= 0:
+        running = self._from is not None
+        self.pause()
+        if running:
+            self.resume()
+        if self.busy is None or self.wall <= 0:
             return None
         # the tick counts read a little low or high: never below 0
-        return max(0.0, (busy - self.busy) - (own - self.own)) / (wall * len(self.cpus))
+        return max(0.0, self.busy - self.own) / (self.wall * len(self.cpus))

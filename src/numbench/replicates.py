@@ -5,9 +5,12 @@ placement), often by more than the samples inside one process do; one process ca
 it. Why paired: the machine drifts over minutes, and Snakemake promises no job order, so the
 baseline cell and a library's cell may be measured far apart, on a slow minute and a fast
 one, or on different nodes of a cluster. Instead, a cell that has a baseline runs, in each
-round, one baseline process and one of its own, back to back and in a seeded random order
-(neither side always first), so every ratio is formed from measurements seconds apart on
-the same host, whatever order the jobs ran in. The baseline's own cell measures it alone.
+round, one baseline process and one of its own, in a seeded random order (neither side
+always first), so every ratio is formed from measurements taken close together on the same
+host, whatever order the jobs ran in. With ``replicates.lockstep`` (the default) both
+processes of a round are alive at once and take their samples in turns, milliseconds apart
+(``numbench.turns``); without it they run back to back, seconds apart. The baseline's own
+cell measures it alone.
 
 Rounds apart in time (``replicates.spread``): the machine also drifts between the minutes
 of a run, by more than processes measured seconds apart differ (on the 2-core machine of
@@ -71,11 +74,16 @@ class ProcessRun:
     report: ProcessReport
 
 
-def round_order(spec: CellSpec, replicate: int) -> tuple[str, str]:
-    """Which side runs first in a paired round: seeded by the cell and the round, so a rerun
-    keeps the order and neither side is always first."""
+def round_seed(spec: CellSpec, replicate: int) -> int:
+    """The seed of a round's orders: the cell and the round, so a rerun keeps them."""
     seed = zlib.crc32(f"{spec.library}/{spec.device}/{spec.operation}/{spec.size}".encode())
-    first_baseline = random.Random(seed * 1000 + replicate).random() < 0.5
+    return seed * 1000 + replicate
+
+
+def round_order(spec: CellSpec, replicate: int) -> tuple[str, str]:
+    """Which side runs (lockstep: starts) first in a paired round: seeded by the cell and
+    the round, so a rerun keeps the order and neither side is always first."""
+    first_baseline = random.Random(round_seed(spec, replicate)).random() < 0.5
     return (BASELINE, MEASURED) if first_baseline else (MEASURED, BASELINE)
 
 
@@ -106,14 +114,22 @@ def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
     return relative_half_width(point, lo, hi) <= reps.target_ci
 
 
+#: runs the processes of a lockstep round: their specs in starting order and the seed of
+#: the turns' order -> each one's start (Unix seconds) and report (``numbench.cell.run_lockstep``)
+RunPair = Callable[[list[CellSpec], int], list[tuple[float, ProcessReport]]]
+
+
 def measure_round(
     spec: CellSpec,
     replicate: int,
     run_worker: Callable[[CellSpec], ProcessReport],
     paired: CellSpec | None,
+    run_pair: RunPair | None = None,
 ) -> list[ProcessRun]:
     """One round: the cell's own process and, paired, a baseline process beside it, in the
-    round's seeded order. A failed own process ends the round.
+    round's seeded order: back to back, where a failed own process ends the round, or, with
+    ``replicates.lockstep`` and a ``run_pair``, both at once taking their samples in turns
+    (``numbench.turns``; without a ``run_pair`` a lockstep round runs back to back).
 
     A round in which something else took more than ``replicates.max_cpu_taken`` of a
     process's CPUs while it measured (another program, or the host of a virtual machine:
@@ -124,13 +140,7 @@ def measure_round(
     """
     limit = spec.replicates.max_cpu_taken
     for attempt in range(CPU_TAKEN_RETRIES + 1):
-        runs = []
-        for role in round_order(spec, replicate) if paired is not None else (MEASURED,):
-            started = time.time()
-            report = run_worker(spec if role == MEASURED else paired)
-            runs.append(ProcessRun(role, replicate, started, report))
-            if role == MEASURED and report.status != "ok":
-                break
+        runs = _attempt(spec, replicate, attempt, run_worker, paired, run_pair)
         busy = [r for r in runs if _taken_beyond(r.report, limit)]
         if not busy or attempt == CPU_TAKEN_RETRIES:
             break
@@ -145,6 +155,33 @@ def measure_round(
     return runs
 
 
+def _attempt(
+    spec: CellSpec,
+    replicate: int,
+    attempt: int,
+    run_worker: Callable[[CellSpec], ProcessReport],
+    paired: CellSpec | None,
+    run_pair: RunPair | None,
+) -> list[ProcessRun]:
+    """One attempt at a round (``measure_round``)."""
+    if paired is None:
+        started = time.time()
+        return [ProcessRun(MEASURED, replicate, started, run_worker(spec))]
+    roles = round_order(spec, replicate)
+    if spec.replicates.lockstep and run_pair is not None:
+        specs = [spec if role == MEASURED else paired for role in roles]
+        ended = run_pair(specs, round_seed(spec, replicate) * 10 + attempt)
+        return [ProcessRun(role, replicate, t, rep) for role, (t, rep) in zip(roles, ended)]
+    runs = []
+    for role in roles:
+        started = time.time()
+        report = run_worker(spec if role == MEASURED else paired)
+        runs.append(ProcessRun(role, replicate, started, report))
+        if role == MEASURED and report.status != "ok":
+            break
+    return runs
+
+
 def _taken_beyond(report: ProcessReport, limit: float | None) -> bool:
     taken = report.cpu_taken
     return limit is not None and report.status == "ok" and taken is not None and taken > limit
@@ -154,8 +191,10 @@ def measure_replicates(
     spec: CellSpec,
     run_worker: Callable[[CellSpec], ProcessReport],
     earlier: list[ProcessRun] = (),
+    run_pair: RunPair | None = None,
 ) -> tuple[list[ProcessRun], str | None]:
     """Run the cell's processes; return them and, when pairing had to stop, why.
+    ``run_pair`` runs a lockstep round (``measure_round``).
 
     ``earlier``: the processes of rounds already measured in jobs of their own (the spread
     rounds, ``replicates.spread``); they count as the first rounds, and the rounds run here
@@ -193,7 +232,7 @@ def measure_replicates(
     for replicate in range(done, spec.replicates.max):
         if replicate >= spec.replicates.min and precise_enough(spec, runs):
             break
-        if absorb(measure_round(spec, replicate, run_worker, paired)):
+        if absorb(measure_round(spec, replicate, run_worker, paired, run_pair)):
             break
     return runs, pairing_error
 

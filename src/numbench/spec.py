@@ -50,6 +50,9 @@ class ReplicateSettings:
     #: measured (``ProcessReport.cpu_taken``) is measured again, up to ``CPU_TAKEN_RETRIES``
     #: times; None measures every round once, busy machine or not
     max_cpu_taken: float | None = 0.1
+    #: a paired round starts both processes and takes their samples in turns
+    #: (``numbench.turns``) instead of running them back to back
+    lockstep: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
@@ -208,6 +211,9 @@ class CellMeta:
     replicates: int | None = None
     #: the baseline measured beside the cell ("numpy/cpu"), or None
     paired_with: str | None = None
+    #: paired: whether the rounds took their samples in turns (``replicates.lockstep``) or
+    #: ran back to back; None for a cell measured alone
+    lockstep: bool | None = None
     params: str | None = None
     host: str | None = None
     cpu_model: str | None = None

@@ -287,8 +287,7 @@ METHODOLOGY = """\
 Every (library, device, operation, size) cell ran in several fresh processes (replicates), one
 timing cell at a time on the host, with the same thread settings for every library made before
 it was imported. Every cell but the baseline's ran one baseline process beside each of its
-own, back to back in a seeded random order, so each speedup compares measurements taken
-seconds apart whatever order the cells ran in. The first rounds of every cell
+own, {pairing}, whatever order the cells ran in. The first rounds of every cell
 (`replicates.spread`) ran before any cell's remaining rounds, so a cell's rounds lie minutes
 apart and its interval sees the machine's drift between them. A round in which other
 programs used more than `replicates.max_cpu_taken` of a process's CPUs while it measured was
@@ -313,6 +312,31 @@ sizes neither make nor break a crossover claim. A library *crosses*
 when slower sizes are followed by faster sizes and never by a slower one again; the crossover is
 interpolated on log-log axes where the speedup rises through 1, and its CI is where the upper
 and the lower CI bounds of the speedup do."""
+
+
+LOCKSTEP_TEXT = (
+    "in lockstep: both processes started, each preparing (import, first call, calibration) "
+    "while the other waited, then their samples taken in turns, one of each per turn, so each "
+    "speedup compares measurements taken milliseconds apart"
+)
+BACK_TO_BACK_TEXT = (
+    "back to back in a seeded random order, so each speedup compares measurements taken "
+    "seconds apart"
+)
+
+
+def pairing_text(bench: pd.DataFrame) -> str:
+    """How this run's paired rounds ran (the cells' ``lockstep`` column)."""
+    flags = set(bench["lockstep"].dropna()) if "lockstep" in bench else set()
+    if flags == {True}:
+        return LOCKSTEP_TEXT
+    if flags == {False}:
+        return BACK_TO_BACK_TEXT
+    if flags:
+        return (
+            f"{LOCKSTEP_TEXT} (the cells measured with `replicates.lockstep: false`: back to back)"
+        )
+    return BACK_TO_BACK_TEXT
 
 
 def render(
@@ -380,7 +404,7 @@ def render(
         "",
         "## Methodology",
         "",
-        METHODOLOGY.format(margin=margin),
+        METHODOLOGY.format(margin=margin, pairing=pairing_text(bench)),
         "",
         "## Every cell",
         "",

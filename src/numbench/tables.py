@@ -53,6 +53,7 @@ _ARROW_TYPES = {
     "float": pa.float64(),
     "int": pa.int64(),
     "bool": pa.bool_(),
+    "bool | None": pa.bool_(),
 }
 #: fields of a worker's report that are not per-process columns: the cell's status and error
 #: are decided over its processes (CellMeta), the samples are the sample columns

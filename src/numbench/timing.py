@@ -242,17 +242,23 @@ class Timer:
                 break
         return samples
 
-    def measure(self, settings: TimingSettings) -> Measurement:
+    def measure(self, settings: TimingSettings, turns=None) -> Measurement:
+        """First call, calibration, samples. With ``turns`` (a lockstep round,
+        ``numbench.turns.Turns``) the samples are taken in turns with the partner process;
+        ``sampling_s`` leaves out the waits for its turns (the partner's time)."""
         first_call_s, result = self.first_call()
         calibration_started = self.clock()
         loops = self.calibrate(settings.min_sample_time_s)
-        samples = self.take_samples(settings, self.time_loops, loops)
+        if turns is None:
+            samples = self.take_samples(settings, self.time_loops, loops)
+        else:
+            samples = turns.take_samples(settings, self.time_loops, loops)
         return Measurement(
             first_call_s=first_call_s,
             loops=loops,
             samples_s=samples,
             result=result,
-            sampling_s=self.clock() - calibration_started,
+            sampling_s=self.clock() - calibration_started - (turns.waited_s if turns else 0.0),
         )
 
     def measure_pipelined(self, settings: TimingSettings, loops_from: int = 1) -> Measurement:

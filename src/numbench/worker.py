@@ -74,7 +74,10 @@ def threads_seen(adapter, asked: int) -> tuple[int | None, str | None]:
     return used, f"asked for {asked}, {adapter.name} runs {used}"
 
 
-def measure(spec: CellSpec) -> ProcessReport:
+def measure(spec: CellSpec, turns=None) -> ProcessReport:
+    """Measure the cell in this process. ``turns``: take the samples in turns with a
+    partner process (a lockstep round, ``numbench.turns``); everything else runs as alone,
+    while the partner waits."""
     from numbench.libraries import Unavailable, get, pin_cpus
 
     pin_cpus(spec.threads)
@@ -132,7 +135,9 @@ def measure(spec: CellSpec) -> ProcessReport:
     try:
         timer = Timer(fn, args, adapter.sync, device_timer=adapter.device_timer())
         taken = CpuTaken()
-        m = timer.measure(spec.timing)
+        if turns is not None:
+            turns.cpu_taken = taken
+        m = timer.measure(spec.timing, turns=turns)
         out.cpu_taken = taken.share()
     except Exception as exc:  # noqa: BLE001 - the library's own error is the message
         traceback.print_exc()
@@ -236,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     die_with_supervisor()
     with open(spec_path, encoding="utf-8") as fh:
         spec = CellSpec.from_json(fh.read())
+    from numbench.turns import Turns
+
     try:
-        result = measure(spec)
+        result = measure(spec, Turns.from_environment())
     except Exception as exc:  # noqa: BLE001 - reported as the cell's status
         traceback.print_exc()
         status, error = error_status(exc)
