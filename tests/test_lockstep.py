@@ -20,7 +20,7 @@ from conftest import make_spec
 from numbench import cell as cell_module
 from numbench import inputs
 from numbench.cell import run_cell, run_lockstep
-from numbench.replicates import BASELINE, MEASURED, measure_round
+from numbench.replicates import BASELINE, MEASURED, measure_round, round_seed
 from numbench.spec import ProcessReport
 from numbench.timing import Timer, TimingSettings
 from numbench.turns import ENOUGH, GO, MORE, READY, SAMPLE, TURNS_ENV, LineChannel, Turns
@@ -103,10 +103,9 @@ def test_a_gone_supervisor_reads_as_go():
     clock = FakeClock()
     turns, supervisor, calls, time_loops = worker_side(clock)
     os.close(supervisor.write_fd)
-    samples = turns.take_samples(SETTINGS, time_loops, 5)
-    # alone from the start, by the usual rule (2.5 ms samples: max_samples before budget_s),
-    # and no turns to warm up after (nor a warm-up for samples under 10 calls)
-    assert len(samples) == SETTINGS.max_samples and calls == [5] * SETTINGS.max_samples
+    samples = turns.take_samples(SETTINGS, time_loops, 20)
+    # alone from the start, by the usual rule, and no turns to warm up after
+    assert len(samples) == 3 and calls == [20, 20, 20]
 
 
 def test_the_stopping_rule_counts_only_the_worker_s_own_samples():
@@ -229,8 +228,14 @@ FAKE_WORKER = textwrap.dedent(
         return plan.get("sample_s", 0.01) * loops
 
     settings = TimingSettings(0.01, 3, plan.get("max_samples", 4), plan.get("budget_s", 0.03))
+    event("calibrated")
+    if plan.get("die_waiting"):  # killed from outside while it waits for its second turn
+        import threading
+        threading.Timer(plan["die_waiting"], os.kill, (os.getpid(), signal.SIGKILL)).start()
     samples = Turns.from_environment().take_samples(settings, time_loops, 20)
     event("finish")
+    if plan.get("crash_in_finish"):
+        os.kill(os.getpid(), signal.SIGSEGV)
     time.sleep(plan.get("finish_s", 0.05))
     json.dump({"status": "ok", "samples_s": samples}, open(result_path, "w"))
     event("end")
@@ -256,9 +261,10 @@ def fake_workers(tmp_path, monkeypatch):
 
     monkeypatch.setattr(cell_module, "_prepare", prepare)
 
-    def read_log() -> list[tuple[str, str]]:
+    def read_log(times: bool = False) -> list[tuple]:
         lines = log.read_text().split("\n") if log.exists() else []
-        return [tuple(line.split()[1:]) for line in lines if line]
+        events = [line.split() for line in lines if line]
+        return [(float(t), who, what) if times else (who, what) for t, who, what in events]
 
     return plan, read_log
 
@@ -280,7 +286,9 @@ def test_each_prepares_while_the_other_waits_then_the_samples_alternate(tmp_path
     assert ended[0][0] <= ended[1][0]  # started in the order given
     events = read_log()
     # the second starts only once the first is calibrated and waiting
-    assert events[:2] == [("numpy", "start"), ("torch", "start")]
+    assert events[:3] == [("numpy", "start"), ("numpy", "calibrated"), ("torch", "start")]
+    timed = {(who, what): t for t, who, what in read_log(times=True)}
+    assert timed["torch", "start"] > timed["numpy", "calibrated"]
     samples = [who for who, what in events if what == "sample"]
     assert len(samples) == 6
     for turn in range(3):  # one of each side per turn, in a seeded order
@@ -311,8 +319,15 @@ def test_the_side_still_sampling_goes_on_alone_and_finishes_first(tmp_path, fake
         ({"crash_at": 2}, "crashed", ["SIGSEGV"]),
         ({"hang_at": 2}, "timeout", ["cell_timeout_s = 2 s", "partner's turns not counted"]),
         ({"grow_at": 2}, "crashed", ["out of memory", "cell_memory_limit_mb = 200"]),
+        ({"crash_in_finish": True}, "crashed", ["SIGSEGV"]),
     ],
-    ids=["fails-before-ready", "crashes-mid-turns", "hangs-mid-turns", "memory-mid-turns"],
+    ids=[
+        "fails-before-ready",
+        "crashes-mid-turns",
+        "hangs-mid-turns",
+        "memory-mid-turns",
+        "crashes-after-enough",
+    ],
 )
 def test_a_partner_that_ends_frees_the_other(tmp_path, fake_workers, torch_plan, status, words):
     plan, _ = fake_workers
@@ -325,6 +340,26 @@ def test_a_partner_that_ends_frees_the_other(tmp_path, fake_workers, torch_plan,
     for word in words:
         assert word in torch_report.error, torch_report.error
     assert time.monotonic() - started < 15
+
+
+def test_the_first_started_failing_before_ready_frees_the_second(tmp_path, fake_workers):
+    plan, read_log = fake_workers
+    plan["numpy"] = {"fail_early": True}
+    ended = run_lockstep(pair(tmp_path), seed=3)
+    assert [r.status for _, r in ended] == ["failed", "ok"]
+    assert len(ended[1][1].samples_s) == 3
+    assert ("numpy", "calibrated") not in read_log()
+
+
+def test_a_partner_killed_while_it_waits_frees_the_other(tmp_path, fake_workers):
+    plan, _ = fake_workers
+    # torch dies 0.3 s into its wait, during numpy's long turns
+    plan["numpy"] = {"sample_s": 0.25, "budget_s": 0.7, "max_samples": 3}
+    plan["torch"] = {"die_waiting": 0.3}
+    ended = run_lockstep(pair(tmp_path), seed=3)
+    numpy_report, torch_report = (r for _, r in ended)
+    assert numpy_report.status == "ok" and len(numpy_report.samples_s) == 3
+    assert torch_report.status == "crashed" and "SIGKILL" in torch_report.error
 
 
 def test_the_time_limit_counts_only_a_process_s_own_time(tmp_path, fake_workers):
@@ -382,7 +417,7 @@ def test_measure_round_runs_a_lockstep_pair_in_the_round_s_order(tmp_path):
     runs = measure_round(spec, 1, run_worker, spec.paired_spec(), run_pair)
     assert sorted(r.role for r in runs) == [BASELINE, MEASURED]
     order = ["numpy" if r.role == BASELINE else "torch" for r in runs]
-    assert asked == [(order, asked[0][1])]
+    assert asked == [(order, round_seed(spec, 1) * 10)]  # the round's seed, first attempt
     # without lockstep the same round runs its processes back to back
     alone = []
     runs = measure_round(
@@ -435,7 +470,8 @@ def test_a_paired_cell_in_lockstep_with_real_workers(inputs_file, tmp_path, libr
         assert run.report.status == ("ok" if run.role == BASELINE else status)
         assert len(run.report.samples_s) >= FAST["min_samples"]
         assert run.report.cpu_taken is not None
-    assert result.meta.paired_with == "numpy/cpu"
+    assert result.meta.paired_with == "numpy/cpu" and result.meta.lockstep is True
+    assert table["lockstep"][0] is True
 
 
 def test_a_worker_s_waits_for_its_turns_are_not_counted_as_cpu_taken(inputs_file):

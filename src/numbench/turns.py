@@ -9,7 +9,8 @@ the other, and each imports, loads, compiles, makes its first call and calibrate
 other waits; then the samples are taken in turns, one of each side per turn in a seeded
 random order, so each side's samples lie milliseconds from the other's; then each process in
 turn finishes alone (its pipelined loop and transfers, its output check). Exactly one of
-the two runs at any moment; the other waits on a pipe. Each library is still alone in its own
+the two runs at any moment; the other waits on a pipe (at more than one thread, a library's
+idle thread pools may spin for a moment after its turn). Each library is still alone in its own
 fresh process, with its own import, first call and calibration.
 
 The protocol, one line per message over two pipes whose descriptors the worker finds in
@@ -115,29 +116,30 @@ class Turns:
             ) from None
         return cls(LineChannel(read_fd, write_fd))
 
-    def _wait(self) -> str:
-        """The supervisor's next word; ``go`` when it is gone. The wait is not this
-        process's time."""
+    def _hand_over(self, word: str) -> str:
+        """Say ``word`` and wait for the supervisor's next one; ``go`` when it is gone. The
+        wait is not this process's time: ``cpu_taken`` is paused before the word is said,
+        since the partner may run from the moment it is."""
         if self.cpu_taken is not None:
             self.cpu_taken.pause()
         t0 = self.clock()
-        word = self.channel.hear()
+        self.channel.say(word)
+        heard = self.channel.hear()
         self.waited_s += self.clock() - t0
         if self.cpu_taken is not None:
             self.cpu_taken.resume()
-        return GO if word is None else word
+        return GO if heard is None else heard
 
     def take_samples(self, settings, time_loops: Callable[[int], float], loops: int) -> list[float]:
         """Samples of ``loops`` calls (seconds per call) in turns, by the same stopping rule
         as ``Timer.take_samples`` with ``budget_s`` counted on this process's samples only."""
         samples: list[float] = []
         spent = 0.0
-        self.channel.say(READY)
+        said = READY
         alone = False
         while True:
             if not alone:
-                word = self._wait()
-                if word != SAMPLE:
+                if self._hand_over(said) != SAMPLE:
                     alone = True  # go: the partner is done or gone
                 elif loops >= WARM_SHARE:
                     time_loops(loops // WARM_SHARE)
@@ -148,10 +150,8 @@ class Turns:
                 len(samples) >= settings.min_samples and spent >= settings.budget_s
             ):
                 break
-            if not alone:
-                self.channel.say(MORE)
+            said = MORE
         if not alone:
-            self.channel.say(ENOUGH)
-            while self._wait() != GO:
-                pass  # a stray sample request after enough: still waiting for go
+            while self._hand_over(ENOUGH) != GO:
+                pass  # never asked for another sample after enough: still waiting for go
         return samples
