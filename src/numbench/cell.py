@@ -190,6 +190,23 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+def kill_over_memory(proc: subprocess.Popen, memory_limit_mb: float | None) -> ProcessReport | None:
+    """Kill the worker's whole session if its tree's resident memory is over the limit, and
+    return the status of the kill; None while it is within (or there is no limit)."""
+    if not memory_limit_mb:
+        return None
+    rss = tree_rss_mb(proc.pid)
+    if rss <= memory_limit_mb:
+        return None
+    _kill_group(proc)
+    return ProcessReport(
+        status="crashed",
+        error=f"out of memory: the worker used {rss:.0f} MB, over "
+        f"cell_memory_limit_mb = {memory_limit_mb:g}; worker killed",
+        peak_rss_mb=rss,
+    )
+
+
 def supervise(
     proc: subprocess.Popen, timeout_s: float, memory_limit_mb: float | None
 ) -> ProcessReport | None:
@@ -204,16 +221,9 @@ def supervise(
             return None
         except subprocess.TimeoutExpired:
             pass
-        if memory_limit_mb:
-            rss = tree_rss_mb(proc.pid)
-            if rss > memory_limit_mb:
-                _kill_group(proc)
-                return ProcessReport(
-                    status="crashed",
-                    error=f"out of memory: the worker used {rss:.0f} MB, over "
-                    f"cell_memory_limit_mb = {memory_limit_mb:g}; worker killed",
-                    peak_rss_mb=rss,
-                )
+        killed = kill_over_memory(proc, memory_limit_mb)
+        if killed is not None:
+            return killed
         if time.monotonic() >= deadline:
             _kill_group(proc)
             return ProcessReport(
@@ -343,17 +353,9 @@ def _hear(partner: _Partner) -> str | None:
                 killed = supervise(proc, max(0.0, left), spec.memory_limit_mb)
                 partner.report = killed or ended_report(proc.returncode, partner.result_path)
                 return None
-            if spec.memory_limit_mb:
-                rss = tree_rss_mb(proc.pid)
-                if rss > spec.memory_limit_mb:
-                    _kill_group(proc)
-                    partner.report = ProcessReport(
-                        status="crashed",
-                        error=f"out of memory: the worker used {rss:.0f} MB, over "
-                        f"cell_memory_limit_mb = {spec.memory_limit_mb:g}; worker killed",
-                        peak_rss_mb=rss,
-                    )
-                    return None
+            partner.report = kill_over_memory(proc, spec.memory_limit_mb)
+            if partner.report is not None:
+                return None
             if remaining <= 0:
                 _kill_group(proc)
                 partner.report = ProcessReport(
