@@ -19,7 +19,7 @@ import tempfile
 import timeit
 from pathlib import Path
 
-from _report import cell_median, write_section  # noqa: E402  (also puts src/ on the path)
+from _report import cell_median, markdown_section  # noqa: E402  (also puts src/ on the path)
 
 from numbench.libraries import pin_cpus, thread_environment  # noqa: E402
 
@@ -97,7 +97,11 @@ def main() -> None:
     )
     parser.add_argument("cells", nargs="*", default=DEFAULT_CELLS, help="library:operation:size")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per cell")
-    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the figures as a Markdown section with command, date and machine",
+    )
     args = parser.parse_args()
 
     from numbench import inputs
@@ -120,7 +124,7 @@ def main() -> None:
             wf, ind = statistics.median(wfs), statistics.median(inds)
             print(f"{cell:34s} {wf * 1e6:10.2f}us {ind * 1e6:10.2f}us {wf / ind:7.3f}", flush=True)
             lines.append(f"| {cell} | {wf * 1e6:.2f} µs | {ind * 1e6:.2f} µs | {wf / ind:.3f} |")
-    if args.write:
+    if args.markdown:
         body = (
             "## Accuracy: the workflow against independent timers\n\n"
             + "\n".join(lines)
@@ -129,7 +133,7 @@ def main() -> None:
             f"result (TensorFlow). Ratio = workflow / independent; medians of {args.rounds} "
             "interleaved rounds."
         )
-        write_section("accuracy", "python benchmarks/accuracy.py --write", body)
+        print(markdown_section("python benchmarks/accuracy.py", body))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ the harness adds (loop, argument unpacking, the call itself, and the sync call w
 library has one). It is printed next to the smallest median of the default grid, read from
 results/benchmarks.parquet when a run exists, else measured here (NumPy elementwise at 1e3).
 
-    .venv/bin/python benchmarks/harness_floor.py [--write]
+    .venv/bin/python benchmarks/harness_floor.py [--markdown]
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import sys
 import timeit
 
-from _report import ROOT, write_section
+from _report import ROOT, markdown_section
 
 from numbench.libraries import pin_cpus, thread_environment
 
@@ -54,7 +54,11 @@ def smallest_default_median() -> tuple[float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the figures as a Markdown section with command, date and machine",
+    )
     args = parser.parse_args()
 
     a = np.ones(1000)
@@ -96,9 +100,7 @@ def main() -> None:
         "harness adds per call. The no-op call itself (tens of ns) is paid by any Python "
         "caller, timeit included: it is the floor under every sub-microsecond cell."
     )
-    print(body)
-    if args.write:
-        write_section("harness-floor", "python benchmarks/harness_floor.py --write", body)
+    print(markdown_section("python benchmarks/harness_floor.py", body) if args.markdown else body)
 
 
 if __name__ == "__main__":

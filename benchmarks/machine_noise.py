@@ -8,7 +8,7 @@ the slowest block against the fastest. A quiet machine gives a percent or two in
 blocks of one process, same arrays, same code, differ by 10% or more, the machine's speed
 moves within seconds (a neighbour on a shared host, an SMT sibling), which the paired rounds
 of a cell, seconds apart, cannot cancel: expect wide speedup intervals and many verdicts in
-doubt (``docs/performance.md``, Reproducibility).
+doubt (docs/history.md).
 
 Each kernel runs under both settings of the config's ``allocator``: ``system`` (glibc's own
 malloc thresholds, which rise the first time a process frees a large block) and ``steady``

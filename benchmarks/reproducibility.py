@@ -15,7 +15,7 @@ would:
 - how far the paired baseline's processes moved, between a cell's rounds and within one
   process (``baseline_spread``): what the machine did while it was measured.
 
-    .venv/bin/python benchmarks/reproducibility.py [--write] [--configfile FILE] [--keep DIR]
+    .venv/bin/python benchmarks/reproducibility.py [--markdown] [--configfile FILE] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -181,7 +181,11 @@ def pct(k: int, n: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configfile", help="a smaller grid (default: config/config.yaml)")
-    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the figures as a Markdown section with command, date and machine",
+    )
     parser.add_argument("--keep", help="keep both runs' results/ under this folder (a/, b/)")
     args = parser.parse_args()
     extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
@@ -277,7 +281,7 @@ def main() -> None:
         for r in cr["differ"].itertuples():
             lines.append(f"| {r.library}/{r.device}/{r.operation} | {r.kind_a} | {r.kind_b} |")
     body = "\n".join(lines) + "\n"
-    publish("reproducibility", "reproducibility.py", body, args.write, args.configfile)
+    publish("reproducibility.py", body, args.markdown, args.configfile)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ input loading, Snakemake's scheduling); a no-op rerun of the finished grid; a si
 rerun; and, per cell, the ratio of the medians measured with --cores 2 and --cores 1 (timing
 cells never overlap, so they should agree).
 
-    .venv/bin/python benchmarks/workflow_cost.py [--write] [--configfile FILE] [--cores 1 2]
+    .venv/bin/python benchmarks/workflow_cost.py [--markdown] [--configfile FILE] [--cores 1 2]
 """
 
 from __future__ import annotations
@@ -74,7 +74,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--configfile", help="a smaller grid (default: config/config.yaml)")
     parser.add_argument("--cores", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--write", action="store_true", help="update docs/performance.md")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the figures as a Markdown section with command, date and machine",
+    )
     parser.add_argument("--keep", help="copy the first run's results/ and logs/ into this folder")
     args = parser.parse_args()
     extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
@@ -135,7 +139,7 @@ def main() -> None:
         body += "\nLargest deviations:\n\n| cell | ratio |\n|---|---:|\n"
         for key in worst.index:
             body += f"| {'/'.join(map(str, key))} | {ratio[key]:.3f} |\n"
-    publish("workflow-cost", "workflow_cost.py", body, args.write, args.configfile)
+    publish("workflow_cost.py", body, args.markdown, args.configfile)
 
 
 if __name__ == "__main__":
