@@ -30,7 +30,8 @@ LIBRARIES = ["numpy", "jax", "torch", "tensorflow", "numba"]
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """One full run with --cores 2, shared by the tests below."""
-    wd = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
+    # A folder whose path holds a space: every rule must quote the paths it passes on.
+    wd = copy_workflow(tmp_path_factory.mktemp("e2e") / "a b")
     (wd / "e2e.yaml").write_text(E2E_CONFIG)
     proc = snakemake(wd, "--cores", "2", "--configfile", "e2e.yaml")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

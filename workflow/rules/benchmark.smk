@@ -21,7 +21,7 @@ rule inputs:
         seed=CFG["seed"],
         op_params=op_params,
     shell:
-        "python {params.script} --operation {wildcards.operation}"
+        "python {params.script:q} --operation {wildcards.operation}"
         " --size {wildcards.size} --seed {params.seed} --params={params.op_params:q}"
         " --output {output} > {log} 2>&1"
 
@@ -50,7 +50,7 @@ rule spread_round:
         script=SCRIPTS / "run_cell.py",
         spec=cell_spec_json,
     shell:
-        "python {params.script} --spec {params.spec:q} --round {wildcards.round}"
+        "python {params.script:q} --spec {params.spec:q} --round {wildcards.round}"
         " --output {output} > {log} 2>&1"
 
 
@@ -75,5 +75,5 @@ rule cell:
         script=SCRIPTS / "run_cell.py",
         spec=cell_spec_json,
     shell:
-        "python {params.script} --spec {params.spec:q} --earlier {input.earlier}"
+        "python {params.script:q} --spec {params.spec:q} --earlier {input.earlier}"
         " --output {output} > {log} 2>&1"

@@ -24,7 +24,7 @@ rule aggregate:
     params:
         script=SCRIPTS / "aggregate.py",
     shell:
-        "python {params.script} --output {output.benchmarks} --samples {output.samples}"
+        "python {params.script:q} --output {output.benchmarks} --samples {output.samples}"
         " --inputs {input.inputs}"
         " --cells {input.cells} > {log} 2>&1"
 
@@ -45,7 +45,7 @@ rule speedups:
         baseline_device=BASELINE["device"],
         margin=CFG["margin"],
     shell:
-        "python {params.script} --benchmarks {input.benchmarks}"
+        "python {params.script:q} --benchmarks {input.benchmarks}"
         " --samples {input.samples} --margin {params.margin}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device}"
@@ -64,7 +64,7 @@ rule crossovers:
     params:
         script=SCRIPTS / "crossovers.py",
     shell:
-        "python {params.script} --speedups {input} --output {output} > {log} 2>&1"
+        "python {params.script:q} --speedups {input} --output {output} > {log} 2>&1"
 
 
 rule dimensions:
@@ -81,7 +81,7 @@ rule dimensions:
         script=SCRIPTS / "dimensions.py",
         margin=CFG["margin"],
     shell:
-        "python {params.script} --samples {input} --margin {params.margin}"
+        "python {params.script:q} --samples {input} --margin {params.margin}"
         " --precision {output.precision} --scaling {output.scaling} > {log} 2>&1"
 
 
@@ -109,7 +109,7 @@ rule charts:
         baseline_library=BASELINE["library"],
         baseline_device=BASELINE["device"],
     shell:
-        "python {params.script} --benchmarks {input.benchmarks}"
+        "python {params.script:q} --benchmarks {input.benchmarks}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
@@ -143,7 +143,7 @@ rule summary:
         baseline_device=BASELINE["device"],
         margin=CFG["margin"],
     shell:
-        "python {params.script} --benchmarks {input.benchmarks}"
+        "python {params.script:q} --benchmarks {input.benchmarks}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device} --margin {params.margin}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
