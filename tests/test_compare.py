@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, constructed_results
 
-from numbench.compare import CompareError, compare, load
+from numbench.compare import CompareError, check_margin, compare, load
 from numbench.tables import BENCHMARKS_SCHEMA
 
 
@@ -59,7 +60,8 @@ def test_a_constructed_slowdown_is_found_and_sorted_first(bench):
     assert (numpy["change"] == "same").all()  # 3% is the same speed within 1.1
     assert list(table["change"].iloc[: len(slower)]) == ["slower"] * len(slower)
     # the unmeasured cells are listed, not dropped
-    assert "not comparable (unsupported -> unsupported)" in set(table["change"])
+    unmeasured = table[table["status_old"] == "unsupported"]
+    assert set(unmeasured["change"]) == {"not comparable"}
     assert len(table) == len(bench)
 
 
@@ -116,3 +118,141 @@ def test_grids_that_do_not_overlap_are_an_error(bench, tmp_path):
     with pytest.raises(CompareError, match="lacks"):
         pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "x.parquet")
         load(tmp_path / "x.parquet")
+
+
+@pytest.mark.parametrize("status", ["crashed", "failed", "timeout", "mismatch"])
+def test_ok_to_anything_else_is_a_regression_listed_first_and_gated(bench, tmp_path, status):
+    is_cell = (
+        (bench["library"] == "numpy") & (bench["operation"] == "sort") & (bench["size"] == 1000)
+    )
+    new = bench.copy()
+    new.loc[is_cell, "status"] = status
+    new.loc[is_cell, ["median_s", "ci_low_s", "ci_high_s"]] = None
+    new.loc[is_cell, "error"] = f"the worker ended {status}"
+    table = compare(bench, new, margin=1.1)
+    first = table.iloc[0]
+    assert (first["library"], first["operation"], first["size"]) == ("numpy", "sort", 1000)
+    assert first["change"] == "broken" and first["status_new"] == status
+    assert (table["change"] == "broken").sum() == 1
+    old, new_dir = write(bench, tmp_path / "old"), write(new, tmp_path / "new")
+    proc = cmd(str(old), str(new_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert f"| broken (ok -> {status}) |" in proc.stdout and "1 broken" in proc.stdout
+    proc = cmd(str(old), str(new_dir), "--fail-on-slowdown")
+    assert proc.returncode == 1 and "1 cell(s) broken" in proc.stderr
+
+
+def test_a_cell_that_was_not_ok_and_is_ok_now_is_no_regression(bench, tmp_path):
+    new = bench.copy()
+    new.loc[new["status"] != "ok", ["status"]] = "ok"
+    table = compare(bench, new, margin=1.1)
+    assert "broken" not in set(table["change"])
+    old, new_dir = write(bench, tmp_path / "old"), write(new, tmp_path / "new")
+    assert cmd(str(old), str(new_dir), "--fail-on-slowdown").returncode == 0
+
+
+def with_settings(bench: pd.DataFrame, timing: str) -> pd.DataFrame:
+    """The table with a ``timing_settings`` column, as a numbench that records it writes."""
+    return bench.assign(timing_settings=timing)
+
+
+def write_any(frame: pd.DataFrame, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    frame.to_parquet(folder / "benchmarks.parquet", index=False)
+    return folder
+
+
+def test_cells_measured_differently_are_marked_and_the_differences_printed_first(bench, tmp_path):
+    old = with_settings(bench, '{"min_sample_time_s":0.01}')
+    new = with_settings(bench, '{"min_sample_time_s":0.01}')
+    is_torch = new["library"] == "torch"
+    new.loc[is_torch, "library_version"] = "2.14.0"
+    new.loc[new["operation"] == "fft", "timing_settings"] = '{"min_sample_time_s":0.1}'
+    new["host"] = "otherhost"
+    table = compare(old, new, margin=1.1)
+    both = table[table["change"] != "only in old"]
+    torch_fft = both[(both["library"] == "torch") & (both["operation"] == "fft")]
+    assert not torch_fft["alike"].any()
+    assert all(d == ["library_version", "timing_settings"] for d in torch_fft["differs"])
+    numpy_sort = both[(both["library"] == "numpy") & (both["operation"] == "sort")]
+    assert numpy_sort["alike"].all() and all(d == [] for d in numpy_sort["differs"])
+    # the same tables but the ratio stands: not alike is a mark, not a verdict
+    assert (both.loc[both["ratio"].notna(), "change"] == "same").all()
+
+    proc = cmd(str(write_any(old, tmp_path / "a")), str(write_any(new, tmp_path / "b")))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    above = out[: out.index("| library |")]
+    assert "The two environments differ" in above
+    assert "| host | testhost | otherhost |" in above
+    assert "| library_version (torch) | 2.13.0 | 2.14.0 |" in above
+    assert "timing_settings" in above and "library_version (numpy)" not in above
+    assert "| no: library_version, timing_settings |" in out
+    assert "were not measured alike" in out
+
+
+def test_alike_environments_say_so(bench, tmp_path):
+    folder = write(bench, tmp_path / "a")
+    proc = cmd(str(folder), str(folder))
+    assert "The two environments are alike" in proc.stdout
+    assert "not measured alike" not in proc.stdout
+
+
+def test_json_for_ci_holds_the_table_and_the_differences(bench, tmp_path):
+    old = write(bench, tmp_path / "old")
+    slow = scaled(bench, 2.0, lambda d: d["library"] == "jax")
+    slow.loc[slow["library"] == "jax", "library_version"] = "0.11.0"
+    new = write(slow, tmp_path / "new")
+    proc = cmd(str(old), str(new), "--json", "--output", str(tmp_path / "c.json"))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc == json.loads((tmp_path / "c.json").read_text())
+    assert doc["margin"] == 1.1 and doc["counts"]["slower"] == doc["regressions"] > 0
+    assert {"what": "library_version (jax)", "old": ["0.10.2"], "new": ["0.11.0"]} in doc[
+        "environment_differences"
+    ]
+    cells = doc["cells"]
+    assert len(cells) == len(bench)
+    slower = [c for c in cells if c["change"] == "slower"]
+    assert {c["library"] for c in slower} == {"jax"}
+    assert all(c["ratio"] == pytest.approx(2.0) and c["ci_low"] < 2 < c["ci_high"] for c in slower)
+    assert all(c["alike"] is False and c["differs"] == ["library_version"] for c in slower)
+    unmeasured = [c for c in cells if c["status_old"] != "ok"]
+    assert unmeasured and all(c["ratio"] is None for c in unmeasured)
+    proc = cmd(str(old), str(new), "--json", "--fail-on-slowdown")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["regressions"] > 0
+
+
+@pytest.mark.parametrize("margin", ["nan", "inf", "-inf", "0.9", "0", "abc"])
+def test_the_margin_must_be_a_finite_number_of_at_least_1(bench, tmp_path, margin):
+    folder = write(bench, tmp_path / "a")
+    proc = cmd(str(folder), str(folder), "--margin", margin)
+    assert proc.returncode == 2, proc.stdout
+    assert "--margin" in proc.stderr and "Traceback" not in proc.stderr
+    with pytest.raises(CompareError, match="margin"):
+        compare(bench, bench, margin=float(margin) if margin != "abc" else margin)
+
+
+def test_a_margin_of_1_is_allowed():
+    assert check_margin("1") == 1.0 and check_margin(1.25) == 1.25
+
+
+def test_a_side_that_repeats_a_cell_or_holds_text_for_times_is_refused(bench, tmp_path):
+    good = write(bench, tmp_path / "good")
+    twice = write_any(pd.concat([bench, bench.iloc[[0]]]), tmp_path / "twice")
+    proc = cmd(str(good), str(twice))
+    assert (
+        proc.returncode == 2 and "repeated cells" in proc.stderr and "Traceback" not in proc.stderr
+    )
+    text = write_any(bench.assign(median_s="fast"), tmp_path / "text")
+    proc = cmd(str(good), str(text))
+    assert proc.returncode == 2 and "must hold numbers" in proc.stderr
+
+
+def test_markdown_keeps_data_text_inert(bench, tmp_path):
+    """A result set from elsewhere: its names and versions stay text in the Markdown."""
+    new = bench.assign(library_version="<img src=x onerror=alert(1)> | [x](https://e.x)")
+    proc = cmd(str(write(bench, tmp_path / "a")), str(write(new, tmp_path / "b")))
+    assert proc.returncode == 0, proc.stderr
+    assert "\\<img" in proc.stdout and "<img" not in proc.stdout.replace("\\<img", "")
+    assert "\\[x\\](https://e.x)" in proc.stdout

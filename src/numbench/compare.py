@@ -4,21 +4,35 @@ Modelled on ``asv compare`` and ``pyperf compare_to``: for every cell measured `
 sides, the ratio of the medians (new / old, above 1 is slower), its 95% interval, and a
 verdict with the same margin rule as the speedups (``numbench.stats.verdict``): *faster*
 and *slower* need the interval to exclude 1 **and** the ratio to pass the margin; anything
-else is the same speed. Cells present on one side only, or not ``ok`` on one side, are
+else is the same speed. A cell ``ok`` in old and anything else in new (``crashed``,
+``failed``, ``timeout``, ``mismatch``...) is *broken*: a regression, listed first and counted
+by the gate with the slowdowns. Cells present on one side only, or not ``ok`` in old, are
 listed, not dropped.
+
+Like pyperf, it says where the two sides were not measured alike. A cell is *alike* when
+both sides agree on every column of ``SETTING_COLUMNS`` that they record (library version,
+BLAS, CPU model, device, timing and replicate settings, pairing, parameters...); otherwise
+its ``differs`` names the columns, and the ratio stands but may measure the change of
+setting as well as the change being judged. Above the table, ``environment_differences``
+lists what differs between the two sides as a whole (hosts, CPU models, library versions,
+settings). Comparing two library versions is a legitimate use: the differences say so
+rather than hide it.
 
 The interval comes from each side's own two-level interval of its median
 (``ci_low_s``/``ci_high_s`` in benchmarks.parquet), read as a normal interval on the log
 scale: the log ratio's standard error is the root of the sum of both sides' squares. So a
 ``benchmarks.parquet`` alone is enough: no samples are needed.
 
-Either side is a ``results/`` folder or a ``benchmarks.parquet`` file. Bad input gets a
-``CompareError`` naming the file and the problem; the command turns it into a message and
-exit status 2. ``--fail-on-slowdown`` makes the command exit 1 when any cell is slower.
+Either side is a ``results/`` folder or a ``benchmarks.parquet`` file, possibly from another
+host: its text is data (``md_text`` escapes it in the Markdown; the JSON escapes itself).
+Bad input gets a ``CompareError`` naming the file and the problem; the command turns it
+into a message and exit status 2. ``--fail-on-slowdown`` makes the command exit 1 when any
+cell is slower or broken.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from pathlib import Path
@@ -26,16 +40,59 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from numbench.formatting import md_table
+from numbench.formatting import md_table, md_text, missing
 from numbench.stats import FASTER, SAME, SLOWER, Z95, verdict
 
 CELL = ["library", "device", "operation", "size", "dtype", "threads"]
-#: exit status of ``--fail-on-slowdown`` when a cell got slower
+#: exit status of ``--fail-on-slowdown`` when a cell got slower or broke
 EXIT_SLOWER = 1
+#: the margin is a factor: 1 is "any significant change", below 1 means nothing
+MIN_MARGIN = 1.0
+
+#: ``ok`` in old, another status in new: a regression, whatever the times say
+BROKEN = "broken"
+#: neither side ``ok``, or only new: no ratio, and nothing lost
+NOT_COMPARABLE = "not comparable"
+ONLY_OLD, ONLY_NEW = "only in old", "only in new"
+#: changes the gate counts: ``--fail-on-slowdown`` fails on any of them
+REGRESSIONS = (BROKEN, SLOWER)
+
+#: Columns of benchmarks.parquet that say how and on what a cell was measured: a cell whose
+#: two sides differ in one of them was not measured alike. ``timing_settings`` and
+#: ``replicate_settings`` are compared where the tables carry them.
+SETTING_COLUMNS = (
+    "library_version",
+    "blas",
+    "cpu_model",
+    "device_name",
+    "params",
+    "tolerance",
+    "allocator",
+    "paired_with",
+    "lockstep",
+    "timing_settings",
+    "replicate_settings",
+)
+#: Columns that describe a side as a whole; with ``SETTING_COLUMNS`` (the library version
+#: per library) they make the environment differences printed above the table.
+ENVIRONMENT_COLUMNS = ("host", "cpu_model", "cpu_count", "ram_gb", "platform", "python_version")
+#: setting columns read per library rather than for the whole side
+PER_LIBRARY_COLUMNS = ("library_version", "blas")
 
 
 class CompareError(ValueError):
     """A result set that cannot be compared; the message names it and why."""
+
+
+def check_margin(margin: float, name: str = "--margin") -> float:
+    """``margin`` as a float, if it is a finite number of at least ``MIN_MARGIN``."""
+    try:
+        value = float(margin)
+    except (TypeError, ValueError):
+        raise CompareError(f"{name} = {margin!r} is not a number") from None
+    if not math.isfinite(value) or value < MIN_MARGIN:
+        raise CompareError(f"{name} = {margin} must be a finite number >= {MIN_MARGIN:g}")
+    return value
 
 
 def benchmarks_path(where: str | os.PathLike) -> Path:
@@ -59,11 +116,19 @@ def load(where: str | os.PathLike) -> pd.DataFrame:
     except Exception as exc:  # noqa: BLE001 - any reader error: the file is unusable
         raise CompareError(f"cannot read {path}: {type(exc).__name__}: {exc}") from None
     needed = CELL + ["status", "median_s", "ci_low_s", "ci_high_s"]
-    missing = [c for c in needed if c not in df.columns]
-    if missing:
-        raise CompareError(f"{path} is not a numbench benchmarks table: it lacks {missing}")
+    missing_columns = [c for c in needed if c not in df.columns]
+    if missing_columns:
+        raise CompareError(f"{path} is not a numbench benchmarks table: it lacks {missing_columns}")
     if df.empty:
         raise CompareError(f"{path} holds no cells")
+    numeric = ["size", "threads", "median_s", "ci_low_s", "ci_high_s"]
+    wrong = [c for c in numeric if not pd.api.types.is_numeric_dtype(df[c])]
+    if wrong:
+        raise CompareError(f"{path}: the columns {wrong} must hold numbers")
+    twice = df[df.duplicated(CELL, keep=False)]
+    if not twice.empty:
+        first = ", ".join(f"{c}={twice.iloc[0][c]}" for c in CELL)
+        raise CompareError(f"{path} holds {len(twice)} rows for repeated cells (first: {first})")
     return df
 
 
@@ -86,20 +151,44 @@ def ratio_interval(old: pd.Series, new: pd.Series) -> tuple[float, float, float]
     return ratio, ratio * math.exp(-Z95 * se), ratio * math.exp(Z95 * se)
 
 
+def _same(a, b) -> bool:
+    """Two recorded values agree (two missing values agree too)."""
+    if missing(a) or missing(b):
+        return missing(a) and missing(b)
+    return a == b
+
+
+def _differs(r: dict, columns: list[str]) -> list[str]:
+    return [c for c in columns if not _same(r[f"{c}_old"], r[f"{c}_new"])]
+
+
 def compare(old: pd.DataFrame, new: pd.DataFrame, margin: float) -> pd.DataFrame:
-    """One row per cell of either side: ``ratio`` = new / old median with its interval, and
-    ``change``: faster, same, slower, or why there is no ratio (only in old / new, not ok)."""
+    """One row per cell of either side: its status on each side, ``ratio`` = new / old
+    median with its interval, ``change`` (broken, slower, faster, same, not comparable,
+    only in old / new), and ``alike`` with ``differs``, the setting columns whose values
+    differ between the two sides of the cell."""
+    margin = check_margin(margin, "margin")
+    settings = [c for c in SETTING_COLUMNS if c in old.columns or c in new.columns]
+    old = old.reindex(columns=list(dict.fromkeys([*old.columns, *settings])))
+    new = new.reindex(columns=list(dict.fromkeys([*new.columns, *settings])))
     both = old.merge(new, on=CELL, how="outer", suffixes=("_old", "_new"), indicator=True)
     if not (both["_merge"] == "both").any():
         raise CompareError("the two result sets share no cell: their grids do not overlap")
     rows = []
     for r in both.to_dict("records"):
         row = {c: r[c] for c in CELL}
-        row.update(ratio=None, ci_low=None, ci_high=None)
+        row.update(status_old=r["status_old"], status_new=r["status_new"])
+        row.update(ratio=None, ci_low=None, ci_high=None, alike=None, differs=[])
         if r["_merge"] != "both":
-            row["change"] = "only in old" if r["_merge"] == "left_only" else "only in new"
+            row["change"] = ONLY_OLD if r["_merge"] == "left_only" else ONLY_NEW
+            rows.append(row)
+            continue
+        row["differs"] = _differs(r, settings)
+        row["alike"] = not row["differs"]
+        if r["status_old"] == "ok" and r["status_new"] != "ok":
+            row["change"] = BROKEN
         elif r["status_old"] != "ok" or r["status_new"] != "ok":
-            row["change"] = f"not comparable ({r['status_old']} -> {r['status_new']})"
+            row["change"] = NOT_COMPARABLE
         else:
             o = {k: r[f"{k}_old"] for k in ("median_s", "ci_low_s", "ci_high_s")}
             n = {k: r[f"{k}_new"] for k in ("median_s", "ci_low_s", "ci_high_s")}
@@ -110,38 +199,147 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, margin: float) -> pd.DataFrame
             row.update(old_median_s=o["median_s"], new_median_s=n["median_s"])
         rows.append(row)
     out = pd.DataFrame(rows)
-    # sorted by change: the largest slowdowns first, then the largest speedups, then the rest
+    # sorted by change: the broken cells first, then the largest slowdowns, then the largest
+    # speedups, then the rest
+    rank = {BROKEN: 0, SLOWER: 1, FASTER: 2}
+    out["_rank"] = [rank.get(c, 3) for c in out["change"]]
     out["_key"] = [
-        -(v or 0) if c == SLOWER else (1e9 + (v or 0) if c == FASTER else 2e9)
+        -(v or 0) if c == SLOWER else (v or 0) if c == FASTER else 0
         for v, c in zip(out["ratio"], out["change"], strict=True)
     ]
-    return out.sort_values(["_key"] + CELL, kind="stable").drop(columns="_key")
+    out = out.sort_values(["_rank", "_key"] + CELL, kind="stable")
+    return out.drop(columns=["_rank", "_key"]).reset_index(drop=True)
 
 
 def counts(table: pd.DataFrame) -> dict[str, int]:
     return {k: int(v) for k, v in table["change"].value_counts().items()}
 
 
-def markdown(table: pd.DataFrame, margin: float, old_name: str, new_name: str) -> str:
+def regressions(table: pd.DataFrame) -> pd.DataFrame:
+    """The cells the gate fails on: broken (``ok`` no more) or slower beyond the margin."""
+    return table[table["change"].isin(REGRESSIONS)]
+
+
+# -- the two environments -----------------------------------------------------------------------
+def _values(frame: pd.DataFrame, column: str) -> list[str]:
+    if column not in frame:
+        return []
+    return sorted({str(v) for v in frame[column] if not missing(v) and str(v) != ""})
+
+
+def environment_differences(old: pd.DataFrame, new: pd.DataFrame) -> list[dict]:
+    """What differs between the two sides as a whole, as pyperf's ``compare_to`` prints it:
+    one entry per column (per library for versions and BLAS) whose values differ, with
+    each side's values."""
+    out = []
+
+    def add(what: str, a: list[str], b: list[str]) -> None:
+        if a != b:
+            out.append({"what": what, "old": a, "new": b})
+
+    for column in ENVIRONMENT_COLUMNS:
+        add(column, _values(old, column), _values(new, column))
+    for column in PER_LIBRARY_COLUMNS:
+        for lib in sorted(set(old["library"]) & set(new["library"])):
+            a = _values(old[old["library"] == lib], column)
+            b = _values(new[new["library"] == lib], column)
+            add(f"{column} ({lib})", a, b)
+    for column in SETTING_COLUMNS:
+        if column not in (*ENVIRONMENT_COLUMNS, *PER_LIBRARY_COLUMNS):
+            add(column, _values(old, column), _values(new, column))
+    return out
+
+
+def environment_text(differences: list[dict]) -> str:
+    if not differences:
+        return "The two environments are alike: same hosts, CPU models, versions and settings."
+    rows = [
+        [d["what"], ", ".join(d["old"]) or "–", ", ".join(d["new"]) or "–"] for d in differences
+    ]
+    return (
+        "The two environments differ (a cell measured differently is marked in `alike`):\n\n"
+        + md_table(["", "old", "new"], rows)
+    )
+
+
+# -- output -------------------------------------------------------------------------------------
+def _change_text(r) -> str:
+    if r.change in (BROKEN, NOT_COMPARABLE):
+        return f"{r.change} ({r.status_old} -> {r.status_new})"
+    return r.change
+
+
+def markdown(
+    table: pd.DataFrame,
+    margin: float,
+    old_name: str,
+    new_name: str,
+    differences: list[dict] | None = None,
+) -> str:
     c = counts(table)
     head = (
-        f"Comparing {new_name} (new) against {old_name} (old): ratio = new median / old "
-        f"median, 95% interval; margin {margin:g}x. "
-        f"{c.get(SLOWER, 0)} slower, {c.get(FASTER, 0)} faster, {c.get(SAME, 0)} the same"
+        f"Comparing {md_text(new_name)} (new) against {md_text(old_name)} (old): ratio = new "
+        f"median / old median, 95% interval; margin {margin:g}x. "
+        f"{c.get(BROKEN, 0)} broken (ok before, not now), {c.get(SLOWER, 0)} slower, "
+        f"{c.get(FASTER, 0)} faster, {c.get(SAME, 0)} the same"
     )
-    others = {k: v for k, v in c.items() if k not in (SLOWER, FASTER, SAME)}
+    others = {k: v for k, v in c.items() if k not in (BROKEN, SLOWER, FASTER, SAME)}
     head += "".join(f", {v} {k}" for k, v in sorted(others.items())) + "."
+    unlike = int((table["alike"] == False).sum())  # noqa: E712 - None is neither
+    if unlike:
+        head += f" {unlike} cell(s) were not measured alike (see `alike`)."
     rows = []
     for r in table.itertuples():
         ratio = "" if pd.isna(r.ratio) else f"{r.ratio:.3f}"
         ci = "" if pd.isna(r.ci_low) else f"{r.ci_low:.3f} to {r.ci_high:.3f}"
         cell = [r.library, r.device, r.operation, str(r.size), r.dtype, str(int(r.threads))]
-        rows.append([*cell, ratio, ci, r.change])
+        alike = "" if r.alike is None else "yes" if r.alike else "no: " + ", ".join(r.differs)
+        rows.append([*cell, ratio, ci, _change_text(r), alike])
     header = ["library", "device", "operation", "size", "dtype", "threads", "ratio", "95% CI"]
-    header.append("change")
-    return head + "\n\n" + md_table(header, rows, "lllrlrrrl") + "\n"
+    header += ["change", "alike"]
+    parts = [head]
+    if differences is not None:
+        parts.append(environment_text(differences))
+    parts.append(md_table(header, rows, "lllrlrrrll"))
+    return "\n\n".join(parts) + "\n"
 
 
-def run(old: str | os.PathLike, new: str | os.PathLike, margin: float) -> tuple[pd.DataFrame, str]:
-    table = compare(load(old), load(new), margin)
-    return table, markdown(table, margin, str(old), str(new))
+def _plain(value):
+    """A value JSON can hold: NaN and NA are null, numpy scalars Python's."""
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if missing(value) or (isinstance(value, float | np.floating) and not math.isfinite(value)):
+        return None
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def to_json(
+    table: pd.DataFrame, margin: float, old_name: str, new_name: str, differences: list[dict]
+) -> str:
+    """The same table and differences for a CI job: one JSON document."""
+    columns = [*CELL, "status_old", "status_new", "change", "ratio", "ci_low", "ci_high"]
+    columns += ["old_median_s", "new_median_s", "alike", "differs"]
+    cells = [{c: _plain(r.get(c)) for c in columns} for r in table.to_dict("records")]
+    document = {
+        "old": old_name,
+        "new": new_name,
+        "margin": margin,
+        "counts": counts(table),
+        "regressions": len(regressions(table)),
+        "environment_differences": differences,
+        "cells": cells,
+    }
+    return json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False)
+
+
+def run(
+    old: str | os.PathLike, new: str | os.PathLike, margin: float, as_json: bool = False
+) -> tuple[pd.DataFrame, str]:
+    """The table and its text (Markdown, or JSON with ``as_json``)."""
+    margin = check_margin(margin)
+    old_frame, new_frame = load(old), load(new)
+    table = compare(old_frame, new_frame, margin)
+    differences = environment_differences(old_frame, new_frame)
+    if as_json:
+        return table, to_json(table, margin, str(old), str(new), differences)
+    return table, markdown(table, margin, str(old), str(new), differences)

@@ -4,13 +4,20 @@ The summary reads the three tables (benchmarks, speedups, crossovers) and nothin
 can be re-rendered without re-running a cell. ``numbench.findings`` decides what to say; this
 module words it. ``render`` returns Markdown; ``to_html`` turns it into the standalone page the
 Snakemake report shows; ``write_summary`` writes both.
+
+Every value read from the tables is data, not markup: a cell file from another host may name
+its host ``<img src=x onerror=...>``. So each one enters the Markdown through ``md_text`` (or
+``md_code``, or a table's cells), which leaves it plain text under any renderer, and the HTML is
+rendered with raw HTML off as a second wall. Only numbench's own words are Markdown.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from itertools import groupby
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -42,7 +49,8 @@ from numbench.formatting import (
     format_size,
     format_sizes,
     format_speedup,
-    md_cell,
+    md_code,
+    md_text,
     series_label,
     slowdown,
     who,
@@ -59,38 +67,45 @@ from numbench.tables import write_text_atomic
 
 
 # -- key findings -------------------------------------------------------------------------------
+def _who(library: str, device: str, multi_device: bool) -> str:
+    """``who`` as Markdown text: the library and device names come from the tables."""
+    return md_text(who(library, device, multi_device))
+
+
 def fastest_part(fact: Fastest, multi_device: bool) -> str:
     """'n = 10^3: **JAX** (1.2 µs), 1.5× ahead of NumPy'."""
-    where = f"n = {format_size(fact.size)}" + (f" ({fact.setting})" if fact.setting else "")
+    where = f"n = {format_size(fact.size)}" + (
+        f" ({md_text(fact.setting)})" if fact.setting else ""
+    )
     if isinstance(fact, NotMeasured):
         return f"{where}: no cell measured"
     best = fact.fastest
     text = (
-        f"{where}: **{who(best.library, best.device, multi_device)}** "
+        f"{where}: **{_who(best.library, best.device, multi_device)}** "
         f"({format_seconds(best.median_s)})"
     )
     if isinstance(fact, Tie):
-        names = ", ".join(who(t.library, t.device, multi_device) for t in fact.within_noise)
+        names = ", ".join(_who(t.library, t.device, multi_device) for t in fact.within_noise)
         return text + f", within noise of {names}"
     if fact.runner_up is not None:
         second = fact.runner_up
-        text += f", {fact.lead:.2g}× ahead of {who(second.library, second.device, multi_device)}"
+        text += f", {fact.lead:.2g}× ahead of {_who(second.library, second.device, multi_device)}"
     return text
 
 
 def speedup_line(fact: SpeedupFact, multi_device: bool, bold: bool) -> str:
     value = format_speedup(fact.speedup)
     return (
-        f"- {who(fact.library, fact.device, multi_device)} on {fact.operation} at n = "
+        f"- {_who(fact.library, fact.device, multi_device)} on {md_text(fact.operation)} at n = "
         f"{format_size(fact.size)}: {f'**{value}**' if bold else value} "
         f"{format_ci(fact.ci_low, fact.ci_high)}"
     )
 
 
 def crossover_sentence(c: Crossover, baseline: str, multi_device: bool) -> str:
-    """One crossover in words; ``baseline`` is the baseline's name in prose."""
-    name = who(c.library, c.device, multi_device)
-    op = c.operation
+    """One crossover in words; ``baseline`` is the baseline's name in prose (Markdown)."""
+    name = _who(c.library, c.device, multi_device)
+    op = md_text(c.operation)
     if not c.points:
         return f"{name} against {baseline} on {op}: no speedup could be computed."
     last = c.last
@@ -143,7 +158,9 @@ def key_findings(f: Findings, baseline: str) -> str:
     multi = f.multi_device
     lines = ["### Fastest library per operation", ""]
     for op, facts in groupby(f.fastest, key=lambda fact: fact.operation):
-        lines.append(f"- **{op}**: " + "; ".join(fastest_part(x, multi) for x in facts) + ".")
+        lines.append(
+            f"- **{md_text(op)}**: " + "; ".join(fastest_part(x, multi) for x in facts) + "."
+        )
     lines += ["", f"### Largest speedups over {baseline}", ""]
     if not f.speedups:
         lines.append(f"- No library is faster than {baseline} beyond the margin anywhere.")
@@ -184,7 +201,8 @@ def firmness_line(f: Firmness, margin: float) -> str:
 # -- warnings -----------------------------------------------------------------------------------
 def _cell_name(w: CellWarning) -> str:
     """'jax (cpu) sort n = 10^3'."""
-    return f"{series_label(w.library, w.device, True)} {w.operation} n = {format_size(w.size)}"
+    name = md_text(f"{series_label(w.library, w.device, True)} {w.operation}")
+    return f"{name} n = {format_size(w.size)}"
 
 
 def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
@@ -218,7 +236,7 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
         ]
         lines += [
             f"- {_cell_name(w)}: processes {w.process_spread:.2f}x apart, medians (s) "
-            f"{w.process_medians_s}"
+            f"{md_text(w.process_medians_s)}"
             for w in unstable
         ]
         lines.append("")
@@ -250,8 +268,8 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
     if bad:
         lines += ["Cells without a usable measurement:", ""]
         for w in bad:
-            reason = md_cell(w.reason) or "no reason recorded"
-            lines.append(f"- `{w.status}`: {_cell_name(w)}: {reason}")
+            reason = md_text(w.reason) or "no reason recorded"
+            lines.append(f"- {md_code(w.status)}: {_cell_name(w)}: {reason}")
         lines.append("")
     if orphans:
         lines += ["Cells with no speedup because their baseline cell was not measured:", ""]
@@ -267,18 +285,29 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
 
 
 # -- the page -----------------------------------------------------------------------------------
+def md_link(text: str, target: str) -> str:
+    """A Markdown link to a file beside the summary: the text escaped, the target
+    percent-encoded (a chart's name holds the operation's, which comes from the tables), so
+    that neither can end the link or make another one."""
+    return f"[{md_text(text)}]({quote(target, safe='/')})"
+
+
 def chart_links(operations: list[str], charts_dir: str) -> str:
     lines = []
     for name in chart_names(operations):
         base = f"{charts_dir}/{name}"
-        lines.append(f"- [{name}]({base}.html) ([svg]({base}.svg), [png]({base}.png))")
+        html, svg, png = (
+            md_link(t, f"{base}.{ext}")
+            for t, ext in ((name, "html"), ("svg", "svg"), ("png", "png"))
+        )
+        lines.append(f"- {html} ({svg}, {png})")
     return "\n".join(lines)
 
 
 def operation_chart_links(op: str, charts_dir: str) -> str:
     """'Charts: [time](charts/time_fft.html), [speedup](...), [throughput](...).'"""
     links = [
-        f"[{kind}]({charts_dir}/{operation_chart(kind, op)}.html)" for kind in OPERATION_CHARTS
+        md_link(kind, f"{charts_dir}/{operation_chart(kind, op)}.html") for kind in OPERATION_CHARTS
     ]
     return "Charts: " + ", ".join(links) + "."
 
@@ -351,16 +380,16 @@ def render(
     scaling: pd.DataFrame | None = None,
 ) -> str:
     f = decide(bench, speedups, crossovers, baseline_library, baseline_device, margin)
-    base_name = who(baseline_library, baseline_device, f.multi_device)
+    base_name = _who(baseline_library, baseline_device, f.multi_device)
     counts = bench["status"].value_counts().to_dict()
-    status_line = ", ".join(f"{counts[s]} {s}" for s in sorted(counts))
+    status_line = ", ".join(f"{counts[s]} {md_text(s)}" for s in sorted(counts))
     operations = sorted(bench["operation"].unique())
     parts = ["# numbench summary", ""]
     if f.gpu_notice is not None:
         parts += [render_gpu_notice(f.gpu_notice), ""]
     parts += [
-        f"{len(bench)} cells: {status_line}. Baseline: {display(baseline_library)} on "
-        f"{baseline_device}; a speedup above 1 means faster than the baseline.",
+        f"{len(bench)} cells: {status_line}. Baseline: {md_text(display(baseline_library))} on "
+        f"{md_text(baseline_device)}; a speedup above 1 means faster than the baseline.",
         "",
         *([firmness_line(f.firmness, margin), ""] if f.firmness is not None else []),
         "## Key findings",
@@ -378,7 +407,7 @@ def render(
     ]
     for op in operations:
         parts += [
-            f"### {op}",
+            f"### {md_text(op)}",
             "",
             operation_tables(bench, speedups, op),
             "",
@@ -429,10 +458,27 @@ code {{ background: #f3f3f3; }}
 """
 
 
+#: a URL that names its scheme (``https:``, ``javascript:``, ``data:``) or its host (``//``)
+_LEAVES_THE_FOLDER = re.compile(r"^\s*(?:[a-zA-Z][a-zA-Z0-9+.-]*:|[/\\]{2})")
+
+
+def is_local_link(url: str) -> bool:
+    """The summary links only to files beside it (the charts): a link or an image to
+    anywhere else could only have come from data, so it is rendered as text."""
+    return not _LEAVES_THE_FOLDER.match(url)
+
+
 def to_html(markdown: str) -> str:
+    """The standalone page: CommonMark with tables, raw HTML off (any ``<tag>`` left in the
+    text is shown as text), and links and images only to files beside the page. The text
+    from data is escaped already (``md_text``); these are the second wall, for any text
+    that reached the Markdown without it."""
     from markdown_it import MarkdownIt
 
-    return HTML_PAGE.format(body=MarkdownIt("commonmark").enable("table").render(markdown))
+    renderer = MarkdownIt("commonmark", {"html": False}).enable("table")
+    default_check = renderer.validateLink
+    renderer.validateLink = lambda url: is_local_link(url) and default_check(url)
+    return HTML_PAGE.format(body=renderer.render(markdown))
 
 
 def write_summary(

@@ -1,5 +1,8 @@
 """The summary's tables, written from the frames: the environment, time and speedup per
-operation, the crossovers, and every cell."""
+operation, the crossovers, and every cell.
+
+Every value from the frames is data (``md_table`` escapes it as text); the few cells that
+carry numbench's own markup (the fastest time in bold) are built as ``Markdown``."""
 
 from __future__ import annotations
 
@@ -7,13 +10,14 @@ import pandas as pd
 
 from numbench.findings import Crossover
 from numbench.formatting import (
+    Markdown,
     display,
     format_ci,
     format_seconds,
     format_size,
     format_speedup,
-    md_cell,
     md_table,
+    md_text,
     missing,
     series_labels,
 )
@@ -78,7 +82,7 @@ def _time_table(d: pd.DataFrame, sizes) -> str:
                 row.append(at.loc[s, "status"])
             else:
                 t = format_seconds(at.loc[s, "median_s"])
-                row.append(f"**{t}**" if s == best else t)
+                row.append(Markdown(f"**{md_text(t)}**") if s == best else t)
         rows.append(row)
     return md_table(["n"] + series, rows, "r" * (len(series) + 1))
 
@@ -180,12 +184,10 @@ def every_cell_table(df: pd.DataFrame) -> str:
                 format_seconds(r.iqr_s),
                 format_seconds(r.first_call_s),
                 rel,
-                md_cell(
-                    " ".join(
-                        n
-                        for n in (r.error, getattr(r, "threads_note", None))
-                        if not missing(n) and n
-                    )
+                " ".join(
+                    str(n)
+                    for n in (r.error, getattr(r, "threads_note", None))
+                    if not missing(n) and n
                 ),
             ]
         )
