@@ -240,3 +240,38 @@ def test_report_captions_quote_nothing_from_the_results():
     for caption in (REPO / "workflow" / "report").glob("*.rst"):
         text = caption.read_text(encoding="utf-8")
         assert "{{" not in text and "{%" not in text, caption.name
+
+
+def test_a_chart_page_keeps_data_as_script_text(tmp_path):
+    """A name holding ``</script>`` must not close the chart's script and open live HTML."""
+    import altair as alt
+    import pandas as pd
+
+    from numbench.charts import save_chart
+
+    hostile = "</script><img src=x onerror=alert(1)>"
+    frame = pd.DataFrame({"size": [1, 2], "median_s": [3.0, 4.0], "library": [hostile, "numpy"]})
+    chart = alt.Chart(frame).mark_point().encode(x="size", y="median_s", color="library")
+    page = save_chart(chart, tmp_path, "hostile")[0].read_text()
+    assert "<img src=x" not in page
+    assert "\\u003c/script\\u003e\\u003cimg src=x onerror=alert(1)\\u003e" in page
+
+
+def test_sentences_built_from_data_escape_it():
+    from numbench.dimensions import precision_sentences
+
+    rows = pd.DataFrame(
+        [
+            {
+                "library": "*bold*[x](javascript:alert(1))",
+                "operation": "<b>op</b>",
+                "size": 1000,
+                "threads": 1,
+                "ratio": 0.5,
+                "verdict": "faster",
+                "device": "cpu",
+            }
+        ]
+    )
+    text = " ".join(precision_sentences(rows))
+    assert "\\*bold\\*" in text and "\\[x\\]" in text and "\\<b>op\\</b>" in text

@@ -34,6 +34,7 @@ from numbench.charts_pipelined import pipelined_chart
 from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.formatting import series_label, series_labels
 from numbench.speedups import check_baseline, in_doubt
+from numbench.tables import write_text_atomic
 
 FORMATS = ("html", "svg", "png")
 #: the charts drawn for each operation, named ``{kind}_{operation}``
@@ -273,6 +274,22 @@ def build_charts(
     return charts
 
 
+def chart_page(chart: alt.TopLevelMixin) -> str:
+    """The chart as a standalone page (JavaScript inlined), with its spec inert as script text.
+
+    Altair writes the spec, data included, into a ``<script>`` as plain JSON, so a value
+    holding ``</script>`` (a library, host or operation name from a cell file) would close
+    the script and open live HTML. In the page the spec's ``<``, ``>`` and ``&`` are written
+    as JSON's ``\\u003c``-style escapes instead: the same JSON to the script, no markup to
+    the browser."""
+    page = chart.to_html(inline=True)
+    spec = json.dumps(chart.to_dict())
+    if spec not in page:
+        raise RuntimeError("the chart's spec is not where altair puts it: cannot make it inert")
+    inert = spec.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return page.replace(spec, inert)
+
+
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
     """Write ``name``.html (inlined JavaScript), .svg and .png into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -281,7 +298,7 @@ def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
     for fmt in FORMATS:
         path = folder / f"{name}.{fmt}"
         if fmt == "html":
-            chart.save(path, format="html", inline=True)
+            write_text_atomic(chart_page(chart), path)
         elif fmt == "png":
             chart.save(path, format="png", scale_factor=2)
         else:

@@ -19,7 +19,14 @@ import os
 import numpy as np
 import pandas as pd
 
-from numbench.formatting import display, format_ci, format_size, format_speedup, md_table
+from numbench.formatting import (
+    display,
+    format_ci,
+    format_size,
+    format_speedup,
+    md_table,
+    md_text,
+)
 from numbench.replicates import MEASURED
 from numbench.speedups import cell_seed
 from numbench.stats import FASTER, SLOWER, ratio_ci, verdict
@@ -182,8 +189,8 @@ def precision_sentences(prec: pd.DataFrame) -> list[str]:
         else:
             how = f"{format_speedup(r.ratio)} slower"
         out.append(
-            f"float32 is {how} than float64 for {r.operation} with {display(r.library)} "
-            f"at n = {format_size(r.size, mark=False)} ({r.threads} thread(s))."
+            f"float32 is {how} than float64 for {md_text(r.operation)} "
+            f"with {md_text(display(r.library))} at n = {format_size(r.size, mark=False)} ({r.threads} thread(s))."
         )
     return out
 
@@ -195,7 +202,8 @@ def scaling_sentences(scal: pd.DataFrame) -> list[str]:
         how = "faster" if r.speedup >= 1 else "slower"
         out.append(
             f"{r.threads} threads are {format_speedup(r.speedup)} {how} than 1 for "
-            f"{r.operation} with {display(r.library)} at n = {format_size(r.size, mark=False)} "
+            f"{md_text(r.operation)} with {md_text(display(r.library))} "
+            f"at n = {format_size(r.size, mark=False)} "
             f"({r.dtype}; efficiency {r.efficiency:.0%})."
         )
     return out

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from numbench.formatting import display
+from numbench.formatting import display, md_text
 
 #: longest reason quoted in a GPU notice; the full text stays in benchmarks.parquet
 MAX_REASON_CHARS = 240
@@ -127,9 +127,11 @@ def render_gpu_notice(notice: GpuNotice) -> str:
             ]
         )
     n = notice.gpu_cells
-    hosts = f" ({', '.join(notice.hosts)})" if notice.hosts else ""
+    hosts = f" ({', '.join(md_text(h) for h in notice.hosts)})" if notice.hosts else ""
     included = (
-        f" (the {display(notice.cpu_baseline)} baseline included)" if notice.cpu_baseline else ""
+        f" (the {md_text(display(notice.cpu_baseline))} baseline included)"
+        if notice.cpu_baseline
+        else ""
     )
     cpu_note = (
         f" The {notice.cpu_cells} CPU cells{included} ran as usual." if notice.cpu_cells else ""

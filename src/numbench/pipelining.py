@@ -21,6 +21,7 @@ from numbench.formatting import (
     format_size,
     format_speedup,
     md_table,
+    md_text,
     series_labels,
     who,
 )
@@ -109,8 +110,10 @@ def _gaps(d: pd.DataFrame, setting: str) -> list[PipelineGap]:
 
 
 def gap_sentence(g: PipelineGap, multi_device: bool) -> str:
-    name = who(g.library, g.device, multi_device) + (f" ({g.setting})" if g.setting else "")
-    where = f"{g.operation} at n = {format_size(g.size)}"
+    name = md_text(who(g.library, g.device, multi_device)) + (
+        f" ({md_text(g.setting)})" if g.setting else ""
+    )
+    where = f"{md_text(g.operation)} at n = {format_size(g.size)}"
     value = f"{format_speedup(g.speedup)} {format_ci(g.ci_low, g.ci_high)}"
     if g.direction == FASTER:
         return (
@@ -135,14 +138,14 @@ def pipeline_findings(bench: pd.DataFrame, margin: float, multi_device: bool) ->
     told = {(g.library, g.device) for g in gaps}
     quiet = sorted(set(zip(timed["library"], timed["device"], strict=True)) - told)
     if quiet:
-        names = ", ".join(who(lib, dev, multi_device) for lib, dev in quiet)
+        names = ", ".join(md_text(who(lib, dev, multi_device)) for lib, dev in quiet)
         lines.append(
             f"- {names}: queued calls are the same speed as waited-for ones (within the "
             f"margin of {margin:g}x) in every cell."
         )
     sync = synchronous_libraries(bench)
     if sync:
-        names = ", ".join(who(lib, dev, multi_device) for lib, dev in sync)
+        names = ", ".join(md_text(who(lib, dev, multi_device)) for lib, dev in sync)
         lines.append(
             f"- {names}: calls finish before they return (synchronous), so latency and "
             "throughput are one figure, measured once."
