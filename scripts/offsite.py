@@ -6,6 +6,10 @@
     import  (here)  check the archive, bring its cells into results/ as if made here;
                     then `snakemake` runs the analysis rules only
 
+A plan and an archive are trusted in nothing: every path `run` and `import` write is derived
+from a cell's identity, a plan that names another is refused, and an archive's members are
+checked (names, types, sizes) from their headers before any is unpacked.
+
 See the README's section "Running the cells on another host".
 """
 

@@ -18,8 +18,20 @@ Three steps, for a host that has the numerical libraries but not the workflow's 
 
 Every problem is one ``OffsiteError`` whose message names it; nothing is moved into
 ``results/`` before every check has passed.
+
+A plan and an archive are trusted in nothing (DESIGN.md, "What numbench trusts"): every path
+``run`` and ``import`` write is derived from a cell's identity (``numbench.cells``) and a plan
+that names another is refused (``check_plan``); an archive's members are checked from their
+tar headers (names, types, sizes, with the limits of ``numbench.offsite.archive``) before any
+is unpacked.
 """
 
+from numbench.offsite.archive import (  # noqa: F401 - the package's API
+    ARCHIVE_MEMBER_COUNT_LIMIT,
+    ARCHIVE_MEMBER_LIMIT_BYTES,
+    ARCHIVE_TOTAL_LIMIT_BYTES,
+    unpack_archive,
+)
 from numbench.offsite.common import (  # noqa: F401 - the package's API
     ARCHIVE_FORMAT,
     CELL_MEMBER,
@@ -31,9 +43,11 @@ from numbench.offsite.common import (  # noqa: F401 - the package's API
     TRANSFER_LIMIT_BYTES,
     OffsiteError,
     canonical,
+    cell_of,
     code_hash,
     compare_inputs,
     inputs_checksums,
+    inputs_log_path,
     log_path,
     now_iso,
     plan_hash,
@@ -42,10 +56,10 @@ from numbench.offsite.common import (  # noqa: F401 - the package's API
 from numbench.offsite.importer import (  # noqa: F401 - the package's API
     check_against_config,
     import_archive,
-    read_archive,
 )
 from numbench.offsite.plan import (  # noqa: F401 - the package's API
     check_plan,
+    check_plan_paths,
     load_config,
     make_plan,
     read_plan,

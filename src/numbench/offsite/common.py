@@ -1,4 +1,10 @@
-"""Shared by the three steps: formats, checksums, atomic writes."""
+"""Shared by the three steps: formats, the paths of a cell's files, checksums, atomic writes.
+
+What numbench trusts (DESIGN.md): a plan and an archive come from elsewhere (the plan's hash is
+no signature: whoever edits a plan can recompute it), so no path is taken from them. Every
+path a step writes is derived from a cell's identity through ``numbench.cells``, the one place
+a cell's paths are written, and a plan or an archive that names any other path is refused.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from numbench.cells import CELL_FILE_RE, FIELD_PATTERNS, FIELDS, INPUTS_LOG, Cell, inputs_path
+
 PLAN_FORMAT = "numbench-offsite-plan"
 ARCHIVE_FORMAT = "numbench-offsite-archive"
 FORMAT_VERSION = 1
@@ -27,10 +35,11 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 #: (the float64 reference of matmul, mlp, ... goes through BLAS, which rounds differently on
 #: another CPU; the inputs themselves must match bit for bit)
 REFERENCE_NORM_RTOL = 1e-12
+#: files are hashed and copied in pieces of this size, never read whole
+COPY_CHUNK_BYTES = 1024 * 1024
 
-CELL_MEMBER = re.compile(
-    r"results/cells/[a-z0-9-]+/(cpu|gpu)/(float32|float64)/t[0-9]+/[a-z_]+/[0-9]+\.parquet"
-)
+#: the name of a cell file, as an archive member (``numbench.cells``'s pattern)
+CELL_MEMBER = CELL_FILE_RE
 
 
 class OffsiteError(Exception):
@@ -72,8 +81,71 @@ def plan_hash(plan: dict) -> str:
 
 
 def log_path(cell_path: str) -> str:
-    """The cell's log, where the workflow keeps it (``logs/cells/...``)."""
-    return "logs/" + cell_path.removeprefix("results/").removesuffix(".parquet") + ".log"
+    """The cell's log, where the workflow keeps it (``logs/cells/...``); ValueError when
+    ``cell_path`` is not a cell's file."""
+    return Cell.from_path(cell_path).log
+
+
+def inputs_log_path(operation: str, size: int) -> str:
+    """The log of the job that makes an inputs file, where the workflow keeps it."""
+    return INPUTS_LOG.format(operation=operation, size=size)
+
+
+def cell_of(spec: Any, what: str) -> Cell:
+    """The cell a spec (from a plan) describes, whose fields can name its files.
+
+    The fields must each be of their type and alphabet (``numbench.cells.FIELD_PATTERNS``):
+    a library of ``../..`` or a size of ``1e3`` names no cell, and is refused here rather
+    than put into a path."""
+    try:
+        cell = Cell.from_fields(spec)
+        own = Cell.from_path(cell.path) == cell and cell.fields() == {k: spec[k] for k in FIELDS}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        own = False
+    if not own:
+        shown = {k: spec.get(k) for k in FIELDS} if isinstance(spec, dict) else spec
+        raise OffsiteError(
+            f"{what}: a cell's spec names no cell of numbench ({shown}); its "
+            f"{', '.join(FIELDS)} make the cell's paths, so each must be one of its kind"
+        )
+    return cell
+
+
+def inputs_files_of(item: Any, what: str) -> tuple[str, str]:
+    """(inputs file, its log) of a plan's inputs entry, derived from its operation and size
+    (the entry's own ``path`` and ``log`` are checked against these, never used)."""
+    operation = item.get("operation") if isinstance(item, dict) else None
+    size = item.get("size") if isinstance(item, dict) else None
+    if not (
+        isinstance(operation, str)
+        and re.fullmatch(FIELD_PATTERNS["operation"], operation)
+        and isinstance(size, int)
+        and not isinstance(size, bool)
+        and size >= 0
+    ):
+        raise OffsiteError(
+            f"{what}: an inputs entry names no operation and size of numbench: "
+            f"operation={operation!r}, size={size!r}"
+        )
+    return inputs_path(operation, size), inputs_log_path(operation, size)
+
+
+def inside(folder: Path, relative: str) -> Path:
+    """``folder / relative``, for a path already derived from a cell's identity; a second
+    guard, lexical, that it cannot leave ``folder`` (no absolute name, no ``..``)."""
+    parts = relative.split("/")
+    if relative.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in relative:
+        raise OffsiteError(f"{relative!r} is not a path inside {folder}")
+    return folder.joinpath(*parts)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file, read in chunks (a file here may be large; nothing needs it whole)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(COPY_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def inputs_checksums(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
@@ -132,11 +204,24 @@ def compare_inputs(
     return problems, notes
 
 
-def _readable_by_all(path: str | os.PathLike) -> None:
-    """Give a file made by ``mkstemp`` (mode 0600) the mode a plain ``open`` would."""
-    mask = os.umask(0)
+def _umask() -> int:
+    """This process's umask, read without changing it where the system says it (Linux); else
+    by setting and restoring it, as the standard library offers no other way."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
+    return mask
+
+
+def _readable_by_all(path: str | os.PathLike) -> None:
+    """Give a file made by ``mkstemp`` (mode 0600) the mode a plain ``open`` would: 0666
+    less the user's umask. Every ``mkstemp`` of ``numbench.offsite`` goes through here."""
+    os.chmod(path, 0o666 & ~_umask())
 
 
 def _write_bytes_atomic(data: bytes, path: Path) -> None:

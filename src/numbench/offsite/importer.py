@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections import Counter
@@ -15,17 +15,19 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from numbench.offsite.archive import JSON_MEMBERS, StagedMember, unpack_archive
 from numbench.offsite.common import (
     ARCHIVE_FORMAT,
-    CELL_MEMBER,
+    COPY_CHUNK_BYTES,
     FORMAT_VERSION,
     OffsiteError,
-    _write_bytes_atomic,
+    _readable_by_all,
     canonical,
     code_hash,
     compare_inputs,
+    file_sha256,
     inputs_checksums,
-    sha256,
+    inside,
 )
 from numbench.offsite.plan import (
     check_plan,
@@ -36,34 +38,11 @@ from numbench.replicates import round_file
 
 
 # -- step 3: import (here) -----------------------------------------------------------------------
-def read_archive(path: str | os.PathLike) -> dict[str, bytes]:
-    """Every regular file of the archive, by name; an unreadable archive is an OffsiteError."""
-    members: dict[str, bytes] = {}
-    try:
-        with tarfile.open(path, mode="r:gz") as tar:
-            for info in tar:
-                if info.isdir():
-                    continue
-                if not info.isfile():
-                    raise OffsiteError(f"{path}: member {info.name} is not a regular file")
-                fh = tar.extractfile(info)
-                members[info.name] = fh.read() if fh is not None else b""
-    except OffsiteError:
-        raise
-    except FileNotFoundError:
-        raise OffsiteError(f"no archive at {path}") from None
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        raise OffsiteError(
-            f"{path} is not a readable archive (corrupt or truncated?): {type(exc).__name__}: {exc}"
-        ) from None
-    return members
-
-
-def _json_member(members: dict[str, bytes], name: str, archive) -> Any:
+def _json_member(members: dict[str, StagedMember], name: str, archive) -> Any:
     if name not in members:
         raise OffsiteError(f"{archive} lacks {name}: it is not an archive made by `offsite run`")
     try:
-        return json.loads(members[name])
+        return json.loads(members[name].path.read_bytes())  # at most ARCHIVE_MEMBER_LIMIT_BYTES
     except ValueError as exc:
         raise OffsiteError(f"{archive}: {name} is not readable JSON: {exc}") from None
 
@@ -119,19 +98,18 @@ def check_against_config(plan: dict, local: dict) -> None:
     )
 
 
-def _check_cell_bytes(name: str, data: bytes, spec: dict, recorded: dict | None) -> None:
-    import pyarrow as pa
+def _check_cell_file(name: str, staged: StagedMember, spec: dict, recorded: dict | None) -> None:
     import pyarrow.parquet as pq
 
-    if recorded is None:
+    if not isinstance(recorded, dict):
         raise OffsiteError(f"the archive's manifest does not list {name}")
-    if sha256(data) != recorded.get("sha256"):
+    if staged.sha256 != recorded.get("sha256"):
         raise OffsiteError(
             f"{name} in the archive does not match its checksum in the manifest: the archive "
             "is corrupt"
         )
     try:
-        table = pq.read_table(pa.BufferReader(data))
+        table = pq.read_table(staged.path)
         row = {k: table.column(k)[0].as_py() for k in ("library", "device", "operation", "size")}
         status = table.column("status")[0].as_py()
     except Exception as exc:  # noqa: BLE001 - any reader error means the cell is unusable
@@ -153,110 +131,66 @@ def import_archive(
     say: Callable[[str], None] = print,
 ) -> dict:
     """Check the archive and bring its cells into ``results`` as if made here; return a
-    summary. Nothing under ``results`` changes unless every check passes."""
-    from numbench import inputs as inputs_file
-    from numbench.errors import CorruptFile
-
+    summary. Nothing under ``results`` or ``logs`` changes unless every check passes, and
+    nothing is written anywhere else: every member is checked from its header before any is
+    unpacked (``numbench.offsite.archive``), the archive's plan must name exactly the paths
+    its cells' identities give (``check_plan``) and the config here must plan the same cells,
+    and every destination is derived from a cell's identity (``inside`` guards it again)."""
     root = Path(root)
     results = Path(results) if results is not None else root / "results"
     logs_dir = results.parent / "logs"
 
     def local_path(name: str) -> Path:
         top, _, rest = name.partition("/")
-        return (results if top == "results" else logs_dir) / rest
+        return inside(results if top == "results" else logs_dir, rest)
 
-    members = read_archive(archive)
-    manifest = _json_member(members, "manifest.json", archive)
-    plan = check_plan(_json_member(members, "plan.json", archive), f"the plan in {archive}")
-    if manifest.get("format") != ARCHIVE_FORMAT or manifest.get("version") != FORMAT_VERSION:
-        raise OffsiteError(f"{archive}: manifest.json is not a numbench offsite manifest")
-    if manifest.get("plan_hash") != plan["plan_hash"]:
-        raise OffsiteError(
-            f"{archive}: the manifest's plan_hash {str(manifest.get('plan_hash'))[:12]} is not "
-            f"the plan's {plan['plan_hash'][:12]}: the manifest belongs to another plan"
+    staging: list[Path] = []
+
+    def make_staging() -> Path:
+        """Made only once every member's header has passed; removed whatever happens."""
+        staging.append(
+            Path(tempfile.mkdtemp(prefix=".offsite-import-", dir=_existing_parent(results)))
         )
+        return staging[0] / "archive"
 
-    # the archive itself: exactly the plan's cells (and their logs), each as recorded
-    expected_cells = {c["path"]: c for c in plan["cells"]}
-    allowed_logs = {c["log"] for c in plan["cells"]} | {i["log"] for i in plan["inputs"]}
-    for name in members:
-        if name in ("manifest.json", "plan.json") or name in allowed_logs:
-            continue
-        if name not in expected_cells or not CELL_MEMBER.fullmatch(name):
-            raise OffsiteError(f"{archive}: unexpected member {name!r} (not a cell of its plan)")
-    missing = sorted(set(expected_cells) - set(members))
-    if missing:
-        raise OffsiteError(
-            f"{archive} lacks {len(missing)} of its plan's {len(expected_cells)} cells "
-            f"(first: {missing[0]}): was the run interrupted? Finish it with `offsite run "
-            "--resume`"
-        )
-    recorded_cells = manifest.get("cells") or {}
-    for name, entry in expected_cells.items():
-        _check_cell_bytes(name, members[name], entry["spec"], recorded_cells.get(name))
-
-    # the config here must plan the same grid
-    local = make_plan(load_config(root, configfiles, config_args))
-    check_against_config(plan, local)
-
-    # cells here that differ from the archive's are not overwritten without --force
-    conflicts = []
-    for name in expected_cells:
-        dest = local_path(name)
-        if dest.exists() and sha256(dest.read_bytes()) != recorded_cells[name]["sha256"]:
-            conflicts.append(name)
-    if conflicts and not force:
-        raise OffsiteError(
-            f"{len(conflicts)} cell files here differ from the archive's (first: "
-            f"{conflicts[0]}); refusing to overwrite them: pass --force to replace them"
-        )
-
-    # the inputs: present here, or made here with the same seed, and the same arrays
-    recorded_inputs = manifest.get("inputs") or {}
-    staging = Path(tempfile.mkdtemp(prefix=".offsite-import-", dir=_existing_parent(results)))
-    made: list[tuple[Path, Path]] = []
-    notes: list[str] = []
     try:
-        for item in plan["inputs"]:
-            dest = local_path(item["path"])
-            recorded = (recorded_inputs.get(item["path"]) or {}).get("arrays")
-            if not recorded:
-                raise OffsiteError(f"the archive's manifest has no checksums of {item['path']}")
-            if dest.exists():
-                source, check_path = "the inputs file here", dest
-            else:
-                check_path = staging / item["path"]
-                inputs_file.write(
-                    item["operation"], item["size"], item["seed"], check_path, item["params"]
-                )
-                source = "the inputs file made here with the same seed"
-                made.append((check_path, dest))
-            try:
-                here = inputs_checksums(check_path)
-            except CorruptFile as exc:
-                raise OffsiteError(str(exc)) from None
-            problems, ref_notes = compare_inputs(here, recorded)
-            if problems:
-                raise OffsiteError(
-                    f"{item['path']}: {source} differs from the one the cells were measured on "
-                    f"({'; '.join(problems[:3])}). The cells cannot be compared with it"
-                )
-            notes.extend(f"{item['path']}: {n}" for n in ref_notes)
+        members = unpack_archive(archive, make_staging)
+        manifest, plan = _check_contents(archive, members)
+        expected_cells = {c["path"]: c for c in plan["cells"]}
+        recorded_cells = manifest["cells"]
+
+        # the config here must plan the same grid
+        local = make_plan(load_config(root, configfiles, config_args))
+        check_against_config(plan, local)
+
+        # cells here that differ from the archive's are not overwritten without --force
+        conflicts = []
+        for name in expected_cells:
+            dest = local_path(name)
+            if dest.exists() and file_sha256(dest) != recorded_cells[name]["sha256"]:
+                conflicts.append(name)
+        if conflicts and not force:
+            raise OffsiteError(
+                f"{len(conflicts)} cell files here differ from the archive's (first: "
+                f"{conflicts[0]}); refusing to overwrite them: pass --force to replace them"
+            )
+        made, notes = _check_inputs(plan, manifest, local_path, staging[0] / "inputs")
 
         # every check passed: move into place
         for src, dest in made:
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dest)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    newest_input = max(
-        (local_path(i["path"]).stat().st_mtime_ns for i in plan["inputs"]), default=0
-    )
-    for name, data in members.items():
-        if name in expected_cells or name in allowed_logs:
+            _move(src, dest)
+        newest_input = max(
+            (local_path(i["path"]).stat().st_mtime_ns for i in plan["inputs"]), default=0
+        )
+        for name, staged in members.items():
+            if name in JSON_MEMBERS:
+                continue
             dest = local_path(name)
-            if not (dest.exists() and dest.read_bytes() == data):
-                _write_bytes_atomic(data, dest)
+            if not (dest.exists() and file_sha256(dest) == staged.sha256):
+                _move(staged.path, dest)
+    finally:
+        for folder in staging:
+            shutil.rmtree(folder, ignore_errors=True)
     # Snakemake reruns an output older than its inputs: the cells are made newer than every
     # inputs file, as they would be had they been made here.
     stamp = max(time.time_ns(), newest_input + 1_000_000)
@@ -295,6 +229,113 @@ def import_archive(
         + (f"; {len(conflicts)} cell files replaced" if conflicts else "")
     )
     return summary
+
+
+def _check_contents(archive, members: dict[str, StagedMember]) -> tuple[dict, dict]:
+    """(manifest, plan) of an unpacked archive, once it holds exactly its plan's cells and
+    their logs, each cell as its manifest records it."""
+    manifest = _json_member(members, "manifest.json", archive)
+    plan = check_plan(_json_member(members, "plan.json", archive), f"the plan in {archive}")
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != ARCHIVE_FORMAT
+        or manifest.get("version") != FORMAT_VERSION
+    ):
+        raise OffsiteError(f"{archive}: manifest.json is not a numbench offsite manifest")
+    if manifest.get("plan_hash") != plan["plan_hash"]:
+        raise OffsiteError(
+            f"{archive}: the manifest's plan_hash {str(manifest.get('plan_hash'))[:12]} is not "
+            f"the plan's {plan['plan_hash'][:12]}: the manifest belongs to another plan"
+        )
+    if not isinstance(manifest.get("cells"), dict) or not isinstance(
+        manifest.get("inputs") or {}, dict
+    ):
+        raise OffsiteError(f"{archive}: manifest.json lists no cells")
+    # the paths of the plan are its cells' own (check_plan): the logs allowed are theirs
+    expected_cells = {c["path"]: c for c in plan["cells"]}
+    allowed_logs = {c["log"] for c in plan["cells"]} | {i["log"] for i in plan["inputs"]}
+    for name in members:
+        if name not in JSON_MEMBERS and name not in allowed_logs and name not in expected_cells:
+            raise OffsiteError(f"{archive}: unexpected member {name!r} (not a cell of its plan)")
+    missing = sorted(set(expected_cells) - set(members))
+    if missing:
+        raise OffsiteError(
+            f"{archive} lacks {len(missing)} of its plan's {len(expected_cells)} cells "
+            f"(first: {missing[0]}): was the run interrupted? Finish it with `offsite run "
+            "--resume`"
+        )
+    for name, entry in expected_cells.items():
+        _check_cell_file(name, members[name], entry["spec"], manifest["cells"].get(name))
+    return manifest, plan
+
+
+def _check_inputs(
+    plan: dict, manifest: dict, local_path: Callable[[str], Path], staging: Path
+) -> tuple[list[tuple[Path, Path]], list[str]]:
+    """The inputs: present here, or made (in ``staging``) with the plan's seed, and the very
+    arrays the cells were measured on. Returns ([(made, destination)], notes)."""
+    from numbench import inputs as inputs_file
+    from numbench.errors import CorruptFile
+
+    recorded_inputs = manifest.get("inputs") or {}
+    made: list[tuple[Path, Path]] = []
+    notes: list[str] = []
+    for item in plan["inputs"]:
+        dest = local_path(item["path"])
+        entry = recorded_inputs.get(item["path"])
+        recorded = entry.get("arrays") if isinstance(entry, dict) else None
+        if not isinstance(recorded, dict) or not recorded:
+            raise OffsiteError(f"the archive's manifest has no checksums of {item['path']}")
+        if dest.exists():
+            source, check_path = "the inputs file here", dest
+        else:
+            check_path = inside(staging, item["path"])
+            inputs_file.write(
+                item["operation"], item["size"], item["seed"], check_path, item["params"]
+            )
+            source = "the inputs file made here with the same seed"
+            made.append((check_path, dest))
+        try:
+            here = inputs_checksums(check_path)
+        except CorruptFile as exc:
+            raise OffsiteError(str(exc)) from None
+        try:
+            problems, ref_notes = compare_inputs(here, recorded)
+        except (KeyError, TypeError, AttributeError):
+            raise OffsiteError(
+                f"the archive's manifest records the arrays of {item['path']} in a form this "
+                "numbench does not read"
+            ) from None
+        if problems:
+            raise OffsiteError(
+                f"{item['path']}: {source} differs from the one the cells were measured on "
+                f"({'; '.join(problems[:3])}). The cells cannot be compared with it"
+            )
+        notes.extend(f"{item['path']}: {n}" for n in ref_notes)
+    return made, notes
+
+
+def _move(src: Path, dest: Path) -> None:
+    """Move a checked file from the staging folder to its place: a rename where both lie on
+    one file system, else a copy beside ``dest`` renamed over it (whole or not at all)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.replace(src, dest)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as source:
+            shutil.copyfileobj(source, out, COPY_CHUNK_BYTES)
+            out.flush()
+            os.fsync(out.fileno())
+        _readable_by_all(tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _existing_parent(path: Path) -> Path:

@@ -20,7 +20,10 @@ from numbench.offsite.common import (
     _add_bytes,
     _write_bytes_atomic,
     canonical,
+    cell_of,
     code_hash,
+    inputs_files_of,
+    inputs_log_path,
     log_path,
     now_iso,
     plan_hash,
@@ -78,7 +81,7 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
             inputs.append(
                 {
                     "path": path,
-                    "log": f"logs/inputs/{op}/{size}.log",
+                    "log": inputs_log_path(op, size),
                     "operation": op,
                     "size": size,
                     "seed": cfg["seed"],
@@ -154,4 +157,57 @@ def check_plan(plan: Any, what: str) -> dict:
         raise OffsiteError(f"{what} is incomplete: {exc!r}") from None
     if recomputed != plan.get("plan_hash"):
         raise OffsiteError(f"{what} was changed after it was made: its plan_hash does not match")
+    check_plan_paths(plan, what)
     return plan
+
+
+def check_plan_paths(plan: dict, what: str) -> None:
+    """Every path the plan names must be the one its cell's (or inputs file's) identity gives.
+
+    A matching plan_hash proves nothing (whoever edits a plan can recompute it, and it does not
+    cover the cells' logs), so ``run`` and ``import`` write only to paths derived here from
+    each cell's fields (``numbench.cells``) and refuse a plan that names others: a cell file,
+    a log or an inputs file elsewhere, climbing out with ``..`` or absolute."""
+    if not isinstance(plan.get("cells"), list) or not isinstance(plan.get("inputs"), list):
+        raise OffsiteError(f"{what} is incomplete: it lists no cells or no inputs files")
+    inputs = set()
+    for item in plan["inputs"]:
+        path, log = inputs_files_of(item, what)
+        if item.get("path") != path:
+            raise OffsiteError(
+                f"{what} names the inputs file {item.get('path')!r} for {item['operation']} "
+                f"n={item['size']}, whose inputs file is {path}: an inputs file's paths are "
+                "derived from its operation and size, and a plan that names others is refused"
+            )
+        if item.get("log") != log:
+            raise OffsiteError(
+                f"{what} names the log {item.get('log')!r} for {path}, whose log is {log}: "
+                "an inputs file's paths are derived from its operation and size, and a plan "
+                "that names others is refused"
+            )
+        inputs.add(path)
+    seen = set()
+    for entry in plan["cells"]:
+        if not isinstance(entry, dict):
+            raise OffsiteError(f"{what}: a cell entry is {type(entry).__name__}, not a mapping")
+        cell = cell_of(entry.get("spec"), what)
+        if entry.get("path") != cell.path:
+            raise OffsiteError(
+                f"{what} names the file {entry.get('path')!r} for the cell whose file is "
+                f"{cell.path}: a cell's paths are derived from its identity, and a plan that "
+                "names others is refused"
+            )
+        if entry.get("log") != cell.log:
+            raise OffsiteError(
+                f"{what} names the log {entry.get('log')!r} for the cell {cell.path}, whose "
+                f"log is {cell.log}: a cell's paths are derived from its identity, and a plan "
+                "that names others is refused"
+            )
+        if entry["spec"].get("inputs") != cell.inputs or cell.inputs not in inputs:
+            raise OffsiteError(
+                f"{what}: the cell {cell.path} reads {entry['spec'].get('inputs')!r}, not its "
+                f"inputs file {cell.inputs} among the plan's inputs files"
+            )
+        if cell.path in seen:
+            raise OffsiteError(f"{what} lists the cell {cell.path} twice")
+        seen.add(cell.path)

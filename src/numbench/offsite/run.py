@@ -25,8 +25,11 @@ from numbench.offsite.common import (
     _add_bytes,
     _readable_by_all,
     _write_bytes_atomic,
+    cell_of,
     code_hash,
     inputs_checksums,
+    inputs_files_of,
+    inside,
     now_iso,
     sha256,
 )
@@ -94,7 +97,11 @@ def run_plan(
     say: Callable[[str], None] = print,
 ) -> dict:
     """Make the inputs, run every cell of the plan and pack them into ``output``; return the
-    manifest. With ``resume``, inputs files and cells already in ``workdir`` are kept."""
+    manifest. With ``resume``, inputs files and cells already in ``workdir`` are kept.
+
+    Every file it writes, but ``output``, lies inside the work folder, at a path derived from
+    a cell's (or an inputs file's) identity: ``read_plan`` refuses a plan that names any
+    other, and the paths used here are derived again, not read from the plan."""
     from numbench import inputs as inputs_file
     from numbench.cell import run_cell, run_round
     from numbench.errors import CorruptFile
@@ -102,6 +109,7 @@ def run_plan(
     from numbench.spec import CellSpec
 
     plan = read_plan(plan_path)
+    what = f"the plan {plan_path}"
     output = Path(output).resolve()
     work = Path(workdir).resolve() if workdir else default_workdir(output).resolve()
     marker = work / "plan.json"
@@ -112,7 +120,10 @@ def run_plan(
                 "or remove it"
             )
         if marker.exists():
-            earlier = json.loads(marker.read_text(encoding="utf-8")).get("plan_hash")
+            try:
+                earlier = json.loads(marker.read_text(encoding="utf-8")).get("plan_hash")
+            except (ValueError, AttributeError):
+                earlier = None
             if earlier != plan["plan_hash"]:
                 raise OffsiteError(
                     f"{work} holds a run of another plan ({str(earlier)[:12]}, this one is "
@@ -125,6 +136,12 @@ def run_plan(
             f"the plan's cell specs do not fit this numbench ({exc}); make the plan with the "
             "same numbench sources as the ones here"
         ) from None
+    # the paths written, derived from the identities (and each inside the work folder)
+    cells = [cell_of(entry["spec"], what) for entry in plan["cells"]]
+    inputs = [(item, *inputs_files_of(item, what)) for item in plan["inputs"]]
+    logs = [c.log for c in cells] + [log for _, _, log in inputs]
+    for relative in [c.path for c in cells] + [path for _, path, _ in inputs] + logs:
+        inside(work, relative)
     if plan.get("code_hash") != code_hash():
         say("warning: the numbench sources here differ from the ones the plan was made with")
     work.mkdir(parents=True, exist_ok=True)
@@ -139,63 +156,61 @@ def run_plan(
     manifest_inputs: dict[str, Any] = {}
     manifest_cells: dict[str, Any] = {}
     with _working_in(work):
-        for i, item in enumerate(plan["inputs"], 1):
-            path = Path(item["path"])
+        for i, (item, inputs_path, inputs_log) in enumerate(inputs, 1):
+            path = Path(inputs_path)
             t0 = time.perf_counter()
             state = "kept"
             if not (resume and path.exists() and _intact(inputs_file, path, CorruptFile)):
                 state = "made"
                 try:
-                    with _output_to(Path(item["log"])):
+                    with _output_to(Path(inputs_log)):
                         inputs_file.write(
                             item["operation"], item["size"], item["seed"], path, item["params"]
                         )
                         print(f"inputs: {item['operation']} n={item['size']} seed={item['seed']}")
                 except Exception as exc:  # noqa: BLE001 - named, with the log to read
                     raise OffsiteError(
-                        f"cannot make {item['path']}: {type(exc).__name__}: {exc} "
-                        f"(log: {work / item['log']})"
+                        f"cannot make {inputs_path}: {type(exc).__name__}: {exc} "
+                        f"(log: {work / inputs_log})"
                     ) from None
             try:
                 checks = inputs_checksums(path)
             except CorruptFile as exc:
                 raise OffsiteError(str(exc)) from None
-            manifest_inputs[item["path"]] = {"bytes": path.stat().st_size, "arrays": checks}
-            say(
-                f"inputs [{i}/{n_inputs}] {item['path']}  {state}  {time.perf_counter() - t0:.1f} s"
-            )
+            manifest_inputs[inputs_path] = {"bytes": path.stat().st_size, "arrays": checks}
+            say(f"inputs [{i}/{n_inputs}] {inputs_path}  {state}  {time.perf_counter() - t0:.1f} s")
         width = len(str(n_cells))
         # The spread rounds first, round 0 of every cell, then round 1 ..., as the workflow's
         # priorities order them: a cell's rounds lie apart in time (numbench.replicates).
         todo = [
-            (entry, spec)
-            for entry, spec in zip(plan["cells"], specs, strict=True)
-            if not (resume and Path(entry["path"]).exists() and _cell_status(Path(entry["path"])))
+            (cell, spec)
+            for cell, spec in zip(cells, specs, strict=True)
+            if not (resume and Path(cell.path).exists() and _cell_status(Path(cell.path)))
         ]
         rounds: dict[str, list[Path]] = {}
         for k in range(max((spec.replicates.spread for _, spec in todo), default=0)):
-            for entry, spec in todo:
+            for cell, spec in todo:
                 if k >= spec.replicates.spread:
                     continue
-                path = Path(round_file(entry["path"], k))  # the workflow's own name
-                rounds.setdefault(entry["path"], []).append(path)
+                path = Path(round_file(cell.path, k))  # the workflow's own name
+                rounds.setdefault(cell.path, []).append(path)
                 if resume and path.exists():
                     continue  # measured before the run was stopped
                 path.parent.mkdir(parents=True, exist_ok=True)
                 t0 = time.perf_counter()
-                with _output_to(Path(entry["log"]), append=k > 0):
+                with _output_to(Path(cell.log), append=k > 0):
                     runs = run_round(spec, k, path)
                     print(f"round {k}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
-                say(f"round {k} {entry['path']}  {time.perf_counter() - t0:.1f} s")
-        for i, (entry, spec) in enumerate(zip(plan["cells"], specs), 1):
-            path = Path(entry["path"])
+                say(f"round {k} {cell.path}  {time.perf_counter() - t0:.1f} s")
+        for i, (cell, spec) in enumerate(zip(cells, specs, strict=True), 1):
+            path = Path(cell.path)
             t0 = time.perf_counter()
             kept = _cell_status(path) if resume and path.exists() else None
             if kept is not None:
                 (status, error), state = kept, "kept"
             else:
-                earlier = rounds.pop(entry["path"], [])
-                with _output_to(Path(entry["log"]), append=bool(earlier)):
+                earlier = rounds.pop(cell.path, [])
+                with _output_to(Path(cell.log), append=bool(earlier)):
                     result = run_cell(spec, path, earlier=earlier)
                     print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
                 for done in earlier:  # read into the cell file: no longer needed
@@ -203,7 +218,7 @@ def run_plan(
                 status, state, error = result.status, "", result.error
             seconds = time.perf_counter() - t0
             data = path.read_bytes()
-            manifest_cells[entry["path"]] = {
+            manifest_cells[cell.path] = {
                 "status": status,
                 "error": error,
                 "seconds": round(seconds, 3),
@@ -211,7 +226,7 @@ def run_plan(
                 "sha256": sha256(data),
             }
             say(
-                f"[{i:>{width}}/{n_cells}] {entry['path']}  {status}"
+                f"[{i:>{width}}/{n_cells}] {cell.path}  {status}"
                 + (f" ({state})" if state else "")
                 + f"  {seconds:.1f} s"
             )
@@ -232,8 +247,7 @@ def run_plan(
             "inputs": manifest_inputs,
             "cells": manifest_cells,
         }
-        logs = [c["log"] for c in plan["cells"]] + [i["log"] for i in plan["inputs"]]
-        pack(output, plan, manifest, [c["path"] for c in plan["cells"]], logs)
+        pack(output, plan, manifest, [c.path for c in cells], logs)
     size = output.stat().st_size
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(manifest["statuses"].items()))
     say(f"wrote {output} ({size / 2**20:.2f} MiB; {n_cells} cells: {statuses})")
