@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import sys
 
 import _path  # noqa: F401
 
@@ -15,5 +16,8 @@ parser.add_argument("--output", required=True)
 parser.add_argument("--params", default="", help="the operation's parameters as JSON")
 args = parser.parse_args()
 params = json.loads(args.params) if args.params else {}
-inputs.write(args.operation, args.size, args.seed, args.output, params)
+try:
+    inputs.write(args.operation, args.size, args.seed, args.output, params)
+except OSError as exc:  # a full disk, a folder that is not writable: the job fails, named
+    sys.exit(f"inputs: cannot write {args.output}: {exc.strerror or exc}")
 print(f"inputs: {args.operation} n={args.size} seed={args.seed} params={params} -> {args.output}")

@@ -1,12 +1,23 @@
 """Entry point of rules cell and spread_round: measure one cell, or one spread round of it,
-from its spec (numbench.spec.CellSpec as JSON)."""
+from its spec (numbench.spec.CellSpec as JSON).
+
+Every outcome of the library is written as the cell's status, and the script exits 0. A
+fault of numbench's machinery or of the host (the timing lock, a file that cannot be
+written, a worker that cannot start) writes no file and exits with FAILED_EXIT, so that
+Snakemake's --retries and the next run measure the cell again.
+"""
 
 import argparse
+import sys
+import traceback
 
 import _path  # noqa: F401
 
-from numbench.cell import keep_pandas_out, run_cell, run_round
+from numbench.cell import MachineryFault, keep_pandas_out, run_cell, run_round
 from numbench.spec import CellSpec
+
+#: the exit status of a job that failed for the machinery or the host
+FAILED_EXIT = 1
 
 keep_pandas_out()
 
@@ -19,11 +30,31 @@ parser.add_argument(
 parser.add_argument(
     "--earlier", nargs="*", default=[], help="the cell's spread rounds, measured before"
 )
+parser.add_argument(
+    "--lock-timeout-s",
+    type=float,
+    help="give up waiting for the host's timing lock after this long (default: no limit)",
+)
 args = parser.parse_args()
 spec = CellSpec.from_json(args.spec)
-if args.round is not None:
-    runs = run_round(spec, args.round, args.output)
-    print(f"round {args.round}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
-else:
-    result = run_cell(spec, args.output, earlier=args.earlier)
-    print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
+try:
+    if args.round is not None:
+        runs = run_round(spec, args.round, args.output, lock_timeout_s=args.lock_timeout_s)
+        print(f"round {args.round}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
+    else:
+        result = run_cell(
+            spec, args.output, earlier=args.earlier, lock_timeout_s=args.lock_timeout_s
+        )
+        print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
+except Exception as exc:  # noqa: BLE001 - the job fails, with the reason and no cell file
+    if not isinstance(exc, MachineryFault):
+        traceback.print_exc()  # a bug of numbench's: the trace is what to report
+    print(
+        f"cell job failed: {exc}\n"
+        f"This is a fault of numbench or of this host, not of {spec.library}: no file was "
+        f"written for {args.output}, so Snakemake's --retries or the next run measures it "
+        "again.",
+        file=sys.stderr,
+        flush=True,
+    )
+    sys.exit(FAILED_EXIT)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from conftest import make_spec
 
 from numbench import inputs, operations
-from numbench.cell import run_cell, run_round
+from numbench.cell import MachineryFault, run_cell, run_round
 from numbench.config import default_sizes
 from numbench.tables import CELL_COLUMNS, CorruptFile, read_cell
 
@@ -116,15 +119,18 @@ def test_a_cell_continues_from_its_spread_round_file(tmp_path):
     assert first[0] < df["locked_from_unix"].iloc[0] < first[1]  # round 0 before the job
 
 
-def test_an_unreadable_spread_round_fails_the_cell_and_names_the_file(tmp_path):
+def test_an_unreadable_spread_round_fails_the_job_names_the_file_and_removes_it(tmp_path):
+    """A round file is numbench's own: one it cannot read is no fault of the library. The
+    job fails with no cell file, and the file goes, so the next run measures the round."""
     spec = _spec(tmp_path, "numpy")
     bad = tmp_path / "r0.json"
     bad.write_text("{truncated")
     out = tmp_path / "cell.parquet"
-    meta = run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[bad])
-    assert meta.status == "failed"
-    assert str(bad) in meta.error and "not a readable spread round" in meta.error
-    assert read_cell(out).num_rows == 1  # the cell file is still written, with the reason
+    with pytest.raises(MachineryFault) as err:
+        run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[bad])
+    assert str(bad) in str(err.value) and "not a readable spread round" in str(err.value)
+    assert "next run measures that round again" in str(err.value)
+    assert not out.exists() and not bad.exists()
 
 
 def test_unsupported_cell_says_why(tmp_path):
@@ -177,3 +183,49 @@ def test_a_worker_leaves_no_temporary_file_behind(tmp_path, monkeypatch):
     report = run_worker(make_spec("tensorflow", "cpu", "elementwise", 1000, str(path), timing))
     assert report.status == "ok", report.error
     assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_results_get_the_mode_a_plain_write_gives(tmp_path, umask, mode):
+    """Cell files, rounds, inputs and tables are readable by whom the user's umask says (a
+    group sharing results/), not only by their owner as mkstemp's 0600 would have it."""
+    from numbench.tables import write_text_atomic
+
+    spec = _spec(tmp_path, "numpy")
+    before = os.umask(umask)
+    try:
+        run_cell(spec, tmp_path / "cell.parquet", lock=str(tmp_path / "lock"))
+        run_round(spec, 0, tmp_path / "r0.json", lock=str(tmp_path / "lock"))
+        inputs.write("sort", 10, 1, tmp_path / "inputs.npz")
+        write_text_atomic("# summary", tmp_path / "summary.md")
+    finally:
+        os.umask(before)
+    for name in ("cell.parquet", "r0.json", "inputs.npz", "summary.md"):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == mode, name
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_cell_records_the_cpus_its_worker_really_had(tmp_path):
+    """Under a cluster the job may get fewer CPUs than the config's threads: each worker
+    records the CPUs it could run on (``cpus_allowed``), beside the threads asked, in the
+    cell file and in benchmarks.parquet, with a note where they differ."""
+    from numbench.aggregate import aggregate
+
+    spec = _spec(tmp_path, "numpy")
+    out = tmp_path / "cells" / "t1.parquet"
+    run_cell(spec, out, lock=str(tmp_path / "lock"))
+    row = read_cell(out).to_pylist()[0]
+    assert row["threads"] == 1 and row["cpus_allowed"] == 1 and row["threads_note"] is None
+
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:1])  # a one-CPU allocation
+    two = spec.replace(threads=2)
+    out2 = tmp_path / "cells" / "t2.parquet"
+    run_cell(two, out2, lock=str(tmp_path / "lock"))
+    row = read_cell(out2).to_pylist()[0]
+    assert row["status"] == "ok" and row["threads"] == 2 and row["cpus_allowed"] == 1
+    assert "asked for 2 threads, the worker may run on 1 CPUs" in row["threads_note"]
+
+    bench = tmp_path / "benchmarks.parquet"
+    aggregate([out, out2], bench)
+    got = {r["threads"]: r["cpus_allowed"] for r in pq.read_table(bench).to_pylist()}
+    assert got == {1: 1, 2: 1}

@@ -310,3 +310,20 @@ def test_offsite_writes_files_with_the_mode_of_a_plain_write(tmp_path, monkeypat
         os.umask(old)
     for name in ("cells.tar.gz", "plan.json"):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640, name
+
+
+def test_run_stops_naming_the_cell_when_the_host_fails_it(remote, tmp_path):
+    """A fault of the host (here: a lock file that is a link, refused) stops `offsite run`
+    with the cell and its log named and no traceback; nothing is stored as the library's."""
+    there = tmp_path / "there"
+    there.mkdir()
+    with tarfile.open(remote["base"] / "bundle.tar.gz") as tar:
+        tar.extractall(there, filter="data")
+    (there / ".timing.lock").symlink_to(tmp_path / "elsewhere")
+    proc = remote_run(there, "plan.json", "--output", "cells.tar.gz")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "offsite run: error: results/cells/" in proc.stderr, proc.stderr
+    assert "not of the library" in proc.stderr and "--resume" in proc.stderr
+    assert not (tmp_path / "elsewhere").exists()
+    assert not (there / "cells.tar.gz").exists()

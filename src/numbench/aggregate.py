@@ -48,6 +48,7 @@ PROCESS_REDUCERS = {
     "peak_rss_mb": "max",
     "device_peak_mb": "max",
     "threads_used": "most",
+    "cpus_allowed": "fewest",
     "threads_note": "first",
     "cpu_taken": "max",
     "set_aside": "count",
@@ -62,6 +63,8 @@ def _reduce(values: list, how: str):
         return next((v for v in values if v), None)
     if how == "most":  # a count: the largest, kept whole
         return int(max(values))
+    if how == "fewest":  # a count: the smallest, kept whole
+        return int(min(values))
     if how == "count":  # a count per process: their total, kept whole
         return int(sum(values))
     if how == "median":

@@ -1,13 +1,21 @@
 """The cell supervisor: a light process (no numerical library imported) that runs the
-measuring worker as a child and always writes the cell's Parquet with a status.
+measuring worker as a child and writes the cell's Parquet with a status.
 
 It sets the same thread limits for every library before the worker imports anything, holds
 a host-wide lock so that timing cells never overlap on one host whatever Snakemake's
-``--cores`` says, and turns every way the worker can end into a status: its own report,
-a timeout past ``cell_timeout_s`` (``timeout``), memory beyond ``cell_memory_limit_mb``
-(``crashed``, said as out of memory), death by a signal (``crashed``, the signal named), or
-an exit without a report (``failed``). Whatever happens, the cell's Parquet is written and
-the supervisor exits 0, so the workflow goes on.
+``--cores`` says (``timing_lock``), and turns every way the worker can end into a status:
+its own report, a timeout past ``cell_timeout_s`` (``timeout``), memory beyond
+``cell_memory_limit_mb`` (``crashed``, said as out of memory), death by a signal
+(``crashed``, the signal named), or an exit without a report (``failed``). Each of those is
+the library's outcome: the cell's Parquet is written and the supervisor exits 0, so the
+workflow goes on.
+
+A fault of numbench's own machinery or of the host is no outcome of the library, and is
+never stored as one: the lock cannot be taken, the cell's file or a round's cannot be
+written (a full disk, a folder that is not writable), the worker cannot start or cannot
+write its report, numbench itself raises. Each raises ``MachineryFault`` (or the error
+itself, for a bug): no cell file is written and the job fails with the reason, so
+Snakemake's ``--retries`` and the next run measure the cell again (``scripts/run_cell.py``).
 
 The memory limit is enforced by watching the resident memory (RSS, from ``/proc``) of the
 worker and its children every ``POLL_S`` seconds, not by ``RLIMIT_AS``: JAX, TensorFlow and
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import importlib.abc
 import json
@@ -28,12 +37,15 @@ import random
 import select
 import signal
 import socket
+import stat
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from numbench import libraries, operations
@@ -41,6 +53,7 @@ from numbench.replicates import (
     BASELINE,
     MEASURED,
     ProcessRun,
+    RoundFileError,
     measure_replicates,
     measure_round,
     read_rounds,
@@ -49,9 +62,7 @@ from numbench.replicates import (
 from numbench.spec import CellMeta, CellSpec, ProcessReport
 from numbench.tables import STATUSES, cell_table, write_atomic
 from numbench.turns import ENOUGH, GO, MORE, READY, SAMPLE, TURNS_ENV, LineChannel
-from numbench.worker import SUPERVISOR_ENV
-
-LOCK_ENV = "NUMBENCH_TIMING_LOCK"
+from numbench.worker import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV
 
 
 class _NoPandas(importlib.abc.MetaPathFinder):
@@ -77,25 +88,270 @@ def keep_pandas_out() -> None:
 POLL_S = 0.05
 
 
-def default_lock_path() -> Path:
-    """One lock per host and user: cells of every run on this host queue on it.
+class MachineryFault(RuntimeError):
+    """A fault of numbench's machinery or of the host, not of the library measured: the
+    cell's job fails with this message and writes no cell file (the module's docstring)."""
 
-    /tmp rather than $TMPDIR: batch systems often give each job its own TMPDIR, and cells
-    of different jobs on one node must still share the lock.
-    """
-    folder = Path("/tmp") if os.access("/tmp", os.W_OK) else Path(tempfile.gettempdir())
-    return folder / f"numbench-timing-{os.getuid()}.lock"
+
+def _why(exc: OSError) -> str:
+    """An OSError in words: its reason and the file it names (pyarrow's carry neither)."""
+    if exc.strerror:
+        return exc.strerror + (f" ({exc.filename})" if exc.filename else "")
+    return str(exc) or type(exc).__name__
 
 
 @contextlib.contextmanager
-def timing_lock(path: str | os.PathLike | None = None):
-    path = Path(path or os.environ.get(LOCK_ENV) or default_lock_path())
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+def machinery(what: str):
+    """Raise an OSError of the block as a ``MachineryFault`` saying ``what`` failed."""
+    try:
+        yield
+    except OSError as exc:
+        raise MachineryFault(f"{what}: {_why(exc)}") from exc
+
+
+# -- the host's timing lock ---------------------------------------------------------------
+
+LOCK_ENV = "NUMBENCH_TIMING_LOCK"
+#: the lock file's name in the per-user lock folder (``default_lock_path``)
+LOCK_NAME = "timing.lock"
+#: a cell waiting for the lock says who holds it this often (seconds), in its log
+LOCK_REPORT_S = 60.0
+#: the most of the holder's note a waiting cell reads (the holder writes a few hundred bytes)
+HOLDER_NOTE_MAX_BYTES = 4096
+#: the longest text taken from one field of the holder's note
+HOLDER_FIELD_MAX_CHARS = 200
+
+
+class LockError(MachineryFault):
+    """The host's timing lock cannot be used: a folder or file that is not safe, or an
+    error of the system; or a cell waited ``lock_timeout_s`` for it in vain."""
+
+
+def lock_root() -> Path:
+    """The folder under which the per-user lock folder lives: /tmp where it is writable.
+
+    /tmp rather than $TMPDIR or $XDG_RUNTIME_DIR: batch systems often give each job its own
+    TMPDIR, and a job may have no XDG_RUNTIME_DIR or another one than an interactive login
+    on the same node (systemd removes it when the user's last login ends, lock included).
+    Cells of every run and every Slurm job of one user on one node must find the same path.
+    """
+    return Path("/tmp") if os.access("/tmp", os.W_OK) else Path(tempfile.gettempdir())
+
+
+def default_lock_path(root: str | os.PathLike | None = None) -> Path:
+    """One lock per host and user, ``<root>/numbench-<uid>/timing.lock``: cells of every run
+    on this host queue on it. The folder is made 0700 and checked before each use
+    (``timing_lock``); ``NUMBENCH_TIMING_LOCK`` names another file instead."""
+    return Path(root or lock_root()) / f"numbench-{os.getuid()}" / LOCK_NAME
+
+
+def _open_folder(folder: Path, checked: bool) -> int:
+    """A descriptor of the lock's folder. ``checked`` (numbench's own folder): made 0700 if
+    absent, and refused unless it is a real folder that this user owns and nobody else may
+    write in, so no other user can plant or swap the lock file."""
+    fix = (
+        f"remove it (numbench makes it again, mode 0700), or name another lock file with {LOCK_ENV}"
+    )
+    if checked:
         try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise LockError(f"cannot make the timing lock's folder {folder}: {_why(exc)}") from exc
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if checked else 0)
+    try:
+        fd = os.open(folder, flags)
+    except OSError as exc:
+        if checked and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise LockError(
+                f"refusing the timing lock's folder {folder}: it is a link or not a folder; " + fix
+            ) from None
+        raise LockError(f"cannot open the timing lock's folder {folder}: {_why(exc)}") from exc
+    if checked:
+        st, uid = os.fstat(fd), os.getuid()
+        problem = None
+        if st.st_uid != uid:
+            problem = f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+        elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            problem = f"its mode {stat.S_IMODE(st.st_mode):04o} lets others write in it"
+        if problem:
+            os.close(fd)
+            raise LockError(f"refusing the timing lock's folder {folder}: {problem}; {fix}")
+    return fd
+
+
+def _open_lock_file(folder_fd: int, name: str, path: Path) -> int:
+    """Open (creating, 0600) the lock file without following a link, and refuse anything
+    but a regular file of this user's."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(name, flags, 0o600, dir_fd=folder_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LockError(
+                f"refusing the timing lock {path}: it is a symbolic link; remove it"
+            ) from None
+        raise LockError(f"cannot open the timing lock {path}: {_why(exc)}") from exc
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(st.st_mode):
+        problem = "it is not a regular file"
+    elif st.st_uid != os.getuid():
+        problem = f"it belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})"
+    if problem:
+        os.close(fd)
+        raise LockError(f"refusing the timing lock {path}: {problem}; remove it")
+    return fd
+
+
+def _same_file(fd: int, folder_fd: int, name: str) -> bool:
+    """True while the name still leads to the open file (a cleaner of /tmp may have removed
+    it, and a new file under the name would be a second lock)."""
+    try:
+        there = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _printable(value, limit: int = HOLDER_FIELD_MAX_CHARS) -> str:
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:limit])
+
+
+def holder_of(fd: int) -> str:
+    """Who holds the lock, in words, from the note its holder wrote into it
+    (``_write_note``): pid, cell, since when, and the run's folder."""
+    try:
+        note = json.loads(os.pread(fd, HOLDER_NOTE_MAX_BYTES, 0).decode("utf-8"))
+        pid, what, since = note["pid"], note["cell"], float(note["since_unix"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not said who it is (yet)"
+    held_s = max(0.0, time.time() - since)
+    when = dt.datetime.fromtimestamp(since, dt.UTC).isoformat(timespec="seconds")
+    return (
+        f"pid {_printable(pid)} on {_printable(note.get('host', '?'))} ({_printable(what)}, "
+        f"run in {_printable(note.get('cwd', '?'))}) since {when} ({held_s / 60:.0f} min)"
+    )
+
+
+def _write_note(fd: int, what: str) -> None:
+    """Say in the lock file who holds it, for the cells that wait; a note that cannot be
+    written (a full /tmp) only leaves them without it."""
+    note = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "cell": what,
+        "since_unix": time.time(),
+        "cwd": os.getcwd(),
+    }
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(note).encode("utf-8"), 0)
+
+
+def _take(
+    fd: int,
+    path: Path,
+    timeout_s: float | None,
+    say: Callable[[str], None],
+) -> None:
+    """Take the lock on ``fd``, saying who holds it every ``LOCK_REPORT_S`` while waiting,
+    and giving up after ``timeout_s`` (None: never).
+
+    The wait blocks in ``flock`` on a helper thread while this one sleeps until the next
+    report: nothing wakes in between, so a waiting cell costs the cell that measures no CPU
+    (polling would wake it several times a second). A thread given up on is left blocked:
+    once the descriptor is closed, the lock it may still get is dropped as it returns.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    except OSError as exc:
+        raise LockError(f"cannot take the timing lock {path}: {_why(exc)}") from exc
+    taken, failed = threading.Event(), []
+
+    def block() -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            failed.append(exc)
+        finally:
+            taken.set()
+
+    limit = "no limit" if timeout_s is None else f"lock_timeout_s = {timeout_s:g} s"
+    say(f"waiting for the host's timing lock {path}, held by {holder_of(fd)} ({limit})")
+    t0 = time.monotonic()
+    waiter = threading.Thread(target=block, name="numbench-timing-lock", daemon=True)
+    waiter.start()
+    while True:
+        left = None if timeout_s is None else timeout_s - (time.monotonic() - t0)
+        if taken.wait(LOCK_REPORT_S if left is None else max(0.0, min(LOCK_REPORT_S, left))):
+            break
+        waited = time.monotonic() - t0
+        if timeout_s is not None and waited >= timeout_s:
+            raise LockError(
+                f"gave up waiting for the host's timing lock {path} after {waited:.0f} s "
+                f"(lock_timeout_s = {timeout_s:g}): it is held by {holder_of(fd)}"
+            )
+        say(f"still waiting for the timing lock ({waited:.0f} s), held by {holder_of(fd)}")
+    waiter.join()  # ended with the flock: no thread outlives the wait to see the workers' fork
+    if failed:
+        raise LockError(f"cannot take the timing lock {path}: {_why(failed[0])}")
+    say(f"took the timing lock after {time.monotonic() - t0:.0f} s")
+
+
+@contextlib.contextmanager
+def timing_lock(
+    path: str | os.PathLike | None = None,
+    *,
+    holder: str = "",
+    timeout_s: float | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+):
+    """Hold the host's timing lock (an exclusive ``flock``) for the block.
+
+    ``path``, else ``NUMBENCH_TIMING_LOCK``, else ``default_lock_path()``, whose folder is
+    checked (``_open_folder``). The file is opened with ``O_NOFOLLOW`` and must be this
+    user's regular file. Once taken, the holder writes its note (pid, ``holder``: the cell,
+    since when) into the file for the cells that wait (``_take``). Every failure is a
+    ``LockError``: the cell's job fails, the library is not blamed.
+    """
+    chosen = path or os.environ.get(LOCK_ENV)
+    lock = Path(chosen) if chosen else default_lock_path()
+    folder_fd = _open_folder(lock.parent, checked=not chosen)
+    try:
+        while True:
+            fd = _open_lock_file(folder_fd, lock.name, lock)
+            try:
+                _take(fd, lock, timeout_s, say)
+                if _same_file(fd, folder_fd, lock.name):
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # removed or replaced while we waited: queue on the file there now
+        try:
+            _write_note(fd, holder)
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # drops the lock
+    finally:
+        os.close(folder_fd)
+
+
+def cell_label(spec: CellSpec, replicate: int | None = None) -> str:
+    """The cell, in words, for the lock's note and messages: "numpy/cpu sort 1000 float64
+    t1" (and ", round 0" for a spread round)."""
+    label = (
+        f"{spec.library}/{spec.device} {spec.operation} {spec.size} {spec.dtype} t{spec.threads}"
+    )
+    return label if replicate is None else f"{label}, round {replicate}"
 
 
 def worker_environment(spec: CellSpec) -> dict[str, str]:
@@ -122,6 +378,8 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         cpu_model=libraries.cpu_model(),
         threads=spec.threads,
         allocator=spec.allocator,
+        timing_settings=json.dumps(asdict(spec.timing), sort_keys=True),
+        replicate_settings=json.dumps(asdict(spec.replicates), sort_keys=True),
         python_version=platform.python_version(),
         python_executable=sys.executable,
         platform=platform.platform(),
@@ -254,11 +512,20 @@ def _prepare(spec: CellSpec, tmp: str) -> tuple[list[str], dict[str, str], Path]
     return cmd, env, result_path
 
 
+def _scratch(stack: contextlib.ExitStack) -> str:
+    """A temporary folder for one worker, removed when ``stack`` closes."""
+    with machinery("the worker cannot start: no temporary folder"):
+        return stack.enter_context(tempfile.TemporaryDirectory(prefix="numbench-cell-"))
+
+
 def run_worker(spec: CellSpec) -> ProcessReport:
-    """Run one worker in its own session; return its report or a status for how it ended."""
-    with tempfile.TemporaryDirectory(prefix="numbench-cell-") as tmp:
-        cmd, env, result_path = _prepare(spec, tmp)
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    """Run one worker in its own session; return its report or a status for how it ended.
+    A worker that cannot start is a ``MachineryFault``."""
+    with contextlib.ExitStack() as stack:
+        tmp = _scratch(stack)
+        with machinery("the worker cannot start"):
+            cmd, env, result_path = _prepare(spec, tmp)
+            proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         try:
             killed = supervise(proc, spec.timeout_s, spec.memory_limit_mb)
         except BaseException:
@@ -271,18 +538,22 @@ def run_worker(spec: CellSpec) -> ProcessReport:
 
 def ended_report(returncode: int, result_path: Path) -> ProcessReport:
     """The report of a worker that ended by itself: the one it wrote or, without one, a
-    status for how it ended."""
+    status for how it ended. A report that cannot be read, or a worker that says it could
+    not read its spec or write its report (``MACHINERY_FAULT_EXIT``), is a
+    ``MachineryFault``: numbench's fault, or the host's, never the library's."""
     if result_path.exists():
         try:
             report = ProcessReport.from_dict(json.loads(result_path.read_text(encoding="utf-8")))
-        except (ValueError, TypeError) as exc:
-            return ProcessReport(status="failed", error=f"the worker's result is unreadable: {exc}")
+        except (OSError, ValueError, TypeError) as exc:
+            raise MachineryFault(f"the worker's report {result_path} is unreadable: {exc}") from exc
         if report.status not in STATUSES:
-            return ProcessReport(
-                status="failed",
-                error=f"the worker reported an unknown status {report.status!r}",
-            )
+            raise MachineryFault(f"the worker reported an unknown status {report.status!r}")
         return report
+    if returncode == MACHINERY_FAULT_EXIT:
+        raise MachineryFault(
+            f"the worker could not read its spec or write its report (exit {returncode}); "
+            "its reason is in the cell log"
+        )
     if returncode < 0:
         name = _signal_name(returncode)
         hint = ""
@@ -314,15 +585,17 @@ class _Partner:
 
 
 def _start_partner(spec: CellSpec, tmp: str) -> _Partner:
-    cmd, env, result_path = _prepare(spec, tmp)
-    to_worker_r, to_worker_w = os.pipe()
-    from_worker_r, from_worker_w = os.pipe()
+    with machinery("the worker cannot start"):
+        cmd, env, result_path = _prepare(spec, tmp)
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
     env[TURNS_ENV] = f"{to_worker_r},{from_worker_w}"
     started = time.time()
     try:
-        proc = subprocess.Popen(
-            cmd, env=env, start_new_session=True, pass_fds=(to_worker_r, from_worker_w)
-        )
+        with machinery("the worker cannot start"):
+            proc = subprocess.Popen(
+                cmd, env=env, start_new_session=True, pass_fds=(to_worker_r, from_worker_w)
+            )
     except BaseException:
         for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
             os.close(fd)
@@ -383,8 +656,7 @@ def run_lockstep(specs: list[CellSpec], seed: int) -> list[tuple[float, ProcessR
     with contextlib.ExitStack() as stack:
         try:
             for spec in specs:
-                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="numbench-cell-"))
-                partner = _start_partner(spec, tmp)
+                partner = _start_partner(spec, _scratch(stack))
                 partners.append(partner)
                 partner.said = _hear(partner)  # ready, or ended before its samples
             while all(p.said in (READY, MORE) for p in partners):
@@ -432,25 +704,52 @@ def cell_status(runs: list[ProcessRun]) -> tuple[str, str | None]:
     return "ok", None
 
 
+def check_writable(output: str | os.PathLike) -> None:
+    """Fail before measuring when the cell's (or round's) file could not be written: its
+    folder cannot be made, or a file cannot be created in it. Minutes of measuring would
+    otherwise be lost at the end."""
+    output = Path(output)
+    with machinery(f"cannot write {output}"):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+        os.close(fd)
+        os.unlink(probe)
+
+
 def run_round(
-    spec: CellSpec, replicate: int, output: str | os.PathLike, lock: str | None = None
+    spec: CellSpec,
+    replicate: int,
+    output: str | os.PathLike,
+    lock: str | None = None,
+    lock_timeout_s: float | None = None,
 ) -> list[ProcessRun]:
     """Measure one spread round of a cell (its own process and, paired, a baseline process)
     under the host lock, and write it for the cell's job (``replicates.write_round``).
 
-    A fault is written like any other outcome: the cell's job reads it and ends the cell.
+    A process's fault is written like any other outcome: the cell's job reads it and ends
+    the cell. A fault of the machinery raises (``MachineryFault``) and writes nothing.
     """
     t0 = time.perf_counter()
-    try:
-        with timing_lock(lock):
-            runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
-    except Exception as exc:  # noqa: BLE001 - still write the round, with the reason
-        report = ProcessReport(
-            status="failed", error=f"supervisor error: {type(exc).__name__}: {exc}"
-        )
-        runs = [ProcessRun(MEASURED, replicate, time.time(), report)]
-    write_round(output, spec, runs, time.perf_counter() - t0)
+    check_writable(output)
+    label = cell_label(spec, replicate)
+    with timing_lock(lock, holder=label, timeout_s=lock_timeout_s):
+        runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
+    with machinery(f"cannot write the round's file {output}"):
+        write_round(output, spec, runs, time.perf_counter() - t0)
     return runs
+
+
+def _read_earlier(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[ProcessRun], float]:
+    """The cell's spread rounds (``replicates.read_rounds``). One that cannot be used is
+    removed, so that the next run measures that round again, and the job fails naming it."""
+    try:
+        return read_rounds(paths, spec)
+    except RoundFileError as exc:
+        with contextlib.suppress(OSError):
+            Path(exc.path).unlink(missing_ok=True)
+        raise MachineryFault(
+            f"{exc}; removed it, so that the next run measures that round again"
+        ) from None
 
 
 def run_cell(
@@ -458,33 +757,24 @@ def run_cell(
     output: str | os.PathLike,
     lock: str | None = None,
     earlier: list[str | os.PathLike] = (),
+    lock_timeout_s: float | None = None,
 ) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
     ``earlier``: the files of the cell's spread rounds, measured by jobs of their own; the
-    cell continues from them. Every outcome writes the Parquet, an error of the supervisor
-    itself (an unreadable round file included) too.
+    cell continues from them. ``lock_timeout_s``: how long to wait for the host's timing
+    lock (the config's ``lock_timeout_s``; None waits without a limit). Every outcome of the library writes the Parquet; a fault of
+    numbench's machinery or of the host (the lock, an unusable round file, a worker that
+    cannot start, a file that cannot be written) raises ``MachineryFault`` and writes none.
     """
     t0 = time.perf_counter()
-    pairing_error = None
-    earlier_wall = 0.0
-    try:
-        meta = host_metadata(spec)
-        before, earlier_wall = read_rounds(list(earlier), spec)
-        with timing_lock(lock):
-            meta.locked_from_unix = time.time()
-            runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep)
-            meta.locked_until_unix = time.time()
-    except Exception as exc:  # noqa: BLE001 - still write the cell, with the reason
-        meta = CellMeta(
-            host=socket.gethostname(),
-            threads=spec.threads,
-            started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        )
-        report = ProcessReport(
-            status="failed", error=f"supervisor error: {type(exc).__name__}: {exc}"
-        )
-        runs = [ProcessRun(MEASURED, 0, time.time(), report)]
+    check_writable(output)
+    meta = host_metadata(spec)
+    before, earlier_wall = _read_earlier(list(earlier), spec)
+    with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
+        meta.locked_from_unix = time.time()
+        runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep)
+        meta.locked_until_unix = time.time()
     meta.wall_s = time.perf_counter() - t0 + earlier_wall
     meta.status, meta.error = cell_status(runs)
     if meta.status == "ok" and pairing_error:
@@ -499,5 +789,6 @@ def run_cell(
         if median > 0 and meta.flops is not None:
             meta.gflop_per_s = meta.flops / median / 1e9
             meta.gb_per_s = meta.bytes / median / 1e9
-    write_atomic(cell_table(spec.key, meta, runs), output)
+    with machinery(f"cannot write the cell's file {output}"):
+        write_atomic(cell_table(spec.key, meta, runs), output)
     return CellResult(meta, runs)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import zipfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,17 +37,15 @@ def make(operation: str, size: int, seed: int, params: dict | None = None) -> di
 def write(
     operation: str, size: int, seed: int, path: str | os.PathLike, params: dict | None = None
 ) -> None:
-    """Write the .npz atomically (temporary file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the .npz whole or not at all, with the mode a plain write gives
+    (``numbench.tables.replacing``)."""
+    # imported here: the worker imports this module to load its inputs, and must not load
+    # pyarrow (``numbench.tables``) into the process it measures
+    from numbench.tables import write_bytes_atomic
+
     buf = io.BytesIO()
     np.savez(buf, **make(operation, size, seed, params))
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(buf.getvalue())
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    write_bytes_atomic(buf.getvalue(), path)
 
 
 def load(

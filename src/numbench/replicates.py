@@ -56,6 +56,7 @@ import numpy as np
 
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width
+from numbench.tables import write_text_atomic
 
 MEASURED, BASELINE = "measured", "baseline"
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
@@ -249,7 +250,8 @@ def round_file(cell_path: str, replicate: int | str) -> str:
 
 
 def write_round(path: str | os.PathLike, spec: CellSpec, runs: list[ProcessRun], wall_s: float):
-    """Write one spread round (its processes and its supervisor's wall time) as JSON."""
+    """Write one spread round (its processes and its supervisor's wall time) as JSON, whole
+    or not at all (``numbench.tables.replacing``)."""
     data = {
         "spec": json.loads(spec.to_json()),
         "wall_s": wall_s,
@@ -263,14 +265,16 @@ def write_round(path: str | os.PathLike, spec: CellSpec, runs: list[ProcessRun],
             for r in runs
         ],
     }
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
+    write_text_atomic(json.dumps(data), path)
 
 
 class RoundFileError(ValueError):
-    """A spread round's file that cannot be used (unreadable, or another cell's)."""
+    """A spread round's file that cannot be used (unreadable, or another cell's): the
+    message names it, and ``path`` is the file."""
+
+    def __init__(self, path: str | os.PathLike, why: str):
+        super().__init__(f"{path}: {why}")
+        self.path = path
 
 
 def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[ProcessRun], float]:
@@ -286,7 +290,7 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
             with open(path) as fh:
                 data = json.load(fh)
             if data["spec"] != want:
-                raise RoundFileError(f"{path}: measured for another spec than this cell's")
+                raise RoundFileError(path, "measured for another spec than this cell's")
             wall += float(data["wall_s"])
             for r in data["runs"]:
                 report = ProcessReport.from_dict(r["report"])
@@ -294,5 +298,5 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
         except RoundFileError:
             raise
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise RoundFileError(f"{path}: not a readable spread round ({exc})") from None
+            raise RoundFileError(path, f"not a readable spread round ({exc})") from None
     return runs, wall

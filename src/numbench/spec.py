@@ -2,8 +2,10 @@
 
 ``CellSpec`` is built once from the validated config (``numbench.config.cell_spec``), handed
 by the ``cell`` rule to the supervisor as one JSON text, and by the supervisor to each worker
-as the same JSON. Nothing on the way restates a default: every field is required, and the
-defaults live in the config schema and ``config/config.yaml`` alone.
+as the same JSON. Nothing on the way restates a default: every field the workflow sets is
+required, and the defaults live in the config schema and ``config/config.yaml`` alone.
+What only decides how a job waits or reports, not what it measures (the timing lock's
+``lock_timeout_s``), stays out of the spec, so that changing it remeasures nothing.
 
 ``ProcessReport`` is what one worker process reports (its samples and what it saw);
 ``CellMeta`` is what the supervisor adds about the host and the run. The cell file's columns
@@ -14,16 +16,17 @@ and forgotten in the other.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from numbench.timing import TimingSettings
 
 #: What a cell file holds, as a number: raised whenever a cell measures something new or its
-#: columns change (2: pipelined samples and transfers; 3: the allocator's settings). It is
+#: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
+#: CPUs each worker really had, ``cpus_allowed``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 3
+CELL_CONTRACT = 4
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,8 @@ class CellSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellSpec:
         names = {f.name for f in fields(cls)}
-        missing, unknown = sorted(names - set(data)), sorted(set(data) - names)
+        required = {f.name for f in fields(cls) if f.default is MISSING}
+        missing, unknown = sorted(required - set(data)), sorted(set(data) - names)
         if missing or unknown:
             raise ValueError(f"cell spec: missing fields {missing}, unknown fields {unknown}")
         timing, replicates = data["timing"], data["replicates"]
@@ -155,8 +159,13 @@ class ProcessReport:
     device_peak_mb: float | None = None
     #: threads the library really ran with (what it reports), which may differ from those asked
     threads_used: int | None = None
-    #: set where ``threads_used`` differs from the cell's threads ("asked for 2, torch runs 1")
+    #: set where ``threads_used`` differs from the cell's threads ("asked for 2, torch runs 1"),
+    #: or where the worker had fewer CPUs than threads
     threads_note: str | None = None
+    #: CPUs the worker could run on once pinned to the cell's threads (its affinity mask):
+    #: the threads it really got. Fewer than ``threads`` where the job (a cluster's
+    #: allocation, a cgroup) or the host gave fewer CPUs than the config asks
+    cpus_allowed: int | None = None
     #: "asynchronous" (calls return before their work is done: timed per call and pipelined)
     #: or "synchronous" (the two coincide: timed once)
     dispatch: str | None = None
@@ -220,6 +229,10 @@ class CellMeta:
     threads: int | None = None
     #: the config's ``allocator`` the workers ran with ("steady" or "system")
     allocator: str | None = None
+    #: the timing and replicate settings the cell was measured with, as sorted JSON:
+    #: ``compare`` marks a cell whose two sides were measured with different ones
+    timing_settings: str | None = None
+    replicate_settings: str | None = None
     python_version: str | None = None
     #: the interpreter that ran the worker (the environment's ``python``)
     python_executable: str | None = None

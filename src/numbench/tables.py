@@ -4,14 +4,18 @@ A cell file holds one row per sample; a cell that could not measure holds one ro
 ``status`` and ``error`` set and null sample columns. Files are written to a temporary name in
 the same folder and renamed into place, so no partial file is ever visible. The temporary
 name starts with a dot and ends in ``.tmp`` (``.{name}.XXXX.tmp``): no rule's output pattern
-and no ``*.parquet`` glob ever matches it.
+and no ``*.parquet`` glob ever matches it. It is created as a plain ``open`` would create the
+file (``replacing``), so what lands in results/ has the mode the user's umask (or the folder's
+default ACL) gives, readable by a group that shares the folder, not ``mkstemp``'s 0600.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-import tempfile
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -213,35 +217,63 @@ def cell_table(key: dict, meta: CellMeta, runs: list) -> pa.Table:
     return pa.table(columns, schema=CELL_SCHEMA)
 
 
-def write_atomic(table: pa.Table, path: str | os.PathLike) -> None:
-    """Write Parquet to a temporary file beside ``path``, fsync it, then rename into place."""
+#: attempts at a free temporary name before giving up (each name has 64 random bits)
+TEMPORARY_NAME_TRIES = 100
+#: what a plain ``open(path, "w")`` asks for; the kernel takes the umask (or the folder's
+#: default ACL) off it
+PLAIN_FILE_MODE = 0o666
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a fresh temporary file beside ``path`` to write; once the block ends, fsync it
+    and rename it over ``path``. On an error the temporary file is removed and ``path`` left
+    as it was.
+
+    The one way numbench writes a results file. The temporary file is created with
+    ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0666, as ``open`` creates a file, so the
+    kernel applies the umask or the folder's default ACL: the file gets the mode a plain
+    write would give it (``tempfile.mkstemp`` would give 0600, unreadable to a group that
+    shares results/). The random name cannot be taken over by a link planted in advance.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(TEMPORARY_NAME_TRIES):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, flags, PLAIN_FILE_MODE)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"no free temporary name beside {path}")
     try:
-        pq.write_table(table, tmp)
+        os.close(fd)
+        yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def write_atomic(table: pa.Table, path: str | os.PathLike) -> None:
+    """Write Parquet to ``path`` whole or not at all (``replacing``)."""
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp)
+
+
+def write_bytes_atomic(data: bytes, path: str | os.PathLike) -> None:
+    """Write ``data`` to ``path`` whole or not at all (``replacing``)."""
+    with replacing(path) as tmp:
+        tmp.write_bytes(data)
 
 
 def write_text_atomic(text: str, path: str | os.PathLike) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write UTF-8 text to ``path`` whole or not at all (``replacing``)."""
+    write_bytes_atomic(text.encode("utf-8"), path)
 
 
 #: Columns added since the first cell files (contract 1), with what an older file means by
@@ -260,6 +292,9 @@ LATER_COLUMNS = {
     "d2h_bytes": None,
     "cpu_taken": None,
     "set_aside": None,
+    "cpus_allowed": None,
+    "timing_settings": None,
+    "replicate_settings": None,
 }
 
 

@@ -6,8 +6,15 @@ them on the device, compiles, measures, checks the output and writes its result 
 Anything that goes wrong inside is caught and reported as a status (a ``MemoryError`` is
 said as out of memory; an inputs file that cannot be read names itself and the command that
 remakes it); a crash, a hang or memory beyond the limit is seen by the supervisor instead.
+A worker that cannot read its spec or write its report (a full disk) says why on stderr and
+exits with ``MACHINERY_FAULT_EXIT``: that is numbench's fault or the host's, not the
+library's, and the supervisor fails the cell's job rather than store a status.
 The worker dies with its supervisor (``PR_SET_PDEATHSIG``), so a killed run leaves no
 orphan measuring on.
+
+It records the CPUs it could run on once pinned (``cpus_allowed``): the threads the cell
+really got, which under a cluster's allocation may be fewer than the config asks, since
+the config is checked against the host that submits the jobs.
 """
 
 from __future__ import annotations
@@ -21,6 +28,9 @@ import traceback
 from numbench.spec import CellSpec, ProcessReport
 
 SUPERVISOR_ENV = "NUMBENCH_SUPERVISOR_PID"
+#: the worker's exit status when it cannot read its spec or write its report (EX_TEMPFAIL of
+#: sysexits.h): a fault of the machinery, which the supervisor never stores as the library's
+MACHINERY_FAULT_EXIT = 75
 
 
 def die_with_supervisor() -> None:
@@ -50,6 +60,9 @@ def error_status(exc: BaseException) -> tuple[str, str]:
 
 
 def _write_json(obj: dict, path: str) -> None:
+    """Write the report whole or not at all. It goes to the supervisor's private temporary
+    folder, never to results/, so its mode does not matter; ``numbench.tables.replacing``
+    is not used here because it would load pyarrow into the measured process."""
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(obj, fh)
@@ -74,13 +87,36 @@ def threads_seen(adapter, asked: int) -> tuple[int | None, str | None]:
     return used, f"asked for {asked}, {adapter.name} runs {used}"
 
 
+def cpus_note(cpus: int, asked: int) -> str | None:
+    """A note where the worker may run on fewer CPUs than the cell's threads."""
+    if cpus >= asked:
+        return None
+    return f"asked for {asked} threads, the worker may run on {cpus} CPUs"
+
+
 def measure(spec: CellSpec, turns=None) -> ProcessReport:
+    """Measure the cell in this process, pinned to the cell's threads; the report says how
+    many CPUs it could run on (``cpus_allowed``), read once pinned, before the library's
+    import (an OpenMP runtime may bind this thread to one CPU of them)."""
+    from numbench.libraries import pin_cpus
+    from numbench.libraries.base import affinity_count
+
+    pin_cpus(spec.threads)
+    cpus = affinity_count()
+    out = _measure_pinned(spec, turns)
+    out.cpus_allowed = cpus
+    note = cpus_note(cpus, spec.threads)
+    if note:
+        out.threads_note = "; ".join(n for n in (out.threads_note, note) if n)
+    return out
+
+
+def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     """Measure the cell in this process. ``turns``: take the samples in turns with a
     partner process (a lockstep round, ``numbench.turns``); everything else runs as alone,
     while the partner waits."""
-    from numbench.libraries import Unavailable, get, pin_cpus
+    from numbench.libraries import Unavailable, get
 
-    pin_cpus(spec.threads)
     adapter = get(spec.library)(spec.device, spec.dtype, spec.threads)
 
     # Import the library first, in a fresh interpreter, so import_s is the whole import
@@ -239,8 +275,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     spec_path, result_path = argv
     die_with_supervisor()
-    with open(spec_path, encoding="utf-8") as fh:
-        spec = CellSpec.from_json(fh.read())
+    try:
+        with open(spec_path, encoding="utf-8") as fh:
+            spec = CellSpec.from_json(fh.read())
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"worker: cannot read its spec {spec_path}: {exc}", file=sys.stderr)
+        return MACHINERY_FAULT_EXIT
     from numbench.turns import Turns
 
     try:
@@ -251,7 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         result = ProcessReport(status=status, error=error)
     if result.peak_rss_mb is None:
         result.peak_rss_mb = _peak_rss_mb()
-    _write_json(result.to_dict(), result_path)
+    try:
+        _write_json(result.to_dict(), result_path)
+    except OSError as exc:
+        print(f"worker: cannot write its report {result_path}: {exc}", file=sys.stderr)
+        return MACHINERY_FAULT_EXIT
     print(
         f"worker: {spec.library}/{spec.device}/{spec.operation}/{spec.size}: "
         f"{result.status}" + (f" ({result.error})" if result.error else "")

@@ -46,12 +46,14 @@ rule spread_round:
         runtime=ROUND_RUNTIME_MIN,
         cpus_per_task=cell_threads,
         gpu=cell_gpus,
+        # a resource, not a param: changing how long a job waits remeasures nothing
+        lock_timeout_s=LOCK_TIMEOUT_S,
     params:
         script=SCRIPTS / "run_cell.py",
         spec=cell_spec_json,
     shell:
         "python {params.script:q} --spec {params.spec:q} --round {wildcards.round}"
-        " --output {output} > {log} 2>&1"
+        " --lock-timeout-s {resources.lock_timeout_s} --output {output} > {log} 2>&1"
 
 
 rule cell:
@@ -71,9 +73,10 @@ rule cell:
         runtime=CELL_RUNTIME_MIN,
         cpus_per_task=cell_threads,
         gpu=cell_gpus,
+        lock_timeout_s=LOCK_TIMEOUT_S,
     params:
         script=SCRIPTS / "run_cell.py",
         spec=cell_spec_json,
     shell:
         "python {params.script:q} --spec {params.spec:q} --earlier {input.earlier}"
-        " --output {output} > {log} 2>&1"
+        " --lock-timeout-s {resources.lock_timeout_s} --output {output} > {log} 2>&1"

@@ -89,6 +89,20 @@ def _cell_status(path: Path) -> tuple[str, str | None] | None:
         return None
 
 
+@contextlib.contextmanager
+def _fault_of(cell, fault: type[Exception]):
+    """A fault of numbench's machinery or of this host while measuring ``cell`` (the timing
+    lock, a full disk, a worker that cannot start) stops the run with the cell named: it is
+    no outcome of the library, so it is written nowhere, and ``--resume`` measures it again."""
+    try:
+        yield
+    except fault as exc:
+        raise OffsiteError(
+            f"{cell.path}: {exc} (log: {cell.log}); this is a fault of numbench or of this "
+            "host, not of the library: fix it and run again with --resume"
+        ) from None
+
+
 def run_plan(
     plan_path: str | os.PathLike,
     output: str | os.PathLike,
@@ -103,7 +117,7 @@ def run_plan(
     a cell's (or an inputs file's) identity: ``read_plan`` refuses a plan that names any
     other, and the paths used here are derived again, not read from the plan."""
     from numbench import inputs as inputs_file
-    from numbench.cell import run_cell, run_round
+    from numbench.cell import MachineryFault, run_cell, run_round
     from numbench.errors import CorruptFile
     from numbench.replicates import round_file
     from numbench.spec import CellSpec
@@ -198,7 +212,7 @@ def run_plan(
                     continue  # measured before the run was stopped
                 path.parent.mkdir(parents=True, exist_ok=True)
                 t0 = time.perf_counter()
-                with _output_to(Path(cell.log), append=k > 0):
+                with _output_to(Path(cell.log), append=k > 0), _fault_of(cell, MachineryFault):
                     runs = run_round(spec, k, path)
                     print(f"round {k}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
                 say(f"round {k} {cell.path}  {time.perf_counter() - t0:.1f} s")
@@ -210,7 +224,10 @@ def run_plan(
                 (status, error), state = kept, "kept"
             else:
                 earlier = rounds.pop(cell.path, [])
-                with _output_to(Path(cell.log), append=bool(earlier)):
+                with (
+                    _output_to(Path(cell.log), append=bool(earlier)),
+                    _fault_of(cell, MachineryFault),
+                ):
                     result = run_cell(spec, path, earlier=earlier)
                     print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
                 for done in earlier:  # read into the cell file: no longer needed
