@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from numbench import libraries
+from numbench import libraries, operations
 from numbench.config import Cell, ConfigError, grid, input_files, resolve
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,3 +141,34 @@ def test_the_cpu_taken_limit_reaches_the_cell_spec(limit, expected):
     c = {**c, "operations": {"sort": {"sizes": [10]}}}
     spec = cell_spec(c, grid(c)[0])
     assert spec.replicates.max_cpu_taken == expected
+
+
+@pytest.mark.parametrize("name", sorted(operations.OPERATIONS))
+def test_element_counts_match_the_arrays_the_operation_makes(name):
+    """The memory check counts from shapes without allocating; here the counts meet the
+    arrays that ``make_inputs``, ``make_fixed`` and the reference really give (a complex
+    number counts as two reals), at two small sizes."""
+    import numpy as np
+
+    from numbench import inputs
+
+    op = operations.get(name)
+    params = op.resolve_params()
+    for size in (2, 7):
+        made = inputs.make(name, size, seed=1, params=params)
+        refs = [made[f"ref_{i}"] for i in range(int(made["n_outputs"]))]
+        reals = sum(r.size * (2 if np.iscomplexobj(r) else 1) for r in refs)
+        assert op.input_elements(size, **params) == sum(made[n].size for n in op.input_names)
+        assert op.output_elements(size, **params) == reals
+        assert op.memory_floor_bytes(size, "float32", params) == (
+            sum(made[n].nbytes for n in op.input_names) + sum(r.nbytes for r in refs) + reals * 4
+        )
+
+
+def test_an_operation_without_element_counts_is_not_weighed():
+    from numbench.config_dims import check_memory
+
+    c = {"dtype": ["float64"], "operations": {"sort": {"sizes": [10**15]}}}
+    check_memory(c, lambda name, size, dtype: None)
+    with pytest.raises(ConfigError, match=r"operations.sort.sizes\[0\] = 1000000000000000"):
+        check_memory(c, lambda name, size, dtype: size * 8)

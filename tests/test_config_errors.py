@@ -75,6 +75,23 @@ CASES = [
         "operations: {sort: {sizes: [big]}}",
         ["operations.sort.sizes[0] = 'big' is not a positive integer size"],
     ),
+    (
+        # YAML reads 1e3 (no dot) as text: the grid listed the one cell twice
+        "size-duplicate",
+        "operations: {matmul: {sizes: [1000, 1e3]}}",
+        ["operations.matmul.sizes: 1000 and '1e3' are the same size (1000)", "list each"],
+    ),
+    (
+        "size-repeated",
+        "operations: {sort: {sizes: [10, 20, 10]}}",
+        ["operations.sort.sizes lists 10 twice; list each size once"],
+    ),
+    (
+        # two 10^6 x 10^6 float64 matrices: 16 TB, on no host
+        "size-over-host-memory",
+        "operations: {matmul: {sizes: [100, 1000000]}}",
+        ["operations.matmul.sizes[1] = 1000000:", "GiB at once", "more than the", "GiB"],
+    ),
     ("empty-libraries", "libraries: []", ["libraries is empty; give at least 1"]),
     (
         "baseline-not-in-grid",
@@ -179,6 +196,8 @@ SNAKEMAKE_CASES = {
     "threads-all-misspelt",
     "size-zero",
     "size-text",
+    "size-duplicate",
+    "size-over-host-memory",
     "empty-libraries",
     "baseline-not-in-grid",
     "timing-min-samples",
@@ -318,3 +337,123 @@ def test_a_user_config_cannot_name_a_fault_adapter(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "libraries[1] = 'fault-crash' is not a known library" in proc.stderr + proc.stdout
     assert not (wd / "results").exists()
+
+
+# -- sizes against this host's memory, threads on a cluster ---------------------------------------
+
+GIB = 2**30
+MATMUL_8192 = {"operations": {"matmul": {"sizes": [8192]}}, "libraries": ["numpy"]}
+
+
+def _host_memory(monkeypatch, gib: float) -> None:
+    from numbench import config_dims
+
+    monkeypatch.setattr(config_dims, "host_memory_bytes", lambda: int(gib * GIB))
+
+
+def test_memory_estimate_counts_float64_inputs_and_reference_whatever_the_dtype(monkeypatch):
+    """matmul 8192: two float64 inputs (1 GiB) and the float64 reference (0.5 GiB) in every
+    cell, plus the output in the cell's dtype: 2.0 GiB at float64, 1.75 GiB at float32."""
+    _host_memory(monkeypatch, 1.9)
+    with pytest.raises(ConfigError) as err:
+        resolve({**MATMUL_8192, "dtype": ["float32", "float64"]}, SCHEMA)
+    message = str(err.value)
+    assert message.startswith("operations.matmul.sizes[0] = 8192: ")
+    assert "2.0 GiB at once" in message and "float64" in message
+    assert "more than the 1.9 GiB of memory of this host" in message
+    assert resolve({**MATMUL_8192, "dtype": "float32"}, SCHEMA)["dtype"] == ["float32"]
+    # a float32 grid still loads the float64 inputs and reference: 1.75 GiB, not 1.25
+    _host_memory(monkeypatch, 1.5)
+    with pytest.raises(ConfigError, match=r"1\.8 GiB at once.*more than the 1\.5 GiB"):
+        resolve({**MATMUL_8192, "dtype": "float32"}, SCHEMA)
+
+
+def test_memory_estimate_reads_the_operation_parameters_and_fixed_arrays(monkeypatch):
+    """mlp's weights (size-independent, drawn once) count in every size's estimate."""
+    from numbench import operations
+
+    mlp = operations.get("mlp")
+    weights = 1024 * 1024 * 2 + 1024 * 10 + 1024 * 2 + 10
+    assert mlp.input_elements(1) == 1024 + weights
+    assert mlp.memory_floor_bytes(1, "float64") == (1024 + weights + 10 + 10) * 8
+    linreg = operations.get("linreg_gd")
+    assert linreg.memory_floor_bytes(2, "float32", {"iterations": 5}) == (
+        (10_000 * 2 + 10_000 + 3) * 8 + 3 * 4
+    )
+
+
+def test_every_size_of_the_shipped_configs_fits_here():
+    """The memory check refuses none of the shipped grids (the full one holds float64)."""
+    import yaml
+
+    default = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+    for name in ("config.yaml", "full.yaml"):
+        extra = yaml.safe_load((REPO / "config" / name).read_text(encoding="utf-8"))
+        resolve(_merge(default, extra), SCHEMA)
+
+
+def test_on_a_cluster_threads_are_not_checked_against_this_host():
+    """The cells run on the nodes: a count above this host's CPUs is the nodes' business (each
+    cell asks the scheduler for that many CPUs and records the threads it got)."""
+    base = {"operations": {"sort": {"sizes": [10]}}, "threads": [1, 4096]}
+    with pytest.raises(ConfigError, match="more than the"):
+        resolve(base, SCHEMA)
+    assert resolve(base, SCHEMA, cells_run_here=False)["threads"] == [1, 4096]
+
+
+def test_on_a_cluster_threads_all_is_refused_not_resolved_to_this_host():
+    base = {"operations": {"sort": {"sizes": [10]}}, "threads": [1, "all"]}
+    with pytest.raises(ConfigError) as err:
+        resolve(base, SCHEMA, cells_run_here=False)
+    message = str(err.value)
+    assert message.startswith("threads[1] = 'all' ")
+    assert "cells run on other hosts" in message and "give the counts" in message
+
+
+def test_on_a_cluster_sizes_are_not_checked_against_this_host_memory(monkeypatch):
+    _host_memory(monkeypatch, 0.5)
+    with pytest.raises(ConfigError, match="more than the 0.5 GiB"):
+        resolve(MATMUL_8192, SCHEMA)
+    cfg = resolve(MATMUL_8192, SCHEMA, cells_run_here=False)
+    assert cfg["operations"]["matmul"]["sizes"] == [8192]
+
+
+@pytest.mark.parametrize(
+    "nodes, remote, expected",
+    [
+        (None, False, True),  # --cores N (a local run turns --jobs alone into --cores)
+        (50, False, False),  # --executor slurm --jobs 50, or the slurm profile's jobs: 50
+        (None, True, False),  # a job on a cluster node reads the Snakefile in remote mode
+    ],
+)
+def test_snakemake_runs_cells_here(nodes, remote, expected):
+    from types import SimpleNamespace
+
+    from numbench.config import snakemake_runs_cells_here
+
+    workflow = SimpleNamespace(
+        resource_settings=SimpleNamespace(nodes=nodes), remote_exec=remote, executor_plugin=None
+    )
+    assert snakemake_runs_cells_here(workflow) is expected
+
+
+def test_a_cluster_dry_run_takes_threads_beyond_this_host(wf: Path) -> None:
+    """Through Snakemake: the slurm executor's dry run plans cells at more threads than this
+    host has, and refuses ``threads: all``; a local dry run refuses the count."""
+    pytest.importorskip("snakemake_executor_plugin_slurm", reason="needs the slurm executor")
+    (wf / "many-threads.yaml").write_text(
+        "libraries: [numpy]\noperations: {sort: {sizes: [10]}}\nthreads: [1, 4096]\n",
+        encoding="utf-8",
+    )
+    (wf / "all-threads.yaml").write_text(
+        "libraries: [numpy]\noperations: {sort: {sizes: [10]}}\nthreads: [1, all]\n",
+        encoding="utf-8",
+    )
+    cluster = ["-n", "--executor", "slurm", "--jobs", "2"]
+    proc = snakemake(wf, *cluster, "--configfile", "many-threads.yaml", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "t4096/sort/10.parquet" in proc.stdout + proc.stderr
+    proc = snakemake(wf, *cluster, "--configfile", "all-threads.yaml", timeout=300)
+    assert_config_error(proc, ["threads[1] = 'all'", "give the counts"])
+    proc = snakemake(wf, "-n", "--cores", "1", "--configfile", "many-threads.yaml", timeout=300)
+    assert_config_error(proc, ["threads[1] = 4096 is more than the"])

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from numbench import libraries, operations
-from numbench.config_dims import ConfigError, check_dtypes, resolve_threads
+from numbench.config_dims import ConfigError, check_dtypes, check_memory, resolve_threads
 from numbench.replicates import round_file
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
@@ -117,6 +117,28 @@ def _parse_size(value: Any, where: str) -> int:
     return size
 
 
+def _parse_sizes(name: str, sizes: list) -> list[int]:
+    """An operation's sizes as integers; two spellings of one size (``1000`` and ``"1e3"``)
+    are an error, since the grid would list the one cell twice."""
+    parsed: list[int] = []
+    spelt: dict[int, Any] = {}
+    for i, value in enumerate(sizes):
+        size = _parse_size(value, f"operations.{name}.sizes[{i}]")
+        if size in spelt:
+            first = spelt[size]
+            if repr(first) == repr(value):
+                raise ConfigError(
+                    f"operations.{name}.sizes lists {value!r} twice; list each size once"
+                )
+            raise ConfigError(
+                f"operations.{name}.sizes: {first!r} and {value!r} are the same size "
+                f"({size}); list each size once"
+            )
+        spelt[size] = value
+        parsed.append(size)
+    return parsed
+
+
 def _normalise_operations(value: Any) -> Any:
     """Accept a mapping name -> {sizes}, a list of names, or ``--config operations=a,b``
     (names with their default sizes)."""
@@ -143,9 +165,7 @@ def _normalise_operations(value: Any) -> Any:
             if isinstance(sizes, (int, float)):
                 sizes = [sizes]
             if isinstance(sizes, list):
-                sizes = [
-                    _parse_size(s, f"operations.{name}.sizes[{i}]") for i, s in enumerate(sizes)
-                ]
+                sizes = _parse_sizes(name, sizes)
             entry["sizes"] = sizes
         result[name] = entry
     return result
@@ -194,8 +214,9 @@ def normalise(config: dict) -> dict:
                 word = reps[key].strip().lower()
                 reps[key] = {"true": True, "false": False}.get(word, reps[key])
         cfg["replicates"] = reps
-    if "cell_timeout_s" in cfg:
-        cfg["cell_timeout_s"] = _number(cfg["cell_timeout_s"], float)
+    for key in ("cell_timeout_s", "lock_timeout_s"):
+        if key in cfg:
+            cfg[key] = _number(cfg[key], float)
     if "cell_memory_limit_mb" in cfg:
         limit = cfg["cell_memory_limit_mb"]
         if isinstance(limit, str) and limit.strip().lower() in NULL_WORDS:
@@ -259,9 +280,9 @@ def validate_schema(cfg: dict, schema_path: str | Path) -> dict:
     return cfg
 
 
-def check_semantics(cfg: dict) -> None:
+def check_semantics(cfg: dict, cells_run_here: bool = True) -> None:
     check_dtypes(cfg)
-    resolve_threads(cfg)
+    resolve_threads(cfg, cells_run_here)
     for i, lib in enumerate(cfg["libraries"]):
         if lib not in libraries.ADAPTERS:
             raise ConfigError(
@@ -317,10 +338,42 @@ def check_semantics(cfg: dict) -> None:
             f"baseline.device = {base['device']!r} is not in the grid (device = {cfg['device']!r}); "
             "use device: all, or a cpu baseline"
         )
+    if cells_run_here:
+        params = {name: operation_params(cfg, name) for name in cfg["operations"]}
+        check_memory(
+            cfg,
+            lambda name, size, dtype: operations.get(name).memory_floor_bytes(
+                size, dtype, params[name]
+            ),
+        )
 
 
-def resolve(config: dict, schema_path: str | Path, cli_configfiles=()) -> dict:
+def snakemake_runs_cells_here(workflow) -> bool:
+    """Whether the jobs of this Snakemake run (``workflow`` in a Snakefile) run on this host,
+    so that the config's host checks apply (``numbench.config_dims``).
+
+    Snakemake reads the Snakefile before it sets up its executor (``workflow.executor_plugin``
+    is still None there), so this reads what it has decided by then. A non-local executor
+    (slurm, or any other that submits jobs) must be given ``--jobs`` (the slurm profile's
+    ``jobs:``), which Snakemake keeps as the number of nodes, whereas a local run turns a lone
+    ``--jobs`` into ``--cores``; and a job running on a node reads the Snakefile again in
+    remote mode. A local run given both ``--cores`` and ``--jobs`` (or a dry run given
+    ``--jobs``) reads as a cluster run: its host checks are skipped and ``threads: all`` is
+    refused, which errs on the side of saying so.
+    """
+    if getattr(workflow, "remote_exec", False):
+        return False
+    return workflow.resource_settings.nodes is None
+
+
+def resolve(
+    config: dict, schema_path: str | Path, cli_configfiles=(), *, cells_run_here: bool = True
+) -> dict:
     """Normalise and validate Snakemake's merged config.
+
+    ``cells_run_here`` says whether the cells run on this host (a local Snakemake run): only
+    then are thread counts and sizes checked against this host's CPUs and memory, and
+    ``threads: all`` resolved to its CPUs (``numbench.config_dims``).
 
     Snakemake merges a ``--configfile`` into the default config key by key, so an
     ``operations`` mapping in the user's file would be *added* to the default operations.
@@ -344,7 +397,7 @@ def resolve(config: dict, schema_path: str | Path, cli_configfiles=()) -> dict:
         cfg["operations"] = user_ops
     cfg = normalise(cfg)
     cfg = validate_schema(cfg, schema_path)
-    check_semantics(cfg)
+    check_semantics(cfg, cells_run_here)
     return cfg
 
 

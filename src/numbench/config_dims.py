@@ -1,16 +1,35 @@
-"""The grid's precision and parallelism dimensions: ``dtype`` and ``threads`` lists.
+"""The grid's precision and parallelism dimensions (``dtype`` and ``threads`` lists), and
+what the host that runs the cells can give them (CPUs, memory).
 
 Both keys take one value or a list. ``threads: all`` is this host's CPUs a cell may use
 (its affinity mask), resolved to the number when the config is validated.
+
+The host checks (a thread count above this host's CPUs, a size whose cells cannot hold their
+inputs in this host's memory) and ``threads: all`` speak of *this* host, so they apply only
+where the cells run here. When they run on other hosts (cluster nodes through a non-local
+Snakemake executor, or the jobs of such a run on a node), this host knows neither their CPUs
+nor their memory: counts are passed on as given (each cell asks the scheduler for that many
+CPUs and records the threads it really got, ``threads_used``), sizes are not weighed against
+memory here, and ``threads: all`` is refused, since the cell's path must name a number before
+any node is chosen.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 DTYPES = ("float32", "float64")
 #: ``threads: all``: every CPU a cell may use on this host
 ALL_THREADS = "all"
+BYTES_PER_GIB = 2**30
+#: Memory limits of this process's control group (v2, then v1), when the host sets one: a
+#: container's cells are killed at its limit, whatever the machine has.
+CGROUP_MEMORY_LIMITS = (
+    Path("/sys/fs/cgroup/memory.max"),
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+)
 
 
 class ConfigError(ValueError):
@@ -20,6 +39,20 @@ class ConfigError(ValueError):
 def host_cpus() -> int:
     """The CPUs a cell may use on this host (what ``threads: all`` means)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def host_memory_bytes() -> int:
+    """The memory the cells may use on this host: its physical memory, or its control
+    group's limit where that is lower (cgroup v1 writes a huge number for "no limit")."""
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in CGROUP_MEMORY_LIMITS:
+        try:
+            text = limit_file.read_text(encoding="ascii").strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            memory = min(memory, int(text))
+    return memory
 
 
 def _where(cfg: dict, key: str, i: int) -> str:
@@ -37,12 +70,20 @@ def check_dtypes(cfg: dict) -> None:
         raise ConfigError(f"dtype = {cfg['dtype']!r} lists a dtype twice")
 
 
-def resolve_threads(cfg: dict) -> None:
-    """Check ``threads`` and replace ``all`` by this host's CPU count, in place."""
+def resolve_threads(cfg: dict, cells_run_here: bool = True) -> None:
+    """Check ``threads`` and replace ``all`` by this host's CPU count, in place; where the
+    cells run on other hosts, refuse ``all`` and take any count (module docstring)."""
     cpus, resolved = host_cpus(), []
     for i, value in enumerate(cfg["threads"]):
         where = _where(cfg, "threads", i)
         if isinstance(value, str) and value.strip().lower() == ALL_THREADS:
+            if not cells_run_here:
+                raise ConfigError(
+                    f"{where} = {ALL_THREADS!r} means every CPU of the host that runs a cell, "
+                    "and here the cells run on other hosts (a cluster executor), whose CPUs "
+                    "this host cannot know when it names the cells; give the counts the "
+                    "nodes should run, e.g. threads: [1, 16]"
+                )
             resolved.append(cpus)
             continue
         if isinstance(value, bool) or not isinstance(value, int):
@@ -52,10 +93,37 @@ def resolve_threads(cfg: dict) -> None:
             )
         if value < 1:
             raise ConfigError(f"{where} = {value!r} is out of range; it must be >= 1")
-        if value > cpus:
+        if value > cpus and cells_run_here:
             raise ConfigError(
                 f"{where} = {value!r} is more than the {cpus} CPU(s) a cell may use on this "
                 f"host; give at most {cpus}, or {ALL_THREADS!r}"
             )
         resolved.append(value)
     cfg["threads"] = sorted(set(resolved))
+
+
+def check_memory(cfg: dict, floor_bytes: Callable[[str, int, str], int | None]) -> None:
+    """Refuse a size whose cells cannot hold their arrays in this host's memory.
+
+    ``floor_bytes(operation, size, dtype)`` is the least memory one cell holds at once
+    (``Operation.memory_floor_bytes``: the float64 inputs and reference, and the output in
+    the cell's dtype), None where the operation cannot tell. A size is refused only when
+    that floor, at the widest dtype of the grid, is above the host's memory: such a cell
+    cannot run, and would otherwise be found only when its inputs job or its worker dies.
+    """
+    memory = host_memory_bytes()
+    for name, entry in cfg["operations"].items():
+        for i, size in enumerate(entry["sizes"]):
+            floors = [(floor_bytes(name, size, dtype), dtype) for dtype in cfg["dtype"]]
+            known = [(floor, dtype) for floor, dtype in floors if floor is not None]
+            if not known:
+                continue
+            floor, dtype = max(known)
+            if floor > memory:
+                raise ConfigError(
+                    f"operations.{name}.sizes[{i}] = {size}: its cells hold at least "
+                    f"{floor / BYTES_PER_GIB:.1f} GiB at once (the float64 inputs and "
+                    f"reference, and the {dtype} output), more than the "
+                    f"{memory / BYTES_PER_GIB:.1f} GiB of memory of this host; give a "
+                    "smaller size"
+                )

@@ -18,6 +18,7 @@ from numbench.config import (  # noqa: E402
     operation_params_json,
     resolve,
     round_path,
+    snakemake_runs_cells_here,
 )
 from numbench.snakemake_timers import limit_reevaluation_timers  # noqa: E402
 
@@ -30,7 +31,12 @@ except RuntimeError as exc:
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 try:
-    CFG = resolve(config, SCHEMA, workflow.overwrite_configfiles)
+    CFG = resolve(
+        config,
+        SCHEMA,
+        workflow.overwrite_configfiles,
+        cells_run_here=snakemake_runs_cells_here(workflow),
+    )
 except ConfigError as exc:
     raise WorkflowError(f"config error: {exc}") from None
 
@@ -40,6 +46,8 @@ INPUT_FILES = input_files(CFG)
 SCRIPTS = Path(workflow.basedir) / "scripts"
 BASELINE = CFG["baseline"]
 CHARTS_DIR = "results/charts"
+# How long a timing job waits for the host's timing lock, in whole seconds (a resource).
+LOCK_TIMEOUT_S = math.ceil(CFG["lock_timeout_s"])
 
 # Scheduler resources of a cell (used by the slurm profile; harmless on one machine).
 # Wall time: the worker's own timeout plus a margin for start-up, the supervisor and the

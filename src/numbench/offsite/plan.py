@@ -56,7 +56,8 @@ def load_config(
         raise OffsiteError(f"cannot read the config: {exc}") from None
     update_config(config, overwrite)
     try:
-        return resolve(config, root / SCHEMA, configfiles)
+        # The cells run on another host: its CPUs and memory are not this host's.
+        return resolve(config, root / SCHEMA, configfiles, cells_run_here=False)
     except ConfigError as exc:
         raise OffsiteError(f"config error: {exc}") from None
 
@@ -122,13 +123,12 @@ def write_plan(
 
 
 def write_bundle(root: str | os.PathLike, plan_text: str, plan_name: str, bundle) -> None:
-    """What the remote host needs, in one ``.tar.gz``: the package's sources, the entry point
-    and the plan. Unpack it anywhere there and run ``python scripts/offsite.py run``."""
+    """What the remote host needs, in one ``.tar.gz``: the package's sources and the plan.
+    Unpack it anywhere there and run ``PYTHONPATH=src python -m numbench offsite run``."""
     root = Path(root)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
         files = sorted((root / "src" / "numbench").rglob("*.py"))
-        files += [root / "scripts" / "offsite.py", root / "scripts" / "_path.py"]
         for path in files:
             _add_bytes(tar, path.relative_to(root).as_posix(), path.read_bytes())
         _add_bytes(tar, plan_name, plan_text.encode())

@@ -11,6 +11,11 @@ leaves it eager.
 iterations). An operation declares them with their defaults in ``params``; the config may
 override them per operation; the reference, the cost model and every builder receive the same
 values as keyword arguments. Operations without parameters take none.
+
+*Element counts* (``input_elements``, ``output_elements``) say how many real numbers the
+arrays hold for a size, worked out from the shapes in ``make_inputs`` and ``make_fixed`` and
+the reference's output, without allocating anything: the config refuses a size whose cells
+could not hold them in this host's memory (``memory_floor_bytes``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,11 @@ class Operation:
     # Arrays that do not depend on the size (a model's weights): drawn from a generator of
     # (seed, operation) alone, so every size of a sweep sees the same ones.
     make_fixed: Callable[[np.random.Generator], dict[str, np.ndarray]] | None = None
+    # Real numbers in every array of ``input_names`` (the fixed ones too) and in the
+    # reference's output (a complex number counts as two), for a size and the parameters as
+    # keyword arguments. None: not known, and the config cannot check the size's memory.
+    input_elements: Callable[..., int] | None = None
+    output_elements: Callable[..., int] | None = None
 
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """The defaults updated by ``overrides``; an unknown name is an error."""
@@ -71,6 +81,27 @@ class Operation:
         """(floating-point operations, fewest bytes moved) of one call."""
         p = self.resolve_params(params)
         return float(self.flops(size, **p)), float(self.bytes_moved(size, itemsize, **p))
+
+    def memory_floor_bytes(
+        self, size: int, dtype: str, params: dict[str, Any] | None = None
+    ) -> int | None:
+        """The least memory a cell of this size and dtype holds at once, from the shapes alone
+        (None when the operation does not give its element counts).
+
+        The inputs file is float64 whatever the cell's dtype: the job that makes it holds the
+        float64 inputs and reference together, and every worker loads both whole before it
+        casts the inputs to its dtype, then holds its own output (in its dtype) beside the
+        reference to check it. So float32 cells need the float64 inputs and reference too,
+        and only the output shrinks. It is a floor: the library's copy of the inputs, its
+        workspace and a lockstep partner's process come on top, so a size under it can still
+        run out of memory (``cell_memory_limit_mb`` and the ``crashed`` status cover that).
+        """
+        if self.input_elements is None or self.output_elements is None:
+            return None
+        p = self.resolve_params(params)
+        float64 = np.dtype(np.float64).itemsize
+        inputs, outputs = int(self.input_elements(size, **p)), int(self.output_elements(size, **p))
+        return (inputs + outputs) * float64 + outputs * np.dtype(dtype).itemsize
 
     def tolerance_for(self, family: str, dtype: str) -> float:
         if family in self.approximate:

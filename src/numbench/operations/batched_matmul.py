@@ -37,6 +37,8 @@ OPERATION = Operation(
     flops=lambda b: 2.0 * b * WIDTH * WIDTH,
     # Read x and w once, write the (batch x WIDTH) result once.
     bytes_moved=lambda b, itemsize: (2.0 * b * WIDTH + WIDTH * WIDTH) * itemsize,
+    input_elements=lambda b: b * WIDTH + WIDTH * WIDTH,
+    output_elements=lambda b: b * WIDTH,
     tolerance={"float32": 1e-4, "float64": 1e-10},
     # The same product as matmul, so the same function per library: only the shapes differ.
     implementations={

@@ -64,6 +64,8 @@ OPERATION = Operation(
     reference=reference,
     flops=lambda n: 3.0 * n,
     bytes_moved=lambda n, itemsize: 5.0 * n * itemsize,
+    input_elements=lambda n: 2 * n,
+    output_elements=lambda n: 3 * n,
     tolerance={"float32": 1e-5, "float64": 1e-12},
     implementations={
         "numpy": _numpy,

@@ -47,6 +47,8 @@ OPERATION = Operation(
     # The usual 2.5 n log2 n estimate for a real-input FFT.
     flops=lambda n: 2.5 * n * math.log2(n) if n > 1 else 0.0,
     bytes_moved=lambda n, itemsize: (n + 2 * (n // 2 + 1)) * itemsize,
+    input_elements=lambda n: n,
+    output_elements=lambda n: 2 * (n // 2 + 1),  # n // 2 + 1 complex numbers
     tolerance={"float32": 1e-4, "float64": 1e-10},
     implementations={
         "numpy": _numpy,

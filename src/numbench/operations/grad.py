@@ -110,6 +110,8 @@ OPERATION = Operation(
     # differences do O(n^2) work for it, which shows as a low achieved rate.
     flops=lambda n: 3.0 * n,
     bytes_moved=lambda n, itemsize: 3.0 * n * itemsize,
+    input_elements=lambda n: 2 * n,
+    output_elements=lambda n: n,
     tolerance={"float32": 1e-5, "float64": 1e-12},
     implementations={
         "numpy": _finite_differences,

@@ -164,6 +164,9 @@ OPERATION = Operation(
     reference=reference,
     flops=flops,
     bytes_moved=bytes_moved,
+    # X (SAMPLES x d) and y; w (d) and b
+    input_elements=lambda d, *, iterations: SAMPLES * d + SAMPLES,
+    output_elements=lambda d, *, iterations: d + 1,
     tolerance={"float32": 1e-4, "float64": 1e-10},
     implementations={
         "numpy": _numpy,

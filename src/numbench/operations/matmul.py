@@ -51,6 +51,8 @@ OPERATION = Operation(
     reference=reference,
     flops=lambda n: 2.0 * n**3,
     bytes_moved=lambda n, itemsize: 3.0 * n * n * itemsize,
+    input_elements=lambda n: 2 * n * n,
+    output_elements=lambda n: n * n,
     tolerance={"float32": 1e-4, "float64": 1e-10},
     implementations={
         "numpy": _numpy,

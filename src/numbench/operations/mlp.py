@@ -13,6 +13,8 @@ from .base import Operation
 
 LAYERS = (1024, 1024, 1024, 10)
 WEIGHT_NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
+#: numbers in every weight matrix and bias vector together
+WEIGHT_ELEMENTS = sum(fi * fo + fo for fi, fo in zip(LAYERS[:-1], LAYERS[1:], strict=True))
 
 
 def make_fixed(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -82,8 +84,7 @@ def flops(batch: int) -> float:
 
 def bytes_moved(batch: int, itemsize: int) -> float:
     """Read the batch and every weight and bias once, write the logits once."""
-    weights = sum(fi * fo + fo for fi, fo in zip(LAYERS[:-1], LAYERS[1:], strict=True))
-    return float((batch * LAYERS[0] + weights + batch * LAYERS[-1]) * itemsize)
+    return float((batch * LAYERS[0] + WEIGHT_ELEMENTS + batch * LAYERS[-1]) * itemsize)
 
 
 OPERATION = Operation(
@@ -95,6 +96,8 @@ OPERATION = Operation(
     reference=reference,
     flops=flops,
     bytes_moved=bytes_moved,
+    input_elements=lambda batch: batch * LAYERS[0] + WEIGHT_ELEMENTS,
+    output_elements=lambda batch: batch * LAYERS[-1],
     tolerance={"float32": 1e-4, "float64": 1e-10},
     implementations={
         "numpy": _numpy,

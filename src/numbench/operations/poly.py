@@ -76,6 +76,8 @@ OPERATION = Operation(
     # As written: x^3 (2 multiplies), x^2 (1), three scalings and three additions.
     flops=lambda n: 9.0 * n,
     bytes_moved=lambda n, itemsize: 2.0 * n * itemsize,
+    input_elements=lambda n: n,
+    output_elements=lambda n: n,
     tolerance={"float32": 1e-5, "float64": 1e-12},
     implementations={
         "numpy": _array_expression,

@@ -54,6 +54,8 @@ OPERATION = Operation(
     # Comparisons, not floating-point arithmetic: n log2 n is the work a comparison sort needs.
     flops=lambda n: n * math.log2(n) if n > 1 else 0.0,
     bytes_moved=lambda n, itemsize: 2.0 * n * itemsize,
+    input_elements=lambda n: n,
+    output_elements=lambda n: n,
     tolerance={"float32": 1e-6, "float64": 1e-14},
     implementations={
         "numpy": _numpy,
