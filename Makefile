@@ -1,27 +1,35 @@
 # The two commands: `make run` (set up, then run the default grid) and `make test`;
 # `make report` bundles the results into results/report.html.
+# `make run CONFIG=my.yaml ARGS='--dry-run'` passes a config file and any other arguments on
+# to Snakemake.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.numbench-installed
 CORES ?= 1
+CONFIG ?=
+ARGS ?=
+SNAKEMAKE_CONFIG := $(if $(CONFIG),--configfile '$(CONFIG)')
 
 .PHONY: run report test check-cuda-env lint venv clean
 
 venv: $(STAMP)
 
-$(STAMP): envs/requirements-cpu.txt pyproject.toml
+# The pinned set, then numbench itself (editable: the `numbench` command runs this checkout).
+$(STAMP): envs/requirements-cpu.txt envs/requirements-docs.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check -q -r envs/requirements-cpu.txt
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r envs/requirements-cpu.txt \
+		-r envs/requirements-docs.txt
+	$(BIN)/python -m pip install --disable-pip-version-check -q --no-deps -e .
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python scripts/unlock_stale.py
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES)
+	$(BIN)/numbench unlock
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) $(SNAKEMAKE_CONFIG) $(ARGS)
 
 # The charts and the summary with captions, in one HTML file (after `make run`).
 report: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/report.html
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/report.html $(SNAKEMAKE_CONFIG)
 
 test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)

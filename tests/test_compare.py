@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,9 +36,10 @@ def scaled(bench: pd.DataFrame, factor: float, where) -> pd.DataFrame:
 
 def cmd(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "compare.py"), *args],
+        [sys.executable, "-m", "numbench", "compare", *args],
         capture_output=True,
         text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )
 
 

@@ -40,29 +40,29 @@ CELLS = [
 ]
 ANALYSIS_RULES = ("aggregate", "speedups", "crossovers", "charts", "summary")
 
-# Runs a script in a Python where the workflow's own needs cannot be imported, as on a host
-# that has the numerical libraries but not the workflow's environment.
+# Runs `python -m numbench ARGS` in a Python where the workflow's own needs cannot be
+# imported, as on a host that has the numerical libraries but not the workflow's environment.
 WITHOUT_WORKFLOW_ENV = """
-import importlib.abc, os, runpy, sys
+import importlib.abc, runpy, sys
 BLOCKED = {"snakemake", "yaml", "jsonschema", "pandas"}
 class NotInstalled(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
             raise ModuleNotFoundError(f"No module named {name!r} (not on this host)", name=name)
 sys.meta_path.insert(0, NotInstalled())
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
-sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-runpy.run_path(script, run_name="__main__")
+sys.argv = ["numbench", *sys.argv[1:]]
+runpy.run_module("numbench", run_name="__main__", alter_sys=True)
 """
 
 
 def offsite(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    """`python scripts/offsite.py ARGS` in a workflow folder, in the full environment."""
+    """`numbench offsite ARGS` in a workflow folder (its own sources first on the path), in
+    the full environment."""
     env = {**os.environ, "NUMBENCH_TIMING_LOCK": str(cwd / ".timing.lock")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = str(cwd / "src")
     return subprocess.run(
-        [sys.executable, "scripts/offsite.py", *args],
+        [sys.executable, "-m", "numbench", "offsite", *args],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -72,13 +72,13 @@ def offsite(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def remote_run(there: Path, *args: str) -> subprocess.CompletedProcess:
-    """`python scripts/offsite.py run ...` on the 'other host': only the bundle's src on the
-    path, and Snakemake, PyYAML, jsonschema and pandas unimportable."""
+    """`PYTHONPATH=src python -m numbench offsite run ...` on the 'other host': only the
+    bundle's src on the path, and Snakemake, PyYAML, jsonschema and pandas unimportable."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(there / "src")
     env["NUMBENCH_TIMING_LOCK"] = str(there / ".timing.lock")
     return subprocess.run(
-        [sys.executable, "-c", WITHOUT_WORKFLOW_ENV, "scripts/offsite.py", "run", *args],
+        [sys.executable, "-c", WITHOUT_WORKFLOW_ENV, "offsite", "run", *args],
         cwd=there,
         env=env,
         capture_output=True,

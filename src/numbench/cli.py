@@ -1,0 +1,210 @@
+"""The ``numbench`` command: the user's door to what the workflow does not run itself.
+
+    numbench compare OLD NEW [--margin M] [--output FILE] [--json] [--fail-on-slowdown]
+    numbench offsite plan|run|import ...
+    numbench unlock
+
+The workflow's own steps run through ``snakemake`` (``make run``); these are the steps a user
+takes around it. Each subcommand imports what it needs only when it runs: ``offsite run``
+works on a host that has numpy, pyarrow and this package's sources but not the workflow's
+environment (no Snakemake, PyYAML, jsonschema or pandas), as ``python -m numbench``.
+
+Exit statuses: 0 done; 1 a failed gate (``compare --fail-on-slowdown``) or a refused plan,
+run or archive; 2 bad input, with one line naming the file or option and the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+#: compare's exit status for bad input (argparse's own for a bad option)
+EXIT_BAD_INPUT = 2
+#: what an interrupted ``offsite run`` exits with (128 + SIGINT, as a shell reports it)
+EXIT_INTERRUPTED = 130
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from numbench.compare import BROKEN, EXIT_SLOWER, CompareError, counts, regressions, run
+    from numbench.config import default_margin
+    from numbench.stats import SLOWER
+    from numbench.tables import write_text_atomic
+
+    margin = args.margin if args.margin is not None else default_margin()
+    try:
+        table, text = run(args.old, args.new, margin, as_json=args.json)
+    except CompareError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(text)
+    if args.output:
+        write_text_atomic(text.rstrip("\n") + "\n", args.output)
+    if args.fail_on_slowdown and len(regressions(table)):
+        c = counts(table)
+        print(
+            f"compare: {c.get(SLOWER, 0)} cell(s) slower beyond {float(margin):g}x, "
+            f"{c.get(BROKEN, 0)} cell(s) broken (ok before, not now)",
+            file=sys.stderr,
+        )
+        return EXIT_SLOWER
+    return 0
+
+
+def _offsite(args: argparse.Namespace) -> int:
+    from numbench.offsite import OffsiteError
+
+    try:
+        if args.step == "plan":
+            from numbench.offsite import write_plan
+
+            made = write_plan(
+                args.directory, args.output, args.configfile, args.config, bundle=args.bundle
+            )
+            print(
+                f"plan {made['plan_hash'][:12]}: {len(made['cells'])} cells, "
+                f"{len(made['inputs'])} inputs files -> {args.output}"
+                + (f" (bundle: {args.bundle})" if args.bundle else "")
+            )
+        elif args.step == "run":
+            from numbench.offsite import run_plan
+
+            def say(line: str) -> None:
+                print(line, flush=True)
+
+            try:
+                run_plan(args.plan, args.output, args.workdir, args.resume, say=say)
+            except KeyboardInterrupt:
+                print(
+                    "interrupted: the finished cells stay in the scratch folder; run again "
+                    "with --resume to go on",
+                    file=sys.stderr,
+                )
+                return EXIT_INTERRUPTED
+        else:
+            from numbench.offsite import import_archive
+
+            import_archive(
+                args.archive,
+                args.directory,
+                args.results,
+                args.configfile,
+                args.config,
+                force=args.force,
+            )
+    except OffsiteError as exc:
+        print(f"offsite {args.step}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _unlock(args: argparse.Namespace) -> int:
+    from numbench.resume import unlock_if_stale
+
+    print(f"resume: {unlock_if_stale(args.directory)}")
+    return 0
+
+
+def _config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--directory", default=".", help="the workflow's folder (default: the current one)"
+    )
+    p.add_argument("--configfile", nargs="+", default=[], metavar="FILE", help="as for snakemake")
+    p.add_argument("--config", nargs="+", default=[], metavar="KEY=VALUE", help="as for snakemake")
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="numbench",
+        description="Reproducible benchmarks of NumPy, JAX, PyTorch, TensorFlow and Numba. "
+        "The workflow itself runs with `snakemake` (`make run`); these commands go around it.",
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    compare = sub.add_parser(
+        "compare",
+        help="compare two result sets cell by cell (versions, machines, before/after)",
+        description="Compare two result sets cell by cell. Prints what differs between the two "
+        "environments, then a Markdown table sorted by change (broken cells first, then the "
+        "largest slowdowns); with --json, the same as one JSON document.",
+    )
+    compare.add_argument("old", help="the reference: a results/ folder or a benchmarks.parquet")
+    compare.add_argument("new", help="the one to judge: a results/ folder or a benchmarks.parquet")
+    compare.add_argument(
+        "--margin",
+        default=None,
+        help="same speed within this factor, a finite number >= 1 (default: the config's margin)",
+    )
+    compare.add_argument("--output", help="also write the table (Markdown, or JSON) here")
+    compare.add_argument("--json", action="store_true", help="write JSON instead of Markdown")
+    compare.add_argument(
+        "--fail-on-slowdown",
+        action="store_true",
+        help="exit 1 when any cell is slower, or was ok and is not any more",
+    )
+    compare.set_defaults(run=_compare)
+
+    offsite = sub.add_parser(
+        "offsite",
+        help="run the grid's cells on another host and bring them back as one archive",
+        description="plan (here): validate the config as the workflow does and write the plan; "
+        "run (there): make the inputs, run every cell, pack one .tar.gz (needs numpy, pyarrow "
+        "and the package's sources only: `PYTHONPATH=src python -m numbench offsite run`); "
+        "import (here): check the archive and bring its cells into results/. A plan and an "
+        "archive are trusted in nothing: every path written is derived from a cell's identity.",
+    )
+    steps = offsite.add_subparsers(dest="step", required=True, metavar="STEP")
+    plan = steps.add_parser("plan", help="write the plan of a config (here)")
+    _config_options(plan)
+    plan.add_argument("--output", required=True, help="the plan's JSON file")
+    plan.add_argument(
+        "--bundle",
+        help="also write a .tar.gz of what the other host needs: the package's sources and "
+        "the plan",
+    )
+    run = steps.add_parser("run", help="run a plan's cells and pack them (there)")
+    run.add_argument("plan", help="the plan's JSON file")
+    run.add_argument("--output", required=True, help="the archive to write (.tar.gz)")
+    run.add_argument(
+        "--workdir",
+        help="scratch folder for inputs, cells and logs (default: the output's name + .work)",
+    )
+    run.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the inputs files and cells an earlier run left in the scratch folder",
+    )
+    imp = steps.add_parser("import", help="bring an archive's cells into results/ (here)")
+    imp.add_argument("archive")
+    _config_options(imp)
+    imp.add_argument("--results", help="the results folder (default: DIRECTORY/results)")
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace cell files here that differ from the archive's",
+    )
+    offsite.set_defaults(run=_offsite)
+
+    unlock = sub.add_parser(
+        "unlock",
+        help="remove Snakemake's lock when the run that held it was killed (`make run` does this)",
+    )
+    unlock.add_argument(
+        "--directory", default=".", help="the workflow's folder (default: the current one)"
+    )
+    unlock.set_defaults(run=_unlock)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.run(args)
+
+
+def entry() -> None:
+    """The console script (and ``python -m numbench``). It leaves as a cell worker does
+    (``worker.leave``): once an ``offsite import`` had printed its error and returned 1, the
+    process still died by SIGABRT in a native library's teardown, in one test run of many."""
+    status = main()
+    from numbench.worker import leave
+
+    leave(status)
