@@ -44,7 +44,7 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
     unpaired) into ``out`` and return its median latency per call in seconds."""
     import pandas as pd
 
-    from numbench.cell import run_cell
+    from numbench.measure.supervisor import run_cell
     from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
     from numbench.timing import TimingSettings
 
@@ -61,7 +61,16 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
         timeout_s=600.0,
         memory_limit_mb=None,
         allocator="steady",
-        replicates=ReplicateSettings(min=1, max=1, target_ci=1.0, margin=1.1, spread=0),
+        replicates=ReplicateSettings(
+            min=1,
+            max=1,
+            target_ci=1.0,
+            margin=1.1,
+            spread=0,
+            round_sd=0.03,
+            max_cpu_taken=0.1,
+            lockstep=False,
+        ),
         paired_with=None,
         contract=CELL_CONTRACT,
     )

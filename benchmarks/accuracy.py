@@ -104,7 +104,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from numbench import inputs
+    from numbench.measure import inputs
 
     lines = ["| cell | workflow median | independent median | ratio |", "|---|---:|---:|---:|"]
     print(f"{'cell':34s} {'workflow':>12s} {'independent':>12s} {'ratio':>7s}")

@@ -32,11 +32,11 @@ import pandas as pd
 from reproducibility import crossover_figures, speedup_figures
 from scipy import optimize, special, stats
 
-import numbench.speedups as speedups_module
+import numbench.analyse.speedups as speedups_module
 import numbench.stats as stats_module
+from numbench.analyse.crossovers import find_crossovers
+from numbench.analyse.speedups import compute_speedups, in_doubt, round_log_ratios
 from numbench.config import default_margin
-from numbench.crossovers import find_crossovers
-from numbench.speedups import compute_speedups, in_doubt, round_log_ratios
 from numbench.stats import verdict
 
 KEY = ["library", "device", "operation", "size", "dtype", "threads"]

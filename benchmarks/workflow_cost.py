@@ -23,6 +23,8 @@ from pathlib import Path
 
 from _report import ROOT, publish
 
+from numbench.cells import Cell
+
 PARTS = ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs")
 
 
@@ -93,10 +95,7 @@ def main() -> None:
             in_cell, worker = in_cell_seconds(bench)
             noop = snakemake(wd, "--cores", str(cores), *extra)
             target = bench[bench["status"] == "ok"].iloc[0]
-            cell = (
-                f"results/cells/{target.library}/{target.device}/{target.dtype}/"
-                f"t{int(target.threads)}/{target.operation}/{target['size']}.parquet"
-            )
+            cell = Cell.from_fields(target).path
             (wd / cell).unlink()
             single = snakemake(wd, cell, "--cores", str(cores), *extra)
             key = ["library", "device", "dtype", "threads", "operation", "size"]

@@ -8,8 +8,8 @@ import sys
 
 import _path  # noqa: F401
 
-from numbench.aggregate import aggregate
-from numbench.tables import CorruptFile
+from numbench.analyse.aggregate import aggregate
+from numbench.contract import CorruptFile
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--output", required=True)

@@ -4,7 +4,7 @@ import argparse
 
 import _path  # noqa: F401
 
-from numbench.charts import write_charts
+from numbench.report.charts import write_charts
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--benchmarks", required=True)

@@ -4,7 +4,7 @@ import argparse
 
 import _path  # noqa: F401
 
-from numbench.dimensions import write_dimensions
+from numbench.analyse.dimensions import write_dimensions
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--samples", required=True)

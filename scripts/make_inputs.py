@@ -6,7 +6,7 @@ import sys
 
 import _path  # noqa: F401
 
-from numbench import inputs
+from numbench.measure import inputs
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--operation", required=True)

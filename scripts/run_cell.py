@@ -13,7 +13,8 @@ import traceback
 
 import _path  # noqa: F401
 
-from numbench.cell import MachineryFault, keep_pandas_out, run_cell, run_round
+from numbench.errors import MachineryFault
+from numbench.measure.supervisor import keep_pandas_out, run_cell, run_round
 from numbench.spec import CellSpec
 
 #: the exit status of a job that failed for the machinery or the host

@@ -4,7 +4,7 @@ import argparse
 
 import _path  # noqa: F401
 
-from numbench.speedups import write_speedups
+from numbench.analyse.speedups import write_speedups
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--benchmarks", required=True)

@@ -4,7 +4,7 @@ import argparse
 
 import _path  # noqa: F401
 
-from numbench.summary import write_summary
+from numbench.report.summary import write_summary
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--benchmarks", required=True)

@@ -62,6 +62,8 @@ def make_spec(
             target_ci=0.03,
             margin=1.1,
             spread=0,
+            round_sd=0.03,
+            max_cpu_taken=0.1,
             lockstep=lockstep,
         ),
         paired_with=paired_with,
@@ -138,13 +140,11 @@ def not_ok_cells(workdir: Path, bench: pd.DataFrame, expected=()) -> str:
             continue
         parts.append(f"{r.library}/{r.device} {r.dtype} t{r.threads} {r.operation} {r.size}: ")
         parts[-1] += f"{r.status}: {r.error}"
-        from numbench.config import cell_path
+        from numbench.cells import Cell
 
-        # the rules' log paths mirror the cell's file: logs/cells/.../N.log, logs/rounds/.../N/
-        cell = cell_path(r.library, r.device, r.operation, r.size, r.dtype, r.threads)
-        stem = cell.removeprefix("results/cells/").removesuffix(".parquet")
-        logs = [workdir / "logs" / "cells" / f"{stem}.log"]
-        logs += sorted((workdir / "logs" / "rounds" / stem).glob("r*.log"))
+        cell = Cell.from_fields(r._asdict())
+        logs = [workdir / cell.log]
+        logs += sorted((workdir / cell.round_log(0)).parent.glob("r*.log"))
         for log in logs:
             if log.exists():
                 tail = log.read_text(errors="replace")[-3000:]
@@ -181,8 +181,8 @@ def noisy(median: float, n: int, seed: int) -> np.ndarray:
 
 
 def _cell_row(library, device, operation, size, status="ok", samples=None, error=None):
+    from numbench.contract import STAT_FIELDS
     from numbench.stats import summarize
-    from numbench.tables import STAT_FIELDS
 
     row = {
         "library": library,
@@ -248,9 +248,9 @@ def constructed_results(gpu: str | None = None):
     ``gpu``: None (no GPU cells), "unavailable" (every GPU cell unavailable) or "ok" (one
     GPU cell measured, the rest unavailable)."""
 
-    from numbench.crossovers import find_crossovers
-    from numbench.speedups import compute_speedups
-    from numbench.tables import BENCHMARKS_SCHEMA
+    from numbench.analyse.crossovers import find_crossovers
+    from numbench.analyse.speedups import compute_speedups
+    from numbench.contract import BENCHMARKS_SCHEMA
 
     rng = np.random.default_rng(1)
     rows, samples = [], {}

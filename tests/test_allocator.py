@@ -11,9 +11,9 @@ import sys
 import pytest
 from conftest import REPO, make_spec
 
-from numbench.cell import worker_environment
 from numbench.config import cell_spec, grid, resolve
 from numbench.libraries import ALLOCATORS, STEADY_MALLOC, allocator_environment
+from numbench.measure.process import worker_environment
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from numbench import inputs
-from numbench.charts import FORMATS, chart_names
-from numbench.config import cell_path, inputs_path
-from numbench.replicates import MEASURED, ProcessRun
+from numbench.cells import cell_path, inputs_path
+from numbench.contract import cell_table, write_atomic
+from numbench.measure import inputs
+from numbench.measure.replicates import MEASURED, ProcessRun
+from numbench.report.charts import FORMATS, chart_names
 from numbench.spec import CellMeta, ProcessReport
-from numbench.tables import cell_table, write_atomic
 
 REPO = Path(__file__).resolve().parent.parent
 

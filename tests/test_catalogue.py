@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from numbench import config, libraries, operations
-from numbench.inputs import FIXED_SIZE, make
+from numbench.measure.inputs import FIXED_SIZE, make
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

@@ -10,10 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_spec
 
-from numbench import inputs, operations
-from numbench.cell import MachineryFault, run_cell, run_round
+from numbench import operations
 from numbench.config import default_sizes
-from numbench.tables import CELL_COLUMNS, CorruptFile, read_cell
+from numbench.contract import CELL_COLUMNS, CorruptFile, read_cell
+from numbench.errors import MachineryFault
+from numbench.measure import inputs
+from numbench.measure.supervisor import run_cell, run_round
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
 
@@ -170,8 +172,8 @@ def test_a_worker_leaves_no_temporary_file_behind(tmp_path, monkeypatch):
     autograph modules itself: they go to the worker's own folder, removed with it."""
     import tempfile
 
-    from numbench import inputs
-    from numbench.cell import run_worker
+    from numbench.measure import inputs
+    from numbench.measure.process import run_worker
 
     path = tmp_path / "elementwise-1000.npz"
     inputs.write("elementwise", 1000, 1, path)
@@ -189,7 +191,7 @@ def test_a_worker_leaves_no_temporary_file_behind(tmp_path, monkeypatch):
 def test_results_get_the_mode_a_plain_write_gives(tmp_path, umask, mode):
     """Cell files, rounds, inputs and tables are readable by whom the user's umask says (a
     group sharing results/), not only by their owner as mkstemp's 0600 would have it."""
-    from numbench.tables import write_text_atomic
+    from numbench.contract import write_text_atomic
 
     spec = _spec(tmp_path, "numpy")
     before = os.umask(umask)
@@ -209,7 +211,7 @@ def test_the_cell_records_the_cpus_its_worker_really_had(tmp_path):
     """Under a cluster the job may get fewer CPUs than the config's threads: each worker
     records the CPUs it could run on (``cpus_allowed``), beside the threads asked, in the
     cell file and in benchmarks.parquet, with a note where they differ."""
-    from numbench.aggregate import aggregate
+    from numbench.analyse.aggregate import aggregate
 
     spec = _spec(tmp_path, "numpy")
     out = tmp_path / "cells" / "t1.parquet"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import constructed_results
 
-from numbench.charts import FORMATS, build_charts, chart_names, save_chart, speedup_chart
-from numbench.charts_overview import heatmap_frame
+from numbench.report.charts import FORMATS, build_charts, chart_names, save_chart, speedup_chart
+from numbench.report.charts_overview import heatmap_frame
 
 OPERATIONS = ["fft", "sort"]
 # A console message as Chromium logs it with --enable-logging=stderr, e.g.

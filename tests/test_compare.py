@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, constructed_results
 
-from numbench.compare import CompareError, check_margin, compare, load
-from numbench.tables import BENCHMARKS_SCHEMA
+from numbench.analyse.compare import CompareError, check_margin, compare, load
+from numbench.contract import BENCHMARKS_SCHEMA
 
 
 def write(bench: pd.DataFrame, folder: Path) -> Path:

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from numbench import libraries, operations
-from numbench.config import Cell, ConfigError, grid, input_files, resolve
+from numbench.cells import Cell
+from numbench.config import ConfigError, grid, input_files, resolve
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -150,7 +151,7 @@ def test_element_counts_match_the_arrays_the_operation_makes(name):
     number counts as two reals), at two small sizes."""
     import numpy as np
 
-    from numbench import inputs
+    from numbench.measure import inputs
 
     op = operations.get(name)
     params = op.resolve_params()
@@ -166,9 +167,61 @@ def test_element_counts_match_the_arrays_the_operation_makes(name):
 
 
 def test_an_operation_without_element_counts_is_not_weighed():
-    from numbench.config_dims import check_memory
+    from numbench.config.dims import check_memory
 
     c = {"dtype": ["float64"], "operations": {"sort": {"sizes": [10**15]}}}
     check_memory(c, lambda name, size, dtype: None)
     with pytest.raises(ConfigError, match=r"operations.sort.sizes\[0\] = 1000000000000000"):
         check_memory(c, lambda name, size, dtype: size * 8)
+
+
+def test_settings_dataclasses_hold_no_defaults_of_their_own():
+    """A default lives in the schema alone: the typed settings the code builds from the
+    config must be given every field, so no code path can fall back on a second default."""
+    import dataclasses
+
+    from numbench.spec import ReplicateSettings
+    from numbench.timing import TimingSettings
+
+    for cls in (ReplicateSettings, TimingSettings):
+        defaulted = [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        ]
+        assert not defaulted, f"{cls.__name__} defaults {defaulted} outside the schema"
+
+
+def test_the_shipped_config_states_the_schemas_defaults():
+    """config/config.yaml spells out the defaults for the reader; it must say what the schema
+    says, key for key, or the two would be two places for one default."""
+
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    shipped = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+    def compare(props: dict, values: dict, where: str) -> list[str]:
+        out = []
+        for key, value in values.items():
+            prop = props.get(key, {})
+            if isinstance(value, dict) and "properties" in prop:
+                out += compare(prop["properties"], value, f"{where}{key}.")
+            elif isinstance(prop.get("default"), list) and not isinstance(value, list):
+                out += compare({key: prop}, {key: [value]}, where)  # `dtype: float64` is a list
+            elif "default" in prop and prop["default"] != value and key != "operations":
+                out.append(f"{where}{key}: config.yaml {value!r}, schema {prop['default']!r}")
+        return out
+
+    assert compare(schema["properties"], shipped, "") == []
+
+
+def test_the_stopping_margin_is_the_cells_and_the_report_margin_is_not():
+    from numbench.config import cell_spec, grid, resolve
+
+    base = {"operations": {"sort": {"sizes": [10]}}}
+    specs = {}
+    for margin in (1.1, 1.5):
+        cfg = resolve({**base, "margin": margin}, SCHEMA)
+        specs[margin] = [cell_spec(cfg, c).to_json() for c in grid(cfg)]
+    assert specs[1.1] == specs[1.5]
+    cfg = resolve({**base, "replicates": {"margin": 1.3}}, SCHEMA)
+    assert {cell_spec(cfg, c).replicates.margin for c in grid(cfg)} == {1.3}

@@ -346,7 +346,7 @@ MATMUL_8192 = {"operations": {"matmul": {"sizes": [8192]}}, "libraries": ["numpy
 
 
 def _host_memory(monkeypatch, gib: float) -> None:
-    from numbench import config_dims
+    from numbench.config import dims as config_dims
 
     monkeypatch.setattr(config_dims, "host_memory_bytes", lambda: int(gib * GIB))
 

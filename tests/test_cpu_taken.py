@@ -1,5 +1,5 @@
 """The share of a worker's CPUs that other programs took while it measured
-(numbench.cpu_taken)."""
+(numbench.measure.cpu_taken)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from numbench import cpu_taken
-from numbench.cpu_taken import CpuTaken
+from numbench.measure import cpu_taken
+from numbench.measure.cpu_taken import CpuTaken
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs /proc/stat")
 

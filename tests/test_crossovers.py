@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from numbench.crossovers import find_crossovers, log_crossing
+from numbench.analyse.crossovers import find_crossovers, log_crossing
+from numbench.contract import CROSSOVERS_SCHEMA, SPEEDUPS_SCHEMA
 from numbench.stats import verdict
-from numbench.tables import CROSSOVERS_SCHEMA, SPEEDUPS_SCHEMA
 
 SIZES = [10, 100, 1000, 10_000, 100_000]
 #: a small margin, so these curves test the kinds; the margin has its own test below

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from numbench.cuda_env import (
+from numbench.config.cuda_env import (
     cuda_major,
     cuda_majors,
     mixed_cuda,

@@ -1,4 +1,4 @@
-"""numbench.dimensions on constructed samples: float32 against float64, N threads against 1."""
+"""numbench.analyse.dimensions on constructed samples: float32 against float64, N threads against 1."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from numbench.dimensions import (
+from numbench.analyse.dimensions import (
     PRECISION_COLUMNS,
     SCALING_COLUMNS,
     dimension_findings,
@@ -122,7 +122,7 @@ def test_series_labels_name_dtype_and_threads_only_on_a_mixed_frame():
 
 
 def test_fastest_compares_cells_of_one_dtype_and_thread_count():
-    from numbench.findings import Winner, fastest
+    from numbench.analyse.findings import Winner, fastest
 
     def row(lib, dtype, threads, median):
         return {

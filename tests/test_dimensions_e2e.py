@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from conftest import copy_workflow, not_ok_cells, snakemake
 
-from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.analyse.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 
 pytestmark = pytest.mark.e2e
 

@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, make_spec, snakemake
 
-from numbench import inputs
-from numbench.aggregate import aggregate
-from numbench.cell import CellResult, run_cell
+from numbench.analyse.aggregate import aggregate
+from numbench.contract import read_cell
 from numbench.errors import CorruptFile
-from numbench.resume import snakemake_running_in, unlock_if_stale
-from numbench.tables import read_cell
+from numbench.measure import inputs
+from numbench.measure.resume import snakemake_running_in, unlock_if_stale
+from numbench.measure.supervisor import CellResult, run_cell
 
 FAST = {"min_sample_time_s": 0.002, "min_samples": 3, "max_samples": 5, "budget_s": 0.05}
 GRID = """
@@ -124,7 +124,7 @@ def test_worker_dies_with_its_supervisor(results: Path, tmp_path: Path):
     spec = (
         "import sys; sys.path[:0] = [{!r}, {!r}]\n"
         "from conftest import make_spec\n"
-        "from numbench.cell import run_cell\n"
+        "from numbench.measure.supervisor import run_cell\n"
         "run_cell(make_spec('fault-hang', 'cpu', 'elementwise', 1000, {!r},"
         " {!r}, timeout_s=60), {!r}, lock={!r})\n"
     ).format(

@@ -17,10 +17,11 @@ import pandas as pd
 import pytest
 from conftest import make_spec, snakemake
 
-from numbench import inputs, libraries, operations
-from numbench.cell import run_worker
-from numbench.gpu_report import gpu_gaps_notice, no_gpu_notice
+from numbench import libraries, operations
+from numbench.analyse.gpu_report import gpu_gaps_notice, no_gpu_notice
 from numbench.libraries import Unavailable
+from numbench.measure import inputs
+from numbench.measure.process import run_worker
 from numbench.timing import EventTimer, Timer, TimingSettings
 
 GPU_LIBRARIES = ("jax", "torch", "tensorflow", "numba", "cupy")

@@ -17,16 +17,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_spec
 
-from numbench import cell as cell_module
-from numbench import inputs
-from numbench.cell import (
-    LOCK_ENV,
-    LockError,
-    MachineryFault,
-    default_lock_path,
-    run_cell,
-    timing_lock,
-)
+from numbench.errors import MachineryFault
+from numbench.measure import host_lock as cell_module
+from numbench.measure import inputs
+from numbench.measure.host_lock import LOCK_ENV, LockError, default_lock_path, timing_lock
+from numbench.measure.supervisor import run_cell
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
 #: how long a test waits for a helper process to say it holds the lock
@@ -46,7 +41,7 @@ def own_root(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def holder(tmp_path):
-    """Start a process that holds a lock file (``numbench.cell.timing_lock``) as a cell
+    """Start a process that holds a lock file (``numbench.measure.host_lock.timing_lock``) as a cell
     would, until the test ends; return (its pid, the lock's path)."""
     procs = []
 
@@ -56,7 +51,7 @@ def holder(tmp_path):
             f"""
             import sys, time, pathlib
             sys.path.insert(0, {str(REPO / "src")!r})
-            from numbench.cell import timing_lock
+            from numbench.measure.host_lock import timing_lock
             with timing_lock({str(path)!r}, holder={label!r}):
                 pathlib.Path({str(ready)!r}).write_text("held")
                 time.sleep(600)

@@ -17,9 +17,9 @@ import pytest
 from conftest import MARGIN, REPO, constructed_results, snakemake
 from markdown_it import MarkdownIt
 
+from numbench.contract import BENCHMARKS_SCHEMA
 from numbench.formatting import Markdown, md_code, md_table, md_text
-from numbench.summary import render, to_html, write_summary
-from numbench.tables import BENCHMARKS_SCHEMA
+from numbench.report.summary import render, to_html, write_summary
 
 TAG = "<img src=x onerror=alert(1)>"
 ESCAPED_TAG = html.escape(TAG, quote=False)  # &lt;img src=x onerror=alert(1)&gt;
@@ -206,7 +206,7 @@ rule summary:
         ),
     run:
         from test_html_escape import MARGIN, hostile_results
-        from numbench.summary import render, to_html
+        from numbench.report.summary import render, to_html
         page = to_html(render(*hostile_results(), "numpy", "cpu", MARGIN))
         open(output[0], "w", encoding="utf-8").write(page)
 """
@@ -247,7 +247,7 @@ def test_a_chart_page_keeps_data_as_script_text(tmp_path):
     import altair as alt
     import pandas as pd
 
-    from numbench.charts import save_chart
+    from numbench.report.charts import save_chart
 
     hostile = "</script><img src=x onerror=alert(1)>"
     frame = pd.DataFrame({"size": [1, 2], "median_s": [3.0, 4.0], "library": [hostile, "numpy"]})
@@ -258,7 +258,7 @@ def test_a_chart_page_keeps_data_as_script_text(tmp_path):
 
 
 def test_sentences_built_from_data_escape_it():
-    from numbench.dimensions import precision_sentences
+    from numbench.analyse.dimensions import precision_sentences
 
     rows = pd.DataFrame(
         [

@@ -14,10 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_spec
 
-from numbench import cell as cell_module
-from numbench import inputs, tables
-from numbench.cell import MachineryFault, ended_report, run_cell, run_round
-from numbench.worker import MACHINERY_FAULT_EXIT
+from numbench import contract as tables
+from numbench.errors import MachineryFault
+from numbench.measure import inputs
+from numbench.measure import process as cell_module
+from numbench.measure.process import ended_report
+from numbench.measure.supervisor import run_cell, run_round
+from numbench.measure.worker import MACHINERY_FAULT_EXIT
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
 #: the sentence every failed job's log ends with
@@ -140,7 +143,7 @@ def test_a_worker_that_cannot_write_its_report_exits_with_the_machinery_s_status
     result = tmp_path / "gone" / "result.json"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.run(
-        [sys.executable, "-m", "numbench.worker", str(spec_file), str(result)],
+        [sys.executable, "-m", "numbench.measure.worker", str(spec_file), str(result)],
         env=env,
         capture_output=True,
         text=True,

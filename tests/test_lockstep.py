@@ -1,4 +1,4 @@
-"""Lockstep rounds (numbench.turns, numbench.cell.run_lockstep): the worker's side of the
+"""Lockstep rounds (numbench.measure.lockstep, numbench.measure.lockstep.run_lockstep): the worker's side of the
 protocol on constructed turns, the supervisor's orchestration on scripted stand-in workers
 (every way a partner can end frees the other), and real paired cells in lockstep."""
 
@@ -17,13 +17,24 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_spec
 
-from numbench import cell as cell_module
-from numbench import inputs
-from numbench.cell import run_cell, run_lockstep
-from numbench.replicates import BASELINE, MEASURED, measure_round, round_seed
+from numbench.measure import inputs
+from numbench.measure import lockstep as lockstep_module
+from numbench.measure import process as process_module
+from numbench.measure.lockstep import (
+    ENOUGH,
+    GO,
+    MORE,
+    READY,
+    SAMPLE,
+    TURNS_ENV,
+    LineChannel,
+    Turns,
+    run_lockstep,
+)
+from numbench.measure.replicates import BASELINE, MEASURED, measure_round, round_seed
+from numbench.measure.supervisor import run_cell
 from numbench.spec import ProcessReport
 from numbench.timing import Timer, TimingSettings
-from numbench.turns import ENOUGH, GO, MORE, READY, SAMPLE, TURNS_ENV, LineChannel, Turns
 
 SETTINGS = TimingSettings(min_sample_time_s=0.01, min_samples=3, max_samples=6, budget_s=0.025)
 
@@ -124,7 +135,7 @@ def test_the_stopping_rule_counts_only_the_worker_s_own_samples():
 
 
 def test_a_paused_stretch_is_not_counted_as_taken(one_cpu_hog):
-    from numbench.cpu_taken import CpuTaken
+    from numbench.measure.cpu_taken import CpuTaken
 
     taken = CpuTaken()
     taken.pause()
@@ -192,7 +203,7 @@ FAKE_WORKER = textwrap.dedent(
     """
     import json, os, signal, sys, time
     from numbench.timing import TimingSettings
-    from numbench.turns import Turns
+    from numbench.measure.lockstep import Turns
 
     spec_path, result_path = sys.argv[1], sys.argv[2]
     name = json.load(open(spec_path))["library"]
@@ -251,7 +262,7 @@ def fake_workers(tmp_path, monkeypatch):
     script.write_text(FAKE_WORKER)
     log = tmp_path / "events.log"
     plan: dict = {}
-    real_prepare = cell_module._prepare
+    real_prepare = process_module.prepare_worker
 
     def prepare(spec, tmp):
         _, env, result_path = real_prepare(spec, tmp)
@@ -259,7 +270,7 @@ def fake_workers(tmp_path, monkeypatch):
         cmd = [sys.executable, str(script), str(Path(tmp, "spec.json")), str(result_path)]
         return cmd, env, result_path
 
-    monkeypatch.setattr(cell_module, "_prepare", prepare)
+    monkeypatch.setattr(process_module, "prepare_worker", prepare)
 
     def read_log(times: bool = False) -> list[tuple]:
         lines = log.read_text().split("\n") if log.exists() else []
@@ -377,22 +388,22 @@ def test_a_stopped_supervisor_takes_both_workers_along(tmp_path, fake_workers, m
     plan, _ = fake_workers
     plan["torch"] = {"hang_at": 1}
     pids = []
-    real_start = cell_module._start_partner
+    real_start = lockstep_module._start_partner
 
     def start(spec, tmp):
         partner = real_start(spec, tmp)
         pids.append(partner.proc.pid)
         return partner
 
-    monkeypatch.setattr(cell_module, "_start_partner", start)
-    real_hear = cell_module._hear
+    monkeypatch.setattr(lockstep_module, "_start_partner", start)
+    real_hear = lockstep_module._hear
 
     def hear(partner):
         if partner.spec.library == "torch" and partner.said in (READY, MORE):
             raise KeyboardInterrupt  # the run is stopped while torch has its turn
         return real_hear(partner)
 
-    monkeypatch.setattr(cell_module, "_hear", hear)
+    monkeypatch.setattr(lockstep_module, "_hear", hear)
     with pytest.raises(KeyboardInterrupt):
         run_lockstep(pair(tmp_path), seed=3)
     for pid in pids:

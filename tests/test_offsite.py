@@ -379,7 +379,7 @@ def test_an_archive_of_another_config_is_refused(remote):
 
 
 def test_inputs_that_differ_from_the_measured_ones_are_refused(remote):
-    from numbench import inputs
+    from numbench.measure import inputs
 
     # an inputs file here made with another seed
     wf = fresh_workflow(remote, "inputs-here")

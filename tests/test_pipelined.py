@@ -19,10 +19,8 @@ import pyarrow as pa
 import pytest
 from conftest import MARGIN, constructed_results, make_spec
 
-from numbench import inputs, transfers
-from numbench.aggregate import cell_row, end_to_end_s, pipelined_row, sample_rows
-from numbench.cell import run_worker
-from numbench.pipelining import (
+from numbench.analyse.aggregate import cell_row, end_to_end_s, pipelined_row, sample_rows
+from numbench.analyse.pipelining import (
     gap_sentence,
     pipeline_findings,
     pipeline_gaps,
@@ -30,6 +28,8 @@ from numbench.pipelining import (
     pipeline_table,
     transfer_table,
 )
+from numbench.measure import inputs, transfers
+from numbench.measure.process import run_worker
 from numbench.spec import CellMeta, ProcessReport
 from numbench.timing import Timer, TimingSettings, pipeline_window, result_nbytes
 
@@ -334,7 +334,8 @@ def queued_numpy(on_queued):
 def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch, capsys):
     """A library whose queued calls go wrong (here: any call made before the previous one
     was waited for) passes the per-call check and fails the pipelined one."""
-    from numbench import libraries, worker
+    from numbench import libraries
+    from numbench.measure import worker
 
     def off_by_one(out):
         return tuple(o + 1.0 for o in out) if isinstance(out, tuple) else out + 1.0
@@ -355,8 +356,8 @@ def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch, c
 
 # -- the cell file and benchmarks.parquet ----------------------------------------------------
 def _table(reports):
-    from numbench.replicates import MEASURED, ProcessRun
-    from numbench.tables import cell_table
+    from numbench.contract import cell_table
+    from numbench.measure.replicates import MEASURED, ProcessRun
 
     runs = [ProcessRun(MEASURED, i, 0.0, r) for i, r in enumerate(reports)]
     key = {"library": "jax", "device": "cpu", "operation": "matmul", "size": 100}
@@ -407,7 +408,7 @@ def test_a_synchronous_cell_repeats_its_latency_as_its_pipelined_figure():
 def test_a_cell_file_from_before_the_pipelined_mode_still_reads(tmp_path):
     import pyarrow.parquet as pq
 
-    from numbench.tables import LATER_COLUMNS, read_cell
+    from numbench.contract import LATER_COLUMNS, read_cell
 
     report = ProcessReport(status="ok", dispatch="asynchronous", loops=1, samples_s=[1.0, 2.0])
     old = _table([report])
@@ -500,7 +501,7 @@ def test_transfer_table_on_a_gpu_grid():
 
 
 def test_pipelined_chart_has_both_modes_for_asynchronous_cells_only():
-    from numbench.charts_pipelined import (
+    from numbench.report.charts_pipelined import (
         LATENCY_LABEL,
         PIPELINED_LABEL,
         pipelined_chart,
@@ -520,7 +521,7 @@ def test_pipelined_chart_has_both_modes_for_asynchronous_cells_only():
 
 
 def test_cell_schema_has_the_mode_and_transfer_columns():
-    from numbench.tables import BENCHMARKS_SCHEMA, CELL_SCHEMA
+    from numbench.contract import BENCHMARKS_SCHEMA, CELL_SCHEMA
 
     for name in ("mode", "dispatch", "h2d_s", "d2h_s", "h2d_bytes", "d2h_bytes"):
         assert name in CELL_SCHEMA.names
@@ -532,7 +533,8 @@ def test_cell_schema_has_the_mode_and_transfer_columns():
 def test_a_failing_pipelined_loop_keeps_the_latency_and_says_why(elementwise_file, monkeypatch):
     """A device out of memory in the pipelined window leaves the per-call figures: the cell
     stays ok, its pipelined figures null, and its error says what was not measured."""
-    from numbench import libraries, worker
+    from numbench import libraries
+    from numbench.measure import worker
 
     def no_room(out):
         raise MemoryError("no room for the queue")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from conftest import make_spec
 
-from numbench.replicates import (
+from numbench.measure.replicates import (
     BASELINE,
     MEASURED,
     ProcessRun,
@@ -25,6 +25,18 @@ from numbench.spec import ProcessReport, ReplicateSettings
 from numbench.stats import median_ci, summarize
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
+
+#: replicate settings of a test: the shipped defaults' kind, two to three processes, no spread
+REPS = {
+    "min": 2,
+    "max": 3,
+    "target_ci": 0.03,
+    "margin": 1.1,
+    "spread": 0,
+    "round_sd": 0.03,
+    "max_cpu_taken": 0.1,
+    "lockstep": False,
+}
 
 
 def noisy(median: float, n: int, rng: np.random.Generator, sd: float = 0.02) -> np.ndarray:
@@ -102,7 +114,7 @@ class QuietWorker(FakeWorker):
 
 
 def spec_with(library="torch", paired="numpy/cpu", **reps):
-    settings = {"min": 2, "max": 6, "target_ci": 0.03, "margin": 1.1, "spread": 0, **reps}
+    settings = {**REPS, "min": 2, "max": 6, **reps}
     return make_spec(library, "cpu", "sort", 1000, "x.npz", FAST).replace(
         replicates=ReplicateSettings(**settings), paired_with=paired
     )
@@ -272,13 +284,13 @@ def test_a_failed_process_is_not_measured_again_for_waiting():
 @pytest.mark.parametrize("reps", [{"min": 3, "max": 2}, {"min": 0, "max": 2}])
 def test_replicate_settings_refuse_bad_bounds(reps):
     with pytest.raises(ValueError):
-        ReplicateSettings(target_ci=0.03, margin=1.1, spread=0, **reps)
+        ReplicateSettings(**{**REPS, **reps})
 
 
 @pytest.mark.parametrize("wait", [0, -0.1])
 def test_replicate_settings_refuse_a_cpu_taken_limit_of_zero_or_less(wait):
     with pytest.raises(ValueError, match="max_cpu_taken"):
-        ReplicateSettings(min=2, max=3, target_ci=0.03, margin=1.1, spread=0, max_cpu_taken=wait)
+        ReplicateSettings(**{**REPS, "max_cpu_taken": wait})
 
 
 # -- spread rounds: measured by jobs of their own, continued by the cell's job ---------------
@@ -357,13 +369,13 @@ def test_a_round_file_of_another_cell_or_a_corrupt_one_is_refused(tmp_path):
 
 def test_spread_must_not_exceed_min():
     with pytest.raises(ValueError, match="spread"):
-        ReplicateSettings(min=2, max=3, target_ci=0.03, margin=1.1, spread=3)
+        ReplicateSettings(**{**REPS, "spread": 3})
 
 
 # -- the baseline's row pools the baseline processes measured beside other cells -------------
 def _cell_file(tmp_path, library, own, paired=None, baseline=()):
+    from numbench.contract import cell_table, write_atomic
     from numbench.spec import CellMeta
-    from numbench.tables import cell_table, write_atomic
 
     def report(median):
         return ProcessReport(status="ok", loops=1, samples_s=[median * f for f in (0.99, 1, 1.01)])
@@ -379,7 +391,7 @@ def _cell_file(tmp_path, library, own, paired=None, baseline=()):
 
 
 def test_the_baseline_row_pools_the_baseline_processes_paired_with_other_cells(tmp_path):
-    from numbench.aggregate import aggregate
+    from numbench.analyse.aggregate import aggregate
 
     paths = [
         _cell_file(tmp_path, "numpy", [1.0e-3, 1.0e-3]),
@@ -397,7 +409,8 @@ def test_the_baseline_row_pools_the_baseline_processes_paired_with_other_cells(t
 
 
 def test_cells_run_in_a_seeded_random_order():
-    from numbench.config import Cell, job_order
+    from numbench.cells import Cell
+    from numbench.config import job_order
 
     cells = [Cell(lib, "cpu", "sort", n) for lib in ("numpy", "torch") for n in (10, 100, 1000)]
     order = job_order({"seed": 1}, cells)

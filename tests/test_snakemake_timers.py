@@ -1,4 +1,4 @@
-"""The fix for Snakemake's multiplying scheduler timers (numbench.snakemake_timers)."""
+"""The fix for Snakemake's multiplying scheduler timers (numbench.measure.snakemake_timers)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from numbench.snakemake_timers import (
+from numbench.measure.snakemake_timers import (
     KEEP_ENV,
     limit_reevaluation_timers,
     schedule_reevaluation_once,

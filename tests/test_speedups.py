@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from conftest import samples_frame
 
-from numbench.speedups import compute_speedups, is_significant
+from numbench.analyse.speedups import compute_speedups, is_significant
+from numbench.contract import SPEEDUPS_SCHEMA
 from numbench.stats import ratio_ci, repeat_chance
-from numbench.tables import SPEEDUPS_SCHEMA
 
 MARGIN = 1.1
 

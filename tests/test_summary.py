@@ -7,8 +7,9 @@ import re
 import pytest
 from conftest import MARGIN, constructed_results
 
-from numbench.crossovers import find_crossovers
-from numbench.summary import format_size, render, to_html
+from numbench.analyse.crossovers import find_crossovers
+from numbench.formatting import format_size
+from numbench.report.summary import render, to_html
 
 
 def section(text: str, title: str) -> str:
@@ -201,9 +202,9 @@ def test_html_twin_has_the_tables(text):
 def sentence(points) -> str:
     from test_crossovers import curve
 
-    from numbench.crossovers import find_crossovers
-    from numbench.findings import crossover
-    from numbench.summary import crossover_sentence
+    from numbench.analyse.crossovers import find_crossovers
+    from numbench.analyse.findings import crossover
+    from numbench.report.sentences import crossover_sentence
 
     speedups = curve(points, sizes=[10, 100, 1000])
     row = next(find_crossovers(speedups).itertuples())
@@ -246,7 +247,7 @@ def test_tables_computed_against_another_baseline_are_refused():
 def test_the_methodology_says_how_the_rounds_were_paired(flags, says):
     import pandas as pd
 
-    from numbench.summary import pairing_text
+    from numbench.report.summary import pairing_text
 
     text = pairing_text(pd.DataFrame({"lockstep": pd.Series(flags, dtype=object)}))
     for words in says:

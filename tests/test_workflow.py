@@ -180,3 +180,15 @@ def test_rules_run_the_python_first_on_path(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     recorded = pd.read_parquet(wd / target)["python_executable"].iloc[0]
     assert recorded == str(other) and recorded != sys.executable
+
+
+def test_changing_the_report_margin_remeasures_nothing(finished):
+    """The report's margin is no part of a cell: a new one plans the analysis again and no
+    cell, round or inputs job (the stopping margin, ``replicates.margin``, is the cells')."""
+    proc = snakemake(
+        finished, "-n", "--cores", "1", "--configfile", "e2e.yaml", "--config", "margin=1.3"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    planned = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
+    assert "speedups" in planned and "summary" in planned, proc.stdout[-3000:]
+    assert not {"cell", "spread_round", "inputs"} & planned.keys(), planned

@@ -25,10 +25,10 @@ EXIT_INTERRUPTED = 130
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from numbench.compare import BROKEN, EXIT_SLOWER, CompareError, counts, regressions, run
+    from numbench.analyse.compare import BROKEN, EXIT_SLOWER, CompareError, counts, regressions, run
     from numbench.config import default_margin
+    from numbench.contract import write_text_atomic
     from numbench.stats import SLOWER
-    from numbench.tables import write_text_atomic
 
     margin = args.margin if args.margin is not None else default_margin()
     try:
@@ -98,7 +98,7 @@ def _offsite(args: argparse.Namespace) -> int:
 
 
 def _unlock(args: argparse.Namespace) -> int:
-    from numbench.resume import unlock_if_stale
+    from numbench.measure.resume import unlock_if_stale
 
     print(f"resume: {unlock_if_stale(args.directory)}")
     return 0
@@ -205,6 +205,6 @@ def entry() -> None:
     (``worker.leave``): once an ``offsite import`` had printed its error and returned 1, the
     process still died by SIGABRT in a native library's teardown, in one test run of many."""
     status = main()
-    from numbench.worker import leave
+    from numbench.measure.worker import leave
 
     leave(status)

@@ -9,7 +9,7 @@ What only decides how a job waits or reports, not what it measures (the timing l
 
 ``ProcessReport`` is what one worker process reports (its samples and what it saw);
 ``CellMeta`` is what the supervisor adds about the host and the run. The cell file's columns
-are derived from these dataclasses (``numbench.tables``), so a field cannot be added to one
+are derived from these dataclasses (``numbench.contract``), so a field cannot be added to one
 and forgotten in the other.
 """
 
@@ -28,10 +28,20 @@ from numbench.timing import TimingSettings
 #: an older numbench wrote.
 CELL_CONTRACT = 4
 
+STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
+
+#: the supervisor's pid, in its worker's environment: a worker whose parent is already another
+#: process (its supervisor died before it asked to die with it) exits at once
+SUPERVISOR_ENV = "NUMBENCH_SUPERVISOR_PID"
+#: the worker's exit status when it cannot read its spec or write its report (EX_TEMPFAIL of
+#: sysexits.h): a fault of the machinery, which the supervisor never stores as the library's
+MACHINERY_FAULT_EXIT = 75
+
 
 @dataclass(frozen=True)
 class ReplicateSettings:
-    """The ``replicates`` section of the config: how many worker processes a cell runs."""
+    """The ``replicates`` section of the config: how many worker processes a cell runs. No
+    defaults here: they live in the config schema and ``config/config.yaml`` alone."""
 
     #: processes always run
     min: int
@@ -40,22 +50,23 @@ class ReplicateSettings:
     #: after ``min``, an unpaired cell adds processes until the 95% interval of its median is
     #: within this relative half-width, or ``max`` is reached
     target_ci: float
-    #: the config's margin: a paired speedup whose whole interval lies beyond it is settled
+    #: the stopping margin (``replicates.margin``): a paired speedup whose whole interval lies
+    #: beyond it is settled. Not the report's margin, which changes no cell
     margin: float
     #: the first rounds, each measured by a job of its own scheduled before every cell's
-    #: remaining rounds, so that a cell's rounds lie minutes apart (``numbench.replicates``)
+    #: remaining rounds, so that a cell's rounds lie minutes apart (``numbench.measure.replicates``)
     spread: int
     #: after ``min``, a paired cell adds rounds while its speedup's verdict is in doubt: while
     #: its interval, widened to at least ``1.96 * round_sd / sqrt(rounds)`` in log terms,
-    #: holds ``margin`` or ``1 / margin`` (``numbench.replicates.verdict_settled``)
-    round_sd: float = 0.03
+    #: holds ``margin`` or ``1 / margin`` (``numbench.measure.replicates.verdict_settled``)
+    round_sd: float
     #: a round with a process whose CPUs other programs used more than this share of while it
     #: measured (``ProcessReport.cpu_taken``) is measured again, up to ``CPU_TAKEN_RETRIES``
     #: times; None measures every round once, busy machine or not
-    max_cpu_taken: float | None = 0.1
+    max_cpu_taken: float | None
     #: a paired round starts both processes and takes their samples in turns
-    #: (``numbench.turns``) instead of running them back to back
-    lockstep: bool = False
+    #: (``numbench.measure.lockstep``) instead of running them back to back
+    lockstep: bool
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
@@ -183,10 +194,10 @@ class ProcessReport:
     d2h_bytes: int | None = None
     #: share of the process's CPUs' time that something else used (other programs, or the host
     #: of a virtual machine) while it measured its latency (first call, calibration, samples;
-    #: ``numbench.cpu_taken``); null where the OS does not tell
+    #: ``numbench.measure.cpu_taken``); null where the OS does not tell
     cpu_taken: float | None = None
     #: attempts at this process's round set aside before it, because other programs took
-    #: more than ``replicates.max_cpu_taken`` of a process's CPUs (``numbench.replicates.measure_round``)
+    #: more than ``replicates.max_cpu_taken`` of a process's CPUs (``numbench.measure.replicates.measure_round``)
     set_aside: int | None = None
     #: calls per sample
     loops: int | None = None

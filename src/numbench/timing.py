@@ -244,7 +244,7 @@ class Timer:
 
     def measure(self, settings: TimingSettings, turns=None) -> Measurement:
         """First call, calibration, samples. With ``turns`` (a lockstep round,
-        ``numbench.turns.Turns``) the samples are taken in turns with the partner process;
+        ``numbench.measure.lockstep.Turns``) the samples are taken in turns with the partner process;
         ``sampling_s`` leaves out the waits for its turns (the partner's time)."""
         first_call_s, result = self.first_call()
         calibration_started = self.clock()

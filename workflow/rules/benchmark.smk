@@ -6,9 +6,9 @@
 
 rule inputs:
     output:
-        "results/inputs/{operation}/{size}.npz",
+        cells.INPUTS_FILE,
     log:
-        "logs/inputs/{operation}/{size}.log",
+        cells.INPUTS_LOG,
     # Making inputs is heavy at large sizes (the float64 reference): it takes the timing slot
     # so that it never runs beside a timing cell, whose core it would share.
     priority: INPUTS_PRIORITY
@@ -32,11 +32,9 @@ rule spread_round:
     input:
         cell_inputs,
     output:
-        temp(
-            "results/rounds/{library}/{device}/{dtype}/t{threads}/{operation}/{size}/r{round}.json"
-        ),
+        temp(cells.ROUND_FILE),
     log:
-        "logs/rounds/{library}/{device}/{dtype}/t{threads}/{operation}/{size}/r{round}.log",
+        cells.ROUND_LOG,
     priority: spread_round_priority
     conda:
         "../../envs/numbench-cpu.yaml"
@@ -61,9 +59,9 @@ rule cell:
         inputs=cell_inputs,
         earlier=spread_rounds,
     output:
-        "results/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.parquet",
+        cells.CELL_FILE,
     log:
-        "logs/cells/{library}/{device}/{dtype}/t{threads}/{operation}/{size}.log",
+        cells.CELL_LOG,
     priority: cell_priority
     conda:
         "../../envs/numbench-cpu.yaml"

@@ -7,20 +7,19 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from numbench import cells  # noqa: E402
+from numbench.cells import Cell  # noqa: E402
 from numbench.config import (  # noqa: E402
-    Cell,
     ConfigError,
     cell_spec,
     grid,
     input_files,
-    inputs_path,
     job_order,
     operation_params_json,
     resolve,
-    round_path,
     snakemake_runs_cells_here,
 )
-from numbench.snakemake_timers import limit_reevaluation_timers  # noqa: E402
+from numbench.measure.snakemake_timers import limit_reevaluation_timers  # noqa: E402
 
 # One pending wake-up timer in Snakemake's scheduler instead of a chain per finished job,
 # which made the main process spin a CPU beside the cell being timed.
@@ -73,7 +72,7 @@ ROUND_RUNTIME_MIN = (
 # Job order. Snakemake runs ready jobs by priority: every inputs file first, then the spread
 # rounds (round 0 of every cell, then round 1, ...), then the cells' own jobs, and within each
 # stage the seeded random order of job_order. So a cell's rounds lie minutes apart, and a slow
-# period of the machine spreads over the grid (numbench.replicates). The order is a
+# period of the machine spreads over the grid (numbench.measure.replicates). The order is a
 # preference, not a dependency: a cell named on its own runs its rounds back to back, and
 # every round is valid whenever it runs.
 SPREAD = CFG["replicates"]["spread"]
@@ -83,14 +82,7 @@ INPUTS_PRIORITY = (SPREAD + 1) * STAGE
 
 
 def wildcards_cell(wildcards):
-    return Cell(
-        wildcards.library,
-        wildcards.device,
-        wildcards.operation,
-        int(wildcards.size),
-        wildcards.dtype,
-        int(wildcards.threads),
-    )
+    return Cell.from_fields(wildcards)
 
 
 def cell_priority(wildcards):
@@ -106,7 +98,7 @@ def spread_round_priority(wildcards):
 def spread_rounds(wildcards):
     """The cell's spread rounds, which its job continues from."""
     cell = wildcards_cell(wildcards)
-    return [round_path(cell, k) for k in range(SPREAD)]
+    return [cell.round_path(k) for k in range(SPREAD)]
 
 
 def cell_gpus(wildcards):
@@ -121,7 +113,7 @@ def cell_threads(wildcards):
 
 def cell_inputs(wildcards):
     """The inputs file a cell is measured on."""
-    return inputs_path(wildcards.operation, wildcards.size)
+    return cells.inputs_path(wildcards.operation, wildcards.size)
 
 
 def cell_spec_json(wildcards):
@@ -135,10 +127,4 @@ def op_params(wildcards):
 
 
 wildcard_constraints:
-    library="[a-z0-9-]+",
-    device="cpu|gpu",
-    operation="[a-z_]+",
-    size="[0-9]+",
-    dtype="float32|float64",
-    threads="[0-9]+",
-    round="[0-9]+",
+    **cells.FIELD_PATTERNS,

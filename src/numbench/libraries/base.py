@@ -211,7 +211,7 @@ def thread_environment(threads: int) -> dict[str, str]:
 #: reused heap depends on what that process happened to free before: in fresh NumPy
 #: processes on one machine, ``elementwise`` 1e5 took 1.9 to 3.2 ms, and 1.2 to 1.6 ms once
 #: a large block had been freed, and torch's speedup there read 4.25 against 3.08 for NumPy's
-#: page faults alone (docs/performance.md, "The allocator"). These settings put every
+#: page faults alone (docs/history.md, "The allocator"). These settings put every
 #: process in the same state from its start: blocks up to 32 MiB (glibc's largest mmap
 #: threshold) come from the heap, and the heap is not trimmed below 1 GiB, so freed memory
 #: is reused.

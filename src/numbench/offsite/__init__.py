@@ -7,7 +7,7 @@ Three steps, for a host that has the numerical libraries but not the workflow's 
    workflow does and writes one JSON plan: every cell's spec and output path (in a seeded
    random order), the inputs files to make, and the config it came from.
 2. ``run`` (there; needs numpy, pyarrow and this package from ``src/``, nothing else) makes
-   the inputs files in a scratch folder, runs every cell with ``numbench.cell.run_cell``
+   the inputs files in a scratch folder, runs every cell with ``numbench.measure.supervisor.run_cell``
    (the host lock, the timeouts and the fault statuses come with it), keeps one log per
    cell as the workflow does, and packs the cell files, the logs and a manifest into one
    ``.tar.gz``.

@@ -156,7 +156,7 @@ def inputs_checksums(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     (a zip member records its time). Raises CorruptFile when a member fails its CRC check."""
     import numpy as np
 
-    from numbench import inputs
+    from numbench.measure import inputs
 
     inputs.check(path)
     arrays: dict[str, dict[str, Any]] = {}

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from numbench.cells import Cell
 from numbench.offsite.archive import JSON_MEMBERS, StagedMember, unpack_archive
 from numbench.offsite.common import (
     ARCHIVE_FORMAT,
@@ -34,7 +35,6 @@ from numbench.offsite.plan import (
     load_config,
     make_plan,
 )
-from numbench.replicates import round_file
 
 
 # -- step 3: import (here) -----------------------------------------------------------------------
@@ -199,7 +199,7 @@ def import_archive(
     # ... and so are the records of their spread rounds (temporary files, gone, whose records
     # would still name an earlier run's params and make Snakemake remeasure the cell)
     rounds = [
-        round_file(name, k)
+        Cell.from_path(name).round_path(k)
         for name, cell in expected_cells.items()
         for k in range(int(cell["spec"]["replicates"].get("spread", 0)))
     ]
@@ -274,8 +274,8 @@ def _check_inputs(
 ) -> tuple[list[tuple[Path, Path]], list[str]]:
     """The inputs: present here, or made (in ``staging``) with the plan's seed, and the very
     arrays the cells were measured on. Returns ([(made, destination)], notes)."""
-    from numbench import inputs as inputs_file
     from numbench.errors import CorruptFile
+    from numbench.measure import inputs as inputs_file
 
     recorded_inputs = manifest.get("inputs") or {}
     made: list[tuple[Path, Path]] = []

@@ -65,7 +65,8 @@ def load_config(
 def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
     """The plan of a resolved config: cells in a seeded random order (``seed`` of the config),
     so that a slow spell of the remote host is spread over libraries instead of landing on one."""
-    from numbench.config import cell_spec, grid, input_files, inputs_path, operation_params
+    from numbench.cells import inputs_path
+    from numbench.config import cell_spec, grid, input_files, operation_params
 
     cells = sorted(grid(cfg))
     random.Random(f"numbench-offsite-{cfg['seed']}").shuffle(cells)

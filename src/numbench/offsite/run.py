@@ -116,10 +116,9 @@ def run_plan(
     Every file it writes, but ``output``, lies inside the work folder, at a path derived from
     a cell's (or an inputs file's) identity: ``read_plan`` refuses a plan that names any
     other, and the paths used here are derived again, not read from the plan."""
-    from numbench import inputs as inputs_file
-    from numbench.cell import MachineryFault, run_cell, run_round
-    from numbench.errors import CorruptFile
-    from numbench.replicates import round_file
+    from numbench.errors import CorruptFile, MachineryFault
+    from numbench.measure import inputs as inputs_file
+    from numbench.measure.supervisor import run_cell, run_round
     from numbench.spec import CellSpec
 
     plan = read_plan(plan_path)
@@ -195,7 +194,7 @@ def run_plan(
             say(f"inputs [{i}/{n_inputs}] {inputs_path}  {state}  {time.perf_counter() - t0:.1f} s")
         width = len(str(n_cells))
         # The spread rounds first, round 0 of every cell, then round 1 ..., as the workflow's
-        # priorities order them: a cell's rounds lie apart in time (numbench.replicates).
+        # priorities order them: a cell's rounds lie apart in time (numbench.measure.replicates).
         todo = [
             (cell, spec)
             for cell, spec in zip(cells, specs, strict=True)
@@ -206,7 +205,7 @@ def run_plan(
             for cell, spec in todo:
                 if k >= spec.replicates.spread:
                     continue
-                path = Path(round_file(cell.path, k))  # the workflow's own name
+                path = Path(cell.round_path(k))  # the workflow's own name
                 rounds.setdefault(cell.path, []).append(path)
                 if resume and path.exists():
                     continue  # measured before the run was stopped

@@ -9,12 +9,12 @@ round, one baseline process and one of its own, in a seeded random order (neithe
 always first), so every ratio is formed from measurements taken close together on the same
 host, whatever order the jobs ran in. With ``replicates.lockstep`` (the default) both
 processes of a round are alive at once and take their samples in turns, milliseconds apart
-(``numbench.turns``); without it they run back to back, seconds apart. The baseline's own
+(``numbench.measure.lockstep``); without it they run back to back, seconds apart. The baseline's own
 cell measures it alone.
 
 Rounds apart in time (``replicates.spread``): the machine also drifts between the minutes
 of a run, by more than processes measured seconds apart differ (on the 2-core machine of
-docs/performance.md, NumPy's processes within one cell agreed to 2.2% while the same cell's
+docs/history.md, NumPy's processes within one cell agreed to 2.2% while the same cell's
 processes in different jobs of one run differed by 6.8%, medians over the grid). A cell
 whose rounds all run back to back sees none of that drift, so its interval is too narrow and
 a second run lands outside it. So the first ``spread`` rounds of every cell run as jobs of
@@ -26,8 +26,8 @@ The number of rounds adapts (``replicates`` in the config): ``min`` rounds alway
 to ``max``, one more while the verdict is in doubt. A paired cell's verdict (faster, same,
 slower: ``numbench.stats.verdict``) is in doubt while its speedup's 95% interval holds the
 margin or 1 / margin, the interval widened first to the least spread a few rounds can show
-(``round_sd``: two or three rounds cannot measure their own spread; docs/performance.md
-measured a typical round spread of 2.3 to 2.6%, estimated as ``numbench.speedups`` does). A cell
+(``round_sd``: two or three rounds cannot measure their own spread; docs/history.md
+measured a typical round spread of 2.3 to 2.6%, estimated as ``numbench.analyse.speedups`` does). A cell
 settled faster, slower or the same stops at ``min``, however wide its interval; a cell near
 the margin gets more rounds, because there a second run would otherwise give the other
 verdict. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict
@@ -54,9 +54,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numbench.contract import write_text_atomic
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width
-from numbench.tables import write_text_atomic
 
 MEASURED, BASELINE = "measured", "baseline"
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
@@ -116,7 +116,7 @@ def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
 
 
 #: runs the processes of a lockstep round: their specs in starting order and the seed of
-#: the turns' order -> each one's start (Unix seconds) and report (``numbench.cell.run_lockstep``)
+#: the turns' order -> each one's start (Unix seconds) and report (``numbench.measure.supervisor.run_lockstep``)
 RunPair = Callable[[list[CellSpec], int], list[tuple[float, ProcessReport]]]
 
 
@@ -130,11 +130,11 @@ def measure_round(
     """One round: the cell's own process and, paired, a baseline process beside it, in the
     round's seeded order: back to back, where a failed own process ends the round, or, with
     ``replicates.lockstep`` and a ``run_pair``, both at once taking their samples in turns
-    (``numbench.turns``; without a ``run_pair`` a lockstep round runs back to back).
+    (``numbench.measure.lockstep``; without a ``run_pair`` a lockstep round runs back to back).
 
     A round in which something else took more than ``replicates.max_cpu_taken`` of a
     process's CPUs while it measured (another program, or the host of a virtual machine:
-    ``numbench.cpu_taken``) is measured again, both processes, up to ``CPU_TAKEN_RETRIES``
+    ``numbench.measure.cpu_taken``) is measured again, both processes, up to ``CPU_TAKEN_RETRIES``
     times: its samples timed the other program too, and would weigh on one side of the
     ratio only. The attempt kept says how many were set aside (``ProcessReport.set_aside``);
     the last is kept, busy or not.
@@ -242,16 +242,9 @@ def _started(run: ProcessRun) -> float:
     return run.started_unix
 
 
-def round_file(cell_path: str, replicate: int | str) -> str:
-    """The workflow's file of a spread round, from its cell file's path: temporary, read and
-    removed by the cell's job."""
-    stem = cell_path.removeprefix("results/cells/").removesuffix(".parquet")
-    return f"results/rounds/{stem}/r{replicate}.json"
-
-
 def write_round(path: str | os.PathLike, spec: CellSpec, runs: list[ProcessRun], wall_s: float):
     """Write one spread round (its processes and its supervisor's wall time) as JSON, whole
-    or not at all (``numbench.tables.replacing``)."""
+    or not at all (``numbench.contract.replacing``)."""
     data = {
         "spec": json.loads(spec.to_json()),
         "wall_s": wall_s,

@@ -38,10 +38,10 @@ def write(
     operation: str, size: int, seed: int, path: str | os.PathLike, params: dict | None = None
 ) -> None:
     """Write the .npz whole or not at all, with the mode a plain write gives
-    (``numbench.tables.replacing``)."""
+    (``numbench.contract.replacing``)."""
     # imported here: the worker imports this module to load its inputs, and must not load
-    # pyarrow (``numbench.tables``) into the process it measures
-    from numbench.tables import write_bytes_atomic
+    # pyarrow (``numbench.contract``) into the process it measures
+    from numbench.contract import write_bytes_atomic
 
     buf = io.BytesIO()
     np.savez(buf, **make(operation, size, seed, params))

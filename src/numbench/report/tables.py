@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from numbench.findings import Crossover
+from numbench.analyse.facts import Crossover
+from numbench.analyse.speedups import in_doubt
 from numbench.formatting import (
     Markdown,
     display,
@@ -21,7 +22,6 @@ from numbench.formatting import (
     missing,
     series_labels,
 )
-from numbench.speedups import in_doubt
 
 
 def _unique(values) -> str:

@@ -3,11 +3,11 @@
 The worker is pinned to its CPUs (``numbench.libraries.pin_cpus``). Whatever else ran on
 them meanwhile, another program, interrupts, or the host of a virtual machine stealing the
 virtual CPU, lengthened its samples by work that is not the library's: on the 2-core machine
-of docs/performance.md, one busy loop sharing the worker's CPU took 33 to 46% of it, and
+of docs/history.md, one busy loop sharing the worker's CPU took 33 to 46% of it, and
 NumPy's FFT took 1.85 times as long. So the share taken is the CPUs' busy time
 (``/proc/stat``: everything but idle and I/O wait, steal included) less the process's own
 CPU time (every thread, ended ones too), over the wall time and the number of CPUs. A round with a process over ``replicates.max_cpu_taken`` is measured again
-(``numbench.replicates.measure_round``).
+(``numbench.measure.replicates.measure_round``).
 
 Not the process's own run delay: a library's threads wait for each other on one CPU (JAX's
 dispatch and compute threads on small arrays wait 36 to 38% of the time on a quiet machine,
@@ -50,7 +50,7 @@ class CpuTaken:
     shares the process's only CPU.
 
     ``pause()`` and ``resume()`` leave out a stretch in which the process waits for another
-    to use the CPUs (its partner's turn in a lockstep round, ``numbench.turns``): the share
+    to use the CPUs (its partner's turn in a lockstep round, ``numbench.measure.lockstep``): the share
     is then over the stretches it ran in."""
 
     def __init__(self) -> None:

@@ -6,11 +6,11 @@ starting a timer that wakes the loop again after the rate limiter's timespan
 another chance. Each wake-up is a pass, and each pass starts a new timer; but passes also
 come from every finished job (``JobScheduler._proceed``), and each of those starts a timer
 chain of its own. Chains are never merged: after k finished jobs, k timers wake the loop
-every second. On the 2-core machine of docs/performance.md the main Snakemake process used
+every second. On the 2-core machine of docs/history.md the main Snakemake process used
 87% of a CPU (top) 11 minutes into a default-grid run, with 110 threads, while the worker next to
 it was being timed: a load that grows through the run, beside the measurement. Freeing that
 CPU did not change the runs' wall time or the rounds set aside measurably
-(docs/performance.md, "Snakemake's own CPU"), but a benchmark's orchestrator has no
+(docs/history.md, "Snakemake's own CPU"), but a benchmark's orchestrator has no
 business spinning a CPU next to it.
 
 ``limit_reevaluation_timers`` replaces ``JobScheduler._schedule_reevalutation`` (sic) with a
@@ -65,7 +65,7 @@ def limit_reevaluation_timers(environ: dict[str, str] | None = None) -> bool:
     if not callable(getattr(JobScheduler, "_schedule_reevalutation", None)):
         raise RuntimeError(
             "numbench: this Snakemake has no JobScheduler._schedule_reevalutation; "
-            "see src/numbench/snakemake_timers.py, or set "
+            "see src/numbench/measure/snakemake_timers.py, or set "
             f"{KEEP_ENV}=1 to run without the fix"
         )
     JobScheduler._schedule_reevalutation = schedule_reevaluation_once

@@ -3,7 +3,7 @@
 A paired round measures the baseline's process and the library's. Back to back, their
 samples lie a second or more apart (the second process's start and import between them),
 and on a machine whose speed moves within seconds the two sides see different speeds: on the
-2-core machine of docs/performance.md, half-second blocks of one NumPy process spread 8.5 to
+2-core machine of docs/history.md, half-second blocks of one NumPy process spread 8.5 to
 9.6%. In lockstep (``replicates.lockstep``) the supervisor starts both processes, one after
 the other, and each imports, loads, compiles, makes its first call and calibrates while the
 other waits; then the samples are taken in turns, one of each side per turn in a seeded
@@ -28,15 +28,25 @@ The end of the pipe (a supervisor gone) reads as ``go``. Each turn begins with a
 tenth of a sample's calls (none when a sample is under 10 calls, whose calls are long), so
 caches and threads the partner's turn took over are back before the timed calls, as they
 are for a sample that follows its own process's last one. The time spent waiting is not the
-worker's: ``numbench.cpu_taken`` is paused while it waits, and ``budget_s`` counts its own
+worker's: ``numbench.measure.cpu_taken`` is paused while it waits, and ``budget_s`` counts its own
 samples only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
+import select
+import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from numbench.errors import machinery
+from numbench.measure import process
+from numbench.spec import CellSpec, ProcessReport
 
 TURNS_ENV = "NUMBENCH_TURNS"
 READY, SAMPLE, MORE, ENOUGH, GO = "ready", "sample", "more", "enough", "go"
@@ -95,7 +105,7 @@ class Turns:
 
     def __init__(self, channel: LineChannel, clock: Callable[[], float] = time.perf_counter):
         self.channel, self.clock = channel, clock
-        #: paused while the worker waits for its turn (``numbench.cpu_taken.CpuTaken``)
+        #: paused while the worker waits for its turn (``numbench.measure.cpu_taken.CpuTaken``)
         self.cpu_taken = None
         #: seconds spent waiting for the supervisor's word (the partner's turns and work)
         self.waited_s = 0.0
@@ -155,3 +165,118 @@ class Turns:
             while self._hand_over(ENOUGH) != GO:
                 pass  # never asked for another sample after enough: still waiting for go
         return samples
+
+
+# -- the supervisor's side ----------------------------------------------------------------
+@dataclass
+class _Partner:
+    """One live worker of a lockstep round, as the supervisor sees it."""
+
+    spec: CellSpec
+    proc: subprocess.Popen
+    channel: LineChannel
+    result_path: Path
+    started_unix: float
+    #: seconds the supervisor has waited on it while it ran (its time limit counts these)
+    active_s: float = 0.0
+    #: the last word it said (``ready``, ``more``, ``enough``); None once it has ended
+    said: str | None = None
+    report: ProcessReport | None = None
+
+
+def _start_partner(spec: CellSpec, tmp: str) -> _Partner:
+    with machinery("the worker cannot start"):
+        cmd, env, result_path = process.prepare_worker(spec, tmp)
+        to_worker_r, to_worker_w = os.pipe()
+        from_worker_r, from_worker_w = os.pipe()
+    env[TURNS_ENV] = f"{to_worker_r},{from_worker_w}"
+    started = time.time()
+    try:
+        with machinery("the worker cannot start"):
+            proc = subprocess.Popen(
+                cmd, env=env, start_new_session=True, pass_fds=(to_worker_r, from_worker_w)
+            )
+    except BaseException:
+        for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
+            os.close(fd)
+        raise
+    os.close(to_worker_r)
+    os.close(from_worker_w)
+    return _Partner(spec, proc, LineChannel(from_worker_r, to_worker_w), result_path, started)
+
+
+def _hear(partner: _Partner) -> str | None:
+    """Wait for the partner's next word while it runs, its memory watched and its time
+    counted against its limit; None once it has ended (its report is then set)."""
+    spec, proc = partner.spec, partner.proc
+    t0 = time.monotonic()
+    try:
+        while True:
+            if partner.channel.has_line():
+                return partner.channel.take_line()
+            remaining = spec.timeout_s - partner.active_s - (time.monotonic() - t0)
+            readable, _, _ = select.select(
+                [partner.channel.read_fd], [], [], max(0.0, min(process.POLL_S, remaining))
+            )
+            if readable and partner.channel.read_some():
+                continue
+            if readable or proc.poll() is not None:
+                # the pipe closed or the worker exited: it is ending, under its limits
+                left = spec.timeout_s - partner.active_s - (time.monotonic() - t0)
+                killed = process.supervise(proc, max(0.0, left), spec.memory_limit_mb)
+                partner.report = killed or process.ended_report(
+                    proc.returncode, partner.result_path
+                )
+                return None
+            partner.report = process.kill_over_memory(proc, spec.memory_limit_mb)
+            if partner.report is not None:
+                return None
+            if remaining <= 0:
+                process.kill_group(proc)
+                partner.report = ProcessReport(
+                    status="timeout",
+                    error=f"no result within cell_timeout_s = {spec.timeout_s:g} s of its "
+                    "own (its partner's turns not counted); worker killed",
+                )
+                return None
+    finally:
+        partner.active_s += time.monotonic() - t0
+
+
+def run_lockstep(specs: list[CellSpec], seed: int) -> list[tuple[float, ProcessReport]]:
+    """Run the processes of a lockstep round (``numbench.measure.lockstep``): started in this order,
+    each one prepared while the other waits, their samples taken in turns in an order seeded
+    by ``seed``, then each finished in turn. Returns each one's start (Unix seconds) and its
+    report, in the order given.
+
+    Every way a worker can end is its own status, as with ``run_worker``; its time limit
+    counts only the time it runs, not its partner's turns. A partner that ends, however it
+    ends, frees the other, which takes the samples it still needs alone.
+    """
+    rng = random.Random(seed)
+    partners: list[_Partner] = []
+    with contextlib.ExitStack() as stack:
+        try:
+            for spec in specs:
+                partner = _start_partner(spec, process.scratch_folder(stack))
+                partners.append(partner)
+                partner.said = _hear(partner)  # ready, or ended before its samples
+            while all(p.said in (READY, MORE) for p in partners):
+                for partner in rng.sample(partners, len(partners)):
+                    partner.channel.say(SAMPLE)  # a gone worker is seen by _hear
+                    partner.said = _hear(partner)
+            # those still sampling finish first, so their samples stay close to the others'
+            for partner in sorted(partners, key=lambda p: p.said == ENOUGH):
+                if partner.report is None:
+                    partner.channel.say(GO)
+                while partner.report is None:
+                    _hear(partner)
+        except BaseException:
+            for partner in partners:
+                if partner.proc.poll() is None:
+                    process.kill_group(partner.proc)  # the supervisor is stopped: take them along
+            raise
+        finally:
+            for partner in partners:
+                partner.channel.close()
+    return [(p.started_unix, p.report) for p in partners]

@@ -35,7 +35,7 @@ Settled verdicts. ``settled`` is true when the (floored) interval holds neither 
 nor 1 / margin: wholly faster, wholly slower or wholly the same speed, so the verdict would
 change only if the speedup moved beyond its interval. A verdict that is not settled is in
 doubt, and a second run may well give the other one: it is the same test the stopping rule
-asks of a paired cell before it stops adding rounds (``numbench.replicates``).
+asks of a paired cell before it stops adding rounds (``numbench.measure.replicates``).
 ``repeat_chance`` puts a figure on it: the chance that a rerun gives the same verdict, from
 the interval (``numbench.stats.repeat_chance``); the sum over the rows is the number of
 verdicts a rerun is expected to repeat, which the summary states.
@@ -50,9 +50,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from numbench.replicates import BASELINE, MEASURED, verdict_settled
+from numbench.contract import SPEEDUPS_SCHEMA, write_atomic
+from numbench.measure.replicates import BASELINE, MEASURED, verdict_settled
 from numbench.stats import Z95, ratio_ci, repeat_chance, typical_sd, verdict
-from numbench.tables import SPEEDUPS_SCHEMA, write_atomic
 
 CELL_KEY = ["library", "device", "operation", "size", "dtype", "threads", "host"]
 

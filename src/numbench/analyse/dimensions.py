@@ -19,6 +19,8 @@ import os
 import numpy as np
 import pandas as pd
 
+from numbench.analyse.speedups import cell_seed
+from numbench.contract import write_atomic
 from numbench.formatting import (
     display,
     format_ci,
@@ -27,10 +29,8 @@ from numbench.formatting import (
     md_table,
     md_text,
 )
-from numbench.replicates import MEASURED
-from numbench.speedups import cell_seed
+from numbench.measure.replicates import MEASURED
 from numbench.stats import FASTER, SLOWER, ratio_ci, verdict
-from numbench.tables import write_atomic
 
 CELL = ["library", "device", "dtype", "threads", "operation", "size", "host"]
 PRECISION_COLUMNS = [

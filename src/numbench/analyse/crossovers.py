@@ -24,7 +24,7 @@ How noise is handled (the rule the tests pin down):
   optimistic and the pessimistic speedup curves rise through 1. Every other kind has null
   sizes: it is reported in words, never as a number.
 
-* ``settled`` is true when every size's verdict is settled (``numbench.speedups``): no interval
+* ``settled`` is true when every size's verdict is settled (``numbench.analyse.speedups``): no interval
   holds the margin or 1 / margin, so the kind would change only if a speedup moved beyond its
   interval. A kind that rests on a verdict in doubt is not settled.
 """
@@ -37,7 +37,7 @@ import os
 import pandas as pd
 import pyarrow as pa
 
-from numbench.tables import CROSSOVERS_SCHEMA, write_atomic
+from numbench.contract import CROSSOVERS_SCHEMA, write_atomic
 
 GROUP_COLUMNS = ["library", "device", "operation", "dtype", "threads", "host"]
 FASTER, SLOWER, TIE = "faster", "slower", "tie"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from numbench.findings import settings
+from numbench.analyse.findings import settings
 from numbench.formatting import (
     format_ci,
     format_seconds,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from numbench.chart_style import HEIGHT, WIDTH, color, log_x, log_y, no_data
 from numbench.formatting import series_labels
+from numbench.report.style import HEIGHT, WIDTH, color, log_x, log_y, no_data
 
 
 def _ratio_chart(d: pd.DataFrame, field: str, title: str, axis: str, extra: list[str]):

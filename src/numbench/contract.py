@@ -22,10 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from numbench.errors import CorruptFile, corrupt, remake_command  # noqa: F401 - re-exported
-from numbench.spec import CellMeta, ProcessReport
+from numbench.spec import STATUSES, CellMeta, ProcessReport
 from numbench.stats import Summary
-
-STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
 KEY_FIELDS = [
     pa.field("library", pa.string()),
@@ -88,7 +86,7 @@ CELL_META_FIELDS = PROCESS_FIELDS + CELL_FIELDS
 #: The statistics of a cell over all its processes (``numbench.stats.Summary``).
 STAT_FIELDS = _fields(Summary)
 
-#: The pipelined figures of a cell (``numbench.aggregate.pipelined_row``): time per call when
+#: The pipelined figures of a cell (``numbench.analyse.aggregate.pipelined_row``): time per call when
 #: calls are queued back to back, and how much faster that is than waiting for each
 #: (latency / pipelined). A synchronous library's are its latency figures (speedup 1, no
 #: pipelined samples of its own). ``end_to_end_s``: placing the inputs, one call and reading
@@ -134,7 +132,7 @@ SPEEDUPS_SCHEMA = pa.schema(
         pa.field("paired", pa.bool_()),
         pa.field("unstable", pa.bool_()),
         # the round floor of a paired interval (relative half-width; 0 unpaired) and whether
-        # it widened the bootstrap interval (numbench.speedups)
+        # it widened the bootstrap interval (numbench.analyse.speedups)
         pa.field("ci_floor", pa.float64()),
         pa.field("floored", pa.bool_()),
         # true when the interval holds neither the margin nor 1 / margin: the verdict would

@@ -6,9 +6,9 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from numbench.chart_style import HEIGHT, WIDTH, color, log_x, log_y, no_data
+from numbench.analyse.pipelining import pipelined_cells
 from numbench.formatting import series_labels
-from numbench.pipelining import pipelined_cells
+from numbench.report.style import HEIGHT, WIDTH, color, log_x, log_y, no_data
 
 LATENCY_LABEL = "latency (each call waited for)"
 PIPELINED_LABEL = "pipelined (calls queued, one wait)"

@@ -13,12 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from numbench import inputs as inputs_file
-from numbench.errors import corrupt
-from numbench.replicates import BASELINE, MEASURED
-from numbench.speedups import cell_seed
-from numbench.stats import ratio_ci, summarize
-from numbench.tables import (
+from numbench.analyse.speedups import cell_seed
+from numbench.contract import (
     BENCHMARKS_SCHEMA,
     KEY_COLUMNS,
     LATENCY,
@@ -30,6 +26,10 @@ from numbench.tables import (
     read_cell,
     write_atomic,
 )
+from numbench.errors import corrupt
+from numbench.measure import inputs as inputs_file
+from numbench.measure.replicates import BASELINE, MEASURED
+from numbench.stats import ratio_ci, summarize
 
 #: How a per-process figure becomes the cell's: typical (median) for what each process pays,
 #: total for the time spent, worst for errors and memory; the threads a library ran with: the
@@ -146,7 +146,7 @@ def cell_row(table: pa.Table, pooled: list[list[float]] = ()) -> dict:
     """Collapse one cell's per-sample rows into one row of statistics.
 
     ``pooled``: more processes of the same cell measured in other jobs (for the baseline: the
-    baseline processes paired with other libraries' cells, ``numbench.aggregate.aggregate``);
+    baseline processes paired with other libraries' cells, ``numbench.analyse.aggregate.aggregate``);
     they join the cell's statistics (median, interval, spread), not its per-process figures.
     """
     own = table.filter(pc.equal(table.column("role"), MEASURED))

@@ -27,14 +27,14 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from numbench.chart_style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
-from numbench.charts_dimensions import precision_chart, scaling_chart
-from numbench.charts_overview import first_call_chart, heatmap_chart
-from numbench.charts_pipelined import pipelined_chart
-from numbench.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.analyse.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.analyse.speedups import check_baseline, in_doubt
+from numbench.contract import write_text_atomic
 from numbench.formatting import series_label, series_labels
-from numbench.speedups import check_baseline, in_doubt
-from numbench.tables import write_text_atomic
+from numbench.report.charts_dimensions import precision_chart, scaling_chart
+from numbench.report.charts_overview import first_call_chart, heatmap_chart
+from numbench.report.charts_pipelined import pipelined_chart
+from numbench.report.style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
 
 FORMATS = ("html", "svg", "png")
 #: the charts drawn for each operation, named ``{kind}_{operation}``

@@ -7,9 +7,9 @@ import math
 import altair as alt
 import pandas as pd
 
-from numbench.chart_style import color, log_y, no_data
+from numbench.analyse.speedups import in_doubt
 from numbench.formatting import series_labels
-from numbench.speedups import in_doubt
+from numbench.report.style import color, log_y, no_data
 
 
 def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:

@@ -1,6 +1,6 @@
-"""The measuring worker: one fresh process per cell, started by ``numbench.cell``.
+"""The measuring worker: one fresh process per cell, started by ``numbench.measure.supervisor``.
 
-Usage: ``python -m numbench.worker SPEC.json RESULT.json``. It pins the CPUs and imports the
+Usage: ``python -m numbench.measure.worker SPEC.json RESULT.json``. It pins the CPUs and imports the
 library first (the supervisor has already set the environment), then loads inputs, places
 them on the device, compiles, measures, checks the output and writes its result as JSON.
 Anything that goes wrong inside is caught and reported as a status (a ``MemoryError`` is
@@ -25,12 +25,7 @@ import sys
 import time
 import traceback
 
-from numbench.spec import CellSpec, ProcessReport
-
-SUPERVISOR_ENV = "NUMBENCH_SUPERVISOR_PID"
-#: the worker's exit status when it cannot read its spec or write its report (EX_TEMPFAIL of
-#: sysexits.h): a fault of the machinery, which the supervisor never stores as the library's
-MACHINERY_FAULT_EXIT = 75
+from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 
 def die_with_supervisor() -> None:
@@ -61,7 +56,7 @@ def error_status(exc: BaseException) -> tuple[str, str]:
 
 def _write_json(obj: dict, path: str) -> None:
     """Write the report whole or not at all. It goes to the supervisor's private temporary
-    folder, never to results/, so its mode does not matter; ``numbench.tables.replacing``
+    folder, never to results/, so its mode does not matter; ``numbench.contract.replacing``
     is not used here because it would load pyarrow into the measured process."""
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -113,7 +108,7 @@ def measure(spec: CellSpec, turns=None) -> ProcessReport:
 
 def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     """Measure the cell in this process. ``turns``: take the samples in turns with a
-    partner process (a lockstep round, ``numbench.turns``); everything else runs as alone,
+    partner process (a lockstep round, ``numbench.measure.lockstep``); everything else runs as alone,
     while the partner waits."""
     from numbench.libraries import Unavailable, get
 
@@ -146,9 +141,9 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     out.blas = adapter.blas()
     out.threads_used, out.threads_note = threads_seen(adapter, spec.threads)
 
-    from numbench import inputs as inputs_file
-    from numbench.cpu_taken import CpuTaken
     from numbench.errors import CorruptFile
+    from numbench.measure import inputs as inputs_file
+    from numbench.measure.cpu_taken import CpuTaken
     from numbench.timing import Timer
 
     params = op.resolve_params(spec.params)
@@ -216,7 +211,7 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
             if out.pipelined_rel_error > rel_error:
                 worst_result = pipelined.result
     if not adapter.host_memory:
-        from numbench import transfers
+        from numbench.measure import transfers
 
         try:
             # a fresh, computed result for each read-back: JAX caches an array's host copy
@@ -271,7 +266,7 @@ def check_output(adapter, result, reference, which: str) -> tuple[float, str | N
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m numbench.worker SPEC.json RESULT.json", file=sys.stderr)
+        print("usage: python -m numbench.measure.worker SPEC.json RESULT.json", file=sys.stderr)
         return 2
     spec_path, result_path = argv
     die_with_supervisor()
@@ -281,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError) as exc:
         print(f"worker: cannot read its spec {spec_path}: {exc}", file=sys.stderr)
         return MACHINERY_FAULT_EXIT
-    from numbench.turns import Turns
+    from numbench.measure.lockstep import Turns
 
     try:
         result = measure(spec, Turns.from_environment())

@@ -1,0 +1,224 @@
+"""The configuration: normalise what Snakemake hands over, validate it against the JSON
+Schema and the registries, and expand it into the grid of cells.
+
+Every problem is reported as one ``ConfigError`` that names the key, the bad value and what
+is allowed, so the workflow can stop before any job runs with a message and no traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import yaml
+
+from numbench import libraries, operations
+from numbench.config.dims import ConfigError, check_dtypes, check_memory, resolve_threads
+from numbench.config.grid import (
+    DEVICES,
+    cell_spec,
+    devices_for,
+    grid,
+    input_files,
+    job_order,
+    operation_params,
+    operation_params_json,
+)
+from numbench.config.normalise import (
+    DEFAULT_CONFIG,
+    default_margin,
+    default_sizes,
+    normalise,
+)
+
+#: What the workflow, the offsite plan and the tests use of the config: resolve a config and
+#: expand it into cells (``grid``) and specs (``cell_spec``).
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEVICES",
+    "ConfigError",
+    "cell_spec",
+    "default_margin",
+    "default_sizes",
+    "devices_for",
+    "grid",
+    "input_files",
+    "job_order",
+    "load_file",
+    "normalise",
+    "operation_params",
+    "operation_params_json",
+    "resolve",
+    "snakemake_runs_cells_here",
+]
+
+
+def _describe_schema_error(err) -> str:
+    path = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+    validator, schema = err.validator, err.schema
+    if validator == "additionalProperties":
+        allowed = ", ".join(sorted(schema.get("properties", {})))
+        extra = sorted(set(err.instance) - set(schema.get("properties", {})))
+        where = "" if path == "(top level)" else f" under {path}"
+        return f"unknown key {', '.join(map(repr, extra))}{where}; allowed keys: {allowed}"
+    if validator == "enum":
+        allowed = ", ".join(map(str, schema["enum"]))
+        return f"{path} = {err.instance!r} is not allowed; allowed: {allowed}"
+    if validator in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
+        bound = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+        return f"{path} = {err.instance!r} is out of range; it must be {bound[validator]} {err.validator_value}"
+    if validator == "type":
+        expected = err.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return f"{path} = {err.instance!r} has the wrong type; expected {expected}"
+    if validator == "minItems":
+        return f"{path} is empty; give at least {err.validator_value} item(s)"
+    if validator == "required":
+        return f"{path}: {err.message}"
+    return f"{path} = {err.instance!r}: {err.message}"
+
+
+def validate_schema(cfg: dict, schema_path: str | Path) -> dict:
+    """Validate against the JSON Schema, filling defaults for missing keys."""
+    import jsonschema
+
+    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
+    validator_cls = jsonschema.validators.validator_for(schema)
+
+    def set_defaults(validator, properties, instance, schema_):
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if "default" in sub and prop not in instance:
+                    instance[prop] = copy.deepcopy(sub["default"])
+        yield from validator_cls.VALIDATORS["properties"](validator, properties, instance, schema_)
+
+    filling = jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
+    errors = sorted(filling(schema).iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ConfigError(_describe_schema_error(errors[0]))
+    return cfg
+
+
+def check_semantics(cfg: dict, cells_run_here: bool = True) -> None:
+    check_dtypes(cfg)
+    resolve_threads(cfg, cells_run_here)
+    for i, lib in enumerate(cfg["libraries"]):
+        if lib not in libraries.ADAPTERS:
+            raise ConfigError(
+                f"libraries[{i}] = {lib!r} is not a known library; allowed: "
+                + ", ".join(libraries.ADAPTERS)
+            )
+    if len(set(cfg["libraries"])) != len(cfg["libraries"]):
+        raise ConfigError(f"libraries = {cfg['libraries']!r} lists a library twice")
+    if not cfg["operations"]:
+        raise ConfigError("operations is empty; give at least one operation")
+    for name in cfg["operations"]:
+        if name not in operations.OPERATIONS:
+            raise ConfigError(
+                f"operations.{name} is not a known operation; allowed: "
+                + ", ".join(operations.OPERATIONS)
+            )
+    for name in cfg["operations"]:
+        try:
+            operation_params(cfg, name)
+        except KeyError as exc:
+            raise ConfigError(f"operations.{name}: {exc.args[0]}") from None
+    timing = cfg["timing"]
+    if timing["min_samples"] > timing["max_samples"]:
+        raise ConfigError(
+            f"timing.min_samples = {timing['min_samples']} is larger than "
+            f"timing.max_samples = {timing['max_samples']}; it must be <= max_samples"
+        )
+    reps = cfg["replicates"]
+    if reps["min"] > reps["max"]:
+        raise ConfigError(
+            f"replicates.min = {reps['min']} is larger than replicates.max = {reps['max']}; "
+            "it must be <= max"
+        )
+    if reps["spread"] > reps["min"]:
+        raise ConfigError(
+            f"replicates.spread = {reps['spread']} is larger than replicates.min = "
+            f"{reps['min']}; at most min rounds can be spread (the rest adapt)"
+        )
+    base = cfg["baseline"]
+    if base["library"] not in cfg["libraries"]:
+        raise ConfigError(
+            f"baseline.library = {base['library']!r} is not in the grid; it must be one of "
+            f"libraries: {', '.join(cfg['libraries'])}"
+        )
+    adapter = libraries.get(base["library"])
+    if base["device"] not in adapter.devices:
+        raise ConfigError(
+            f"baseline.device = {base['device']!r} is not a device {base['library']} runs on; "
+            f"allowed: {', '.join(adapter.devices)}"
+        )
+    if cfg["device"] == "cpu" and base["device"] != "cpu":
+        raise ConfigError(
+            f"baseline.device = {base['device']!r} is not in the grid (device = {cfg['device']!r}); "
+            "use device: all, or a cpu baseline"
+        )
+    if cells_run_here:
+        params = {name: operation_params(cfg, name) for name in cfg["operations"]}
+        check_memory(
+            cfg,
+            lambda name, size, dtype: operations.get(name).memory_floor_bytes(
+                size, dtype, params[name]
+            ),
+        )
+
+
+def snakemake_runs_cells_here(workflow) -> bool:
+    """Whether the jobs of this Snakemake run (``workflow`` in a Snakefile) run on this host,
+    so that the config's host checks apply (``numbench.config.dims``).
+
+    Snakemake reads the Snakefile before it sets up its executor (``workflow.executor_plugin``
+    is still None there), so this reads what it has decided by then. A non-local executor
+    (slurm, or any other that submits jobs) must be given ``--jobs`` (the slurm profile's
+    ``jobs:``), which Snakemake keeps as the number of nodes, whereas a local run turns a lone
+    ``--jobs`` into ``--cores``; and a job running on a node reads the Snakefile again in
+    remote mode. A local run given both ``--cores`` and ``--jobs`` (or a dry run given
+    ``--jobs``) reads as a cluster run: its host checks are skipped and ``threads: all`` is
+    refused, which errs on the side of saying so.
+    """
+    if getattr(workflow, "remote_exec", False):
+        return False
+    return workflow.resource_settings.nodes is None
+
+
+def resolve(
+    config: dict, schema_path: str | Path, cli_configfiles=(), *, cells_run_here: bool = True
+) -> dict:
+    """Normalise and validate Snakemake's merged config.
+
+    ``cells_run_here`` says whether the cells run on this host (a local Snakemake run): only
+    then are thread counts and sizes checked against this host's CPUs and memory, and
+    ``threads: all`` resolved to its CPUs (``numbench.config.dims``).
+
+    Snakemake merges a ``--configfile`` into the default config key by key, so an
+    ``operations`` mapping in the user's file would be *added* to the default operations.
+    Here an ``operations`` mapping given in any command-line config file replaces the
+    default set instead: a file that lists fewer operations runs only those.
+    """
+    cfg = dict(config)
+    user_ops: dict | None = None
+    for path in cli_configfiles or ():
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        if isinstance(data, dict) and "operations" in data:
+            ops = data["operations"]
+            if isinstance(ops, dict) and isinstance(user_ops, dict):
+                user_ops.update(ops)
+            else:
+                user_ops = copy.deepcopy(ops)
+    if user_ops is not None and isinstance(cfg.get("operations"), dict):
+        cfg["operations"] = user_ops
+    cfg = normalise(cfg)
+    cfg = validate_schema(cfg, schema_path)
+    check_semantics(cfg, cells_run_here)
+    return cfg
+
+
+def load_file(path: str | Path, schema_path: str | Path) -> dict:
+    return resolve(yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}, schema_path)

@@ -1,0 +1,101 @@
+"""The grid: every cell a validated config asks for, the spec each one runs from, and the
+seeded order the rules follow."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from numbench import libraries, operations
+from numbench.cells import Cell, inputs_path
+from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
+from numbench.timing import TimingSettings
+
+DEVICES = ("cpu", "gpu")
+
+
+def job_order(cfg: dict, cells: list[Cell]) -> dict[str, int]:
+    """A seeded random rank (0 .. len - 1) for every cell, by its path.
+
+    The rules' priorities follow it within each stage (spread rounds, then cells), so the
+    grid runs interleaved (operations and libraries mixed, as Google Benchmark's random
+    interleaving does) and a slow period of the machine spreads over many groups instead of
+    landing on one; the seed keeps a rerun's order.
+    """
+    paths = sorted(cell.path for cell in cells)
+    random.Random(cfg["seed"]).shuffle(paths)
+    return {path: rank for rank, path in enumerate(paths)}
+
+
+def operation_params(cfg: dict, name: str) -> dict[str, Any]:
+    """The parameters of one operation: its defaults, updated by the config's entry."""
+    entry = cfg["operations"][name] or {}
+    return operations.get(name).resolve_params({k: v for k, v in entry.items() if k != "sizes"})
+
+
+def operation_params_json(cfg: dict, name: str) -> str:
+    """The same, as the canonical JSON text the rules pass on ("" when it has none)."""
+    return operations.params_json(operation_params(cfg, name))
+
+
+def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
+    """The one spec a cell's supervisor and workers run from, built from the validated config."""
+    reps, base = cfg["replicates"], cfg["baseline"]
+    is_baseline = (cell.library, cell.device) == (base["library"], base["device"])
+    return CellSpec(
+        library=cell.library,
+        device=cell.device,
+        operation=cell.operation,
+        size=cell.size,
+        dtype=cell.dtype,
+        threads=int(cell.threads),
+        inputs=inputs_path(cell.operation, cell.size),
+        params=operation_params(cfg, cell.operation),
+        timing=TimingSettings(**cfg["timing"]),
+        timeout_s=float(cfg["cell_timeout_s"]),
+        memory_limit_mb=cfg["cell_memory_limit_mb"],
+        allocator=cfg["allocator"],
+        replicates=ReplicateSettings(
+            min=reps["min"],
+            max=reps["max"],
+            target_ci=float(reps["target_ci"]),
+            margin=float(reps["margin"]),
+            spread=reps["spread"],
+            round_sd=float(reps["round_sd"]),
+            max_cpu_taken=None if reps["max_cpu_taken"] is None else float(reps["max_cpu_taken"]),
+            lockstep=bool(reps["lockstep"]),
+        ),
+        paired_with=None
+        if is_baseline or not reps["paired"]
+        else f"{base['library']}/{base['device']}",
+        contract=CELL_CONTRACT,
+    )
+
+
+def devices_for(cfg: dict) -> tuple[str, ...]:
+    return DEVICES if cfg["device"] == "all" else (cfg["device"],)
+
+
+def grid(cfg: dict) -> list[Cell]:
+    """Every (library, device, operation, size, dtype, threads) cell of the config, plus the baseline cells.
+
+    A library is placed only on the devices it can run on (NumPy has no GPU cells); the
+    baseline library's cells on the baseline device are always included, so ``device=gpu``
+    still gives speedups against NumPy on the CPU of the same host.
+    """
+    wanted, base = devices_for(cfg), cfg["baseline"]
+    placed = {(base["library"], base["device"])}
+    for lib in cfg["libraries"]:
+        placed.update((lib, dev) for dev in wanted if dev in libraries.get(lib).devices)
+    return sorted(
+        Cell(lib, dev, op, int(s), dt, th)
+        for lib, dev in placed
+        for op, entry in cfg["operations"].items()
+        for s in entry["sizes"]
+        for dt in cfg["dtype"]
+        for th in cfg["threads"]
+    )
+
+
+def input_files(cfg: dict) -> list[str]:
+    return sorted({inputs_path(op, s) for op, e in cfg["operations"].items() for s in e["sizes"]})

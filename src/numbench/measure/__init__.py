@@ -1,0 +1,2 @@
+"""Measuring a cell: its inputs, the worker process that times it, the supervisor that runs
+its replicate processes (paired, in lockstep rounds), and what they write."""

@@ -1,0 +1,275 @@
+"""The host's timing lock: timing cells never overlap on one host, whatever Snakemake's
+``--cores`` says, whichever run or Slurm job of the user they belong to.
+
+The lock is a file in a folder only its user can write (``/tmp/numbench-<uid>``, mode 0700,
+owner and mode checked, opened without following links), so another user can neither plant
+nor swap it. The holder writes a note into it (pid, host, cell, since when, the run's folder);
+a cell waiting for it repeats that note in its log every ``LOCK_REPORT_S`` and gives up after
+its ``lock_timeout_s`` with an error naming the holder (``LockError``, a ``MachineryFault``:
+the job fails and writes no cell file).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import json
+import os
+import socket
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from numbench.errors import MachineryFault, os_error_reason
+from numbench.spec import CellSpec
+
+LOCK_ENV = "NUMBENCH_TIMING_LOCK"
+#: the lock file's name in the per-user lock folder (``default_lock_path``)
+LOCK_NAME = "timing.lock"
+#: a cell waiting for the lock says who holds it this often (seconds), in its log
+LOCK_REPORT_S = 60.0
+#: the most of the holder's note a waiting cell reads (the holder writes a few hundred bytes)
+HOLDER_NOTE_MAX_BYTES = 4096
+#: the longest text taken from one field of the holder's note
+HOLDER_FIELD_MAX_CHARS = 200
+
+
+class LockError(MachineryFault):
+    """The host's timing lock cannot be used: a folder or file that is not safe, or an
+    error of the system; or a cell waited ``lock_timeout_s`` for it in vain."""
+
+
+def lock_root() -> Path:
+    """The folder under which the per-user lock folder lives: /tmp where it is writable.
+
+    /tmp rather than $TMPDIR or $XDG_RUNTIME_DIR: batch systems often give each job its own
+    TMPDIR, and a job may have no XDG_RUNTIME_DIR or another one than an interactive login
+    on the same node (systemd removes it when the user's last login ends, lock included).
+    Cells of every run and every Slurm job of one user on one node must find the same path.
+    """
+    return Path("/tmp") if os.access("/tmp", os.W_OK) else Path(tempfile.gettempdir())
+
+
+def default_lock_path(root: str | os.PathLike | None = None) -> Path:
+    """One lock per host and user, ``<root>/numbench-<uid>/timing.lock``: cells of every run
+    on this host queue on it. The folder is made 0700 and checked before each use
+    (``timing_lock``); ``NUMBENCH_TIMING_LOCK`` names another file instead."""
+    return Path(root or lock_root()) / f"numbench-{os.getuid()}" / LOCK_NAME
+
+
+def _open_folder(folder: Path, checked: bool) -> int:
+    """A descriptor of the lock's folder. ``checked`` (numbench's own folder): made 0700 if
+    absent, and refused unless it is a real folder that this user owns and nobody else may
+    write in, so no other user can plant or swap the lock file."""
+    fix = (
+        f"remove it (numbench makes it again, mode 0700), or name another lock file with {LOCK_ENV}"
+    )
+    if checked:
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise LockError(
+                f"cannot make the timing lock's folder {folder}: {os_error_reason(exc)}"
+            ) from exc
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if checked else 0)
+    try:
+        fd = os.open(folder, flags)
+    except OSError as exc:
+        if checked and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise LockError(
+                f"refusing the timing lock's folder {folder}: it is a link or not a folder; " + fix
+            ) from None
+        raise LockError(
+            f"cannot open the timing lock's folder {folder}: {os_error_reason(exc)}"
+        ) from exc
+    if checked:
+        st, uid = os.fstat(fd), os.getuid()
+        problem = None
+        if st.st_uid != uid:
+            problem = f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+        elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            problem = f"its mode {stat.S_IMODE(st.st_mode):04o} lets others write in it"
+        if problem:
+            os.close(fd)
+            raise LockError(f"refusing the timing lock's folder {folder}: {problem}; {fix}")
+    return fd
+
+
+def _open_lock_file(folder_fd: int, name: str, path: Path) -> int:
+    """Open (creating, 0600) the lock file without following a link, and refuse anything
+    but a regular file of this user's."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(name, flags, 0o600, dir_fd=folder_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LockError(
+                f"refusing the timing lock {path}: it is a symbolic link; remove it"
+            ) from None
+        raise LockError(f"cannot open the timing lock {path}: {os_error_reason(exc)}") from exc
+    st = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(st.st_mode):
+        problem = "it is not a regular file"
+    elif st.st_uid != os.getuid():
+        problem = f"it belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})"
+    if problem:
+        os.close(fd)
+        raise LockError(f"refusing the timing lock {path}: {problem}; remove it")
+    return fd
+
+
+def _same_file(fd: int, folder_fd: int, name: str) -> bool:
+    """True while the name still leads to the open file (a cleaner of /tmp may have removed
+    it, and a new file under the name would be a second lock)."""
+    try:
+        there = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _printable(value, limit: int = HOLDER_FIELD_MAX_CHARS) -> str:
+    return "".join(c if c.isprintable() else "?" for c in str(value)[:limit])
+
+
+def holder_of(fd: int) -> str:
+    """Who holds the lock, in words, from the note its holder wrote into it
+    (``_write_note``): pid, cell, since when, and the run's folder."""
+    try:
+        note = json.loads(os.pread(fd, HOLDER_NOTE_MAX_BYTES, 0).decode("utf-8"))
+        pid, what, since = note["pid"], note["cell"], float(note["since_unix"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not said who it is (yet)"
+    held_s = max(0.0, time.time() - since)
+    when = dt.datetime.fromtimestamp(since, dt.UTC).isoformat(timespec="seconds")
+    return (
+        f"pid {_printable(pid)} on {_printable(note.get('host', '?'))} ({_printable(what)}, "
+        f"run in {_printable(note.get('cwd', '?'))}) since {when} ({held_s / 60:.0f} min)"
+    )
+
+
+def _write_note(fd: int, what: str) -> None:
+    """Say in the lock file who holds it, for the cells that wait; a note that cannot be
+    written (a full /tmp) only leaves them without it."""
+    note = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "cell": what,
+        "since_unix": time.time(),
+        "cwd": os.getcwd(),
+    }
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(note).encode("utf-8"), 0)
+
+
+def _take(
+    fd: int,
+    path: Path,
+    timeout_s: float | None,
+    say: Callable[[str], None],
+) -> None:
+    """Take the lock on ``fd``, saying who holds it every ``LOCK_REPORT_S`` while waiting,
+    and giving up after ``timeout_s`` (None: never).
+
+    The wait blocks in ``flock`` on a helper thread while this one sleeps until the next
+    report: nothing wakes in between, so a waiting cell costs the cell that measures no CPU
+    (polling would wake it several times a second). A thread given up on is left blocked:
+    once the descriptor is closed, the lock it may still get is dropped as it returns.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    except OSError as exc:
+        raise LockError(f"cannot take the timing lock {path}: {os_error_reason(exc)}") from exc
+    taken, failed = threading.Event(), []
+
+    def block() -> None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            failed.append(exc)
+        finally:
+            taken.set()
+
+    limit = "no limit" if timeout_s is None else f"lock_timeout_s = {timeout_s:g} s"
+    say(f"waiting for the host's timing lock {path}, held by {holder_of(fd)} ({limit})")
+    t0 = time.monotonic()
+    waiter = threading.Thread(target=block, name="numbench-timing-lock", daemon=True)
+    waiter.start()
+    while True:
+        left = None if timeout_s is None else timeout_s - (time.monotonic() - t0)
+        if taken.wait(LOCK_REPORT_S if left is None else max(0.0, min(LOCK_REPORT_S, left))):
+            break
+        waited = time.monotonic() - t0
+        if timeout_s is not None and waited >= timeout_s:
+            raise LockError(
+                f"gave up waiting for the host's timing lock {path} after {waited:.0f} s "
+                f"(lock_timeout_s = {timeout_s:g}): it is held by {holder_of(fd)}"
+            )
+        say(f"still waiting for the timing lock ({waited:.0f} s), held by {holder_of(fd)}")
+    waiter.join()  # ended with the flock: no thread outlives the wait to see the workers' fork
+    if failed:
+        raise LockError(f"cannot take the timing lock {path}: {os_error_reason(failed[0])}")
+    say(f"took the timing lock after {time.monotonic() - t0:.0f} s")
+
+
+@contextlib.contextmanager
+def timing_lock(
+    path: str | os.PathLike | None = None,
+    *,
+    holder: str = "",
+    timeout_s: float | None = None,
+    say: Callable[[str], None] = lambda line: print(line, flush=True),
+):
+    """Hold the host's timing lock (an exclusive ``flock``) for the block.
+
+    ``path``, else ``NUMBENCH_TIMING_LOCK``, else ``default_lock_path()``, whose folder is
+    checked (``_open_folder``). The file is opened with ``O_NOFOLLOW`` and must be this
+    user's regular file. Once taken, the holder writes its note (pid, ``holder``: the cell,
+    since when) into the file for the cells that wait (``_take``). Every failure is a
+    ``LockError``: the cell's job fails, the library is not blamed.
+    """
+    chosen = path or os.environ.get(LOCK_ENV)
+    lock = Path(chosen) if chosen else default_lock_path()
+    folder_fd = _open_folder(lock.parent, checked=not chosen)
+    try:
+        while True:
+            fd = _open_lock_file(folder_fd, lock.name, lock)
+            try:
+                _take(fd, lock, timeout_s, say)
+                if _same_file(fd, folder_fd, lock.name):
+                    break
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # removed or replaced while we waited: queue on the file there now
+        try:
+            _write_note(fd, holder)
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)  # drops the lock
+    finally:
+        os.close(folder_fd)
+
+
+def cell_label(spec: CellSpec, replicate: int | None = None) -> str:
+    """The cell, in words, for the lock's note and messages: "numpy/cpu sort 1000 float64
+    t1" (and ", round 0" for a spread round)."""
+    label = (
+        f"{spec.library}/{spec.device} {spec.operation} {spec.size} {spec.dtype} t{spec.threads}"
+    )
+    return label if replicate is None else f"{label}, round {replicate}"

@@ -1,0 +1,214 @@
+"""The cell supervisor: a light process (no numerical library, no pandas) that measures one
+cell, or one spread round of it, and writes what came of it.
+
+Under the host's timing lock (``host_lock``) it runs the cell's worker processes
+(``process.run_worker``, or two at once in lockstep rounds: ``lockstep.run_lockstep``) as
+many times as the replicate rules ask (``replicates``), and writes the cell's Parquet with a
+status. Every way a worker can end is the library's outcome: the file is written and the job
+goes on. A fault of numbench's own machinery or of the host (the lock cannot be taken, a
+file cannot be written, a worker cannot start, numbench itself raises) is never stored as one:
+it raises ``MachineryFault``, no cell file is written, and the job fails with the reason, so
+Snakemake's ``--retries`` and the next run measure the cell again (``scripts/run_cell.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import importlib.abc
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from numbench import libraries, operations
+from numbench.contract import cell_table, write_atomic
+from numbench.errors import MachineryFault, machinery
+from numbench.measure.host_lock import cell_label, timing_lock
+from numbench.measure.lockstep import (
+    run_lockstep,
+)
+from numbench.measure.process import run_worker
+from numbench.measure.replicates import (
+    BASELINE,
+    MEASURED,
+    ProcessRun,
+    RoundFileError,
+    measure_replicates,
+    measure_round,
+    read_rounds,
+    write_round,
+)
+from numbench.spec import CellMeta, CellSpec
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """Makes ``import pandas`` fail in the supervisor, as if pandas were not installed.
+
+    The supervisor never uses pandas, but pyarrow imports it lazily the first time it builds
+    an array (to check whether the input is a DataFrame): a quarter of a second per cell spent
+    on nothing. pyarrow treats a failed import as "no pandas" and carries on.
+    """
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ModuleNotFoundError(f"the cell supervisor does not load {name}", name=name)
+        return None
+
+
+def keep_pandas_out() -> None:
+    """Install ``_NoPandas`` (in the supervisor's own process only: the entry point calls it)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoPandas())
+
+
+def host_metadata(spec: CellSpec) -> CellMeta:
+    op = operations.get(spec.operation)
+    itemsize = 4 if spec.dtype == "float32" else 8
+    params = op.resolve_params(spec.params)
+    flops, bytes_moved = op.cost(spec.size, itemsize, params)
+    return CellMeta(
+        host=socket.gethostname(),
+        cpu_model=libraries.cpu_model(),
+        threads=spec.threads,
+        allocator=spec.allocator,
+        timing_settings=json.dumps(asdict(spec.timing), sort_keys=True),
+        replicate_settings=json.dumps(asdict(spec.replicates), sort_keys=True),
+        python_version=platform.python_version(),
+        python_executable=sys.executable,
+        platform=platform.platform(),
+        params=operations.params_json(params),
+        flops=flops,
+        bytes=bytes_moved,
+        started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        cpu_count=os.cpu_count(),
+        ram_gb=ram_gb(),
+    )
+
+
+def ram_gb() -> float | None:
+    """Physical memory of the host in GB (10^9 bytes), where the OS tells."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+@dataclass
+class CellResult:
+    """What a cell produced: the host's metadata (with the cell's status) and its processes."""
+
+    meta: CellMeta
+    runs: list[ProcessRun]
+
+    @property
+    def status(self) -> str:
+        return self.meta.status
+
+    @property
+    def error(self) -> str | None:
+        return self.meta.error
+
+
+def cell_status(runs: list[ProcessRun]) -> tuple[str, str | None]:
+    """The first process of the cell's own library that was not ``ok`` decides the status."""
+    for run in runs:
+        if run.role == MEASURED and run.report.status != "ok":
+            return run.report.status, run.report.error
+    return "ok", None
+
+
+def check_writable(output: str | os.PathLike) -> None:
+    """Fail before measuring when the cell's (or round's) file could not be written: its
+    folder cannot be made, or a file cannot be created in it. Minutes of measuring would
+    otherwise be lost at the end."""
+    output = Path(output)
+    with machinery(f"cannot write {output}"):
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+        os.close(fd)
+        os.unlink(probe)
+
+
+def run_round(
+    spec: CellSpec,
+    replicate: int,
+    output: str | os.PathLike,
+    lock: str | None = None,
+    lock_timeout_s: float | None = None,
+) -> list[ProcessRun]:
+    """Measure one spread round of a cell (its own process and, paired, a baseline process)
+    under the host lock, and write it for the cell's job (``replicates.write_round``).
+
+    A process's fault is written like any other outcome: the cell's job reads it and ends
+    the cell. A fault of the machinery raises (``MachineryFault``) and writes nothing.
+    """
+    t0 = time.perf_counter()
+    check_writable(output)
+    label = cell_label(spec, replicate)
+    with timing_lock(lock, holder=label, timeout_s=lock_timeout_s):
+        runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
+    with machinery(f"cannot write the round's file {output}"):
+        write_round(output, spec, runs, time.perf_counter() - t0)
+    return runs
+
+
+def _read_earlier(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[ProcessRun], float]:
+    """The cell's spread rounds (``replicates.read_rounds``). One that cannot be used is
+    removed, so that the next run measures that round again, and the job fails naming it."""
+    try:
+        return read_rounds(paths, spec)
+    except RoundFileError as exc:
+        with contextlib.suppress(OSError):
+            Path(exc.path).unlink(missing_ok=True)
+        raise MachineryFault(
+            f"{exc}; removed it, so that the next run measures that round again"
+        ) from None
+
+
+def run_cell(
+    spec: CellSpec,
+    output: str | os.PathLike,
+    lock: str | None = None,
+    earlier: list[str | os.PathLike] = (),
+    lock_timeout_s: float | None = None,
+) -> CellResult:
+    """Measure one cell (its replicate processes) under the host lock and write its Parquet.
+
+    ``earlier``: the files of the cell's spread rounds, measured by jobs of their own; the
+    cell continues from them. ``lock_timeout_s``: how long to wait for the host's timing
+    lock (the config's ``lock_timeout_s``; None waits without a limit). Every outcome of the library writes the Parquet; a fault of
+    numbench's machinery or of the host (the lock, an unusable round file, a worker that
+    cannot start, a file that cannot be written) raises ``MachineryFault`` and writes none.
+    """
+    t0 = time.perf_counter()
+    check_writable(output)
+    meta = host_metadata(spec)
+    before, earlier_wall = _read_earlier(list(earlier), spec)
+    with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
+        meta.locked_from_unix = time.time()
+        runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep)
+        meta.locked_until_unix = time.time()
+    meta.wall_s = time.perf_counter() - t0 + earlier_wall
+    meta.status, meta.error = cell_status(runs)
+    if meta.status == "ok" and pairing_error:
+        meta.error = pairing_error
+    own = [r for r in runs if r.role == MEASURED]
+    meta.replicates = len(own)
+    meta.paired_with = spec.paired_with if any(r.role == BASELINE for r in runs) else None
+    meta.lockstep = spec.replicates.lockstep if meta.paired_with else None
+    samples = [s for r in own for s in r.report.samples_s]
+    if meta.status == "ok" and samples:
+        median = statistics.median(samples)
+        if median > 0 and meta.flops is not None:
+            meta.gflop_per_s = meta.flops / median / 1e9
+            meta.gb_per_s = meta.bytes / median / 1e9
+    with machinery(f"cannot write the cell's file {output}"):
+        write_atomic(cell_table(spec.key, meta, runs), output)
+    return CellResult(meta, runs)

@@ -1,0 +1,86 @@
+"""The package's layout: stages as packages, each importing only below itself, no module
+too long to read, and a cell's path formatted in one place."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "src" / "numbench"
+#: the floors, lowest first: a module may import from its own floor and the floors below
+FLOORS = {
+    "ground": 0,  # cells, contract, spec, stats, timing, formatting, errors
+    "operations": 1,
+    "libraries": 1,
+    "config": 2,
+    "measure": 2,
+    "analyse": 3,
+    "report": 4,
+    "offsite": 4,
+    "cli": 5,
+    "__main__": 5,
+}
+MAX_MODULE_LINES = 400
+
+
+def floor_of(module: str) -> int:
+    """``numbench.measure.worker`` -> the measure floor; a top-level module of the ground
+    floor unless it is named in FLOORS."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return 0
+    return FLOORS.get(parts[1], FLOORS["ground"])
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "numbench":
+                found += [(node.lineno, f"numbench.{a.name}") for a in node.names]
+            elif node.module.startswith("numbench."):
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("numbench.")]
+    return found
+
+
+def test_no_module_imports_from_a_floor_above_its_own():
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = module_name(path)
+        for line, target in imports_of(path):
+            if floor_of(target) > floor_of(me):
+                upward.append(f"{path.relative_to(REPO)}:{line} {me} imports {target}")
+    assert upward == []
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
+
+
+def test_a_cell_path_is_formatted_in_one_place():
+    """Only numbench.cells spells the layout of a cell's files; the rules take it from there."""
+    spelled = re.compile(r"\{dtype\}/t\{threads\}|/t\{[a-z_.]*threads")
+    places = [
+        str(p.relative_to(REPO))
+        for p in [*PACKAGE.rglob("*.py"), *(REPO / "workflow").rglob("*.smk")]
+        if spelled.search(p.read_text(encoding="utf-8"))
+    ]
+    assert places == ["src/numbench/cells.py"]
