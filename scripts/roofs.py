@@ -1,0 +1,42 @@
+"""Entry point of rule roofs: this host's roofs (memory bandwidth at each cache level, DRAM,
+compute; on a GPU the transfers too) for every (device, dtype, threads) of the grid, measured
+under the host's timing lock, into results/roofs.parquet."""
+
+import argparse
+import json
+import sys
+import time
+
+import _path  # noqa: F401
+
+from numbench.errors import MachineryFault
+from numbench.measure.roofs import measure_roofs
+
+parser = argparse.ArgumentParser(description=__doc__)
+parser.add_argument("--dims", required=True, help='JSON: [["cpu", "float64", 1], ...]')
+parser.add_argument("--libraries", required=True, help="JSON: the grid's libraries")
+parser.add_argument("--allocator", required=True, help="the config's allocator")
+parser.add_argument("--lock-timeout-s", type=float, default=None)
+parser.add_argument(
+    "--max-cpu-taken",
+    type=float,
+    default=None,
+    help="measure a job again while other programs took more than this share of its CPUs",
+)
+parser.add_argument("--output", required=True)
+args = parser.parse_args()
+t0 = time.perf_counter()
+dims = [(device, dtype, int(threads)) for device, dtype, threads in json.loads(args.dims)]
+try:
+    table = measure_roofs(
+        dims,
+        json.loads(args.libraries),
+        args.allocator,
+        args.output,
+        lock_timeout_s=args.lock_timeout_s,
+        max_cpu_taken=args.max_cpu_taken,
+    )
+except MachineryFault as exc:
+    print(f"roofs: {exc}", file=sys.stderr)
+    sys.exit(1)
+print(f"roofs: {table.num_rows} rows -> {args.output} in {time.perf_counter() - t0:.1f} s")

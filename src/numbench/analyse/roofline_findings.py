@@ -1,0 +1,140 @@
+"""What the roofline says about each operation, as typed facts for the summary.
+
+For each (host, device, dtype, threads) and operation: the fastest library at the largest
+size that has a place on the roofline, its share of its roof, and whether memory or
+arithmetic bounds it (the roof it was held against). Where a memory-bound cell reaches less
+than ``LOW_DRAM_SHARE`` of the DRAM roof and its output is large enough to be fresh memory
+on every call, the finding carries what the roofs rule measured about first touching fresh
+memory (``first_touch_s_per_gb``, page faults per MiB): an estimate of how much of the
+cell's time that takes, from a measurement of this host, not a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from numbench.libraries.base import STEADY_MALLOC
+from numbench.measure.roof_rows import COMPUTE_ROOF, ITEMSIZE
+
+#: a memory-bound cell below this share of the DRAM roof gets the first-touch estimate
+LOW_DRAM_SHARE = 0.6
+#: glibc hands a block at least this large to ``mmap`` whatever it freed before (its largest
+#: threshold on 64 bits, which ``allocator: steady`` sets from the start): such an output is
+#: fresh memory, faulted in on every call
+FRESH_OUTPUT_BYTES = int(STEADY_MALLOC["MALLOC_MMAP_THRESHOLD_"])
+GROUP = ["host", "device", "dtype", "threads"]
+
+
+@dataclass(frozen=True)
+class FirstTouch:
+    """Touching a fresh output, as the roofs rule measured it on the cell's host."""
+
+    output_bytes: float
+    seconds: float
+    s_per_gb: float
+    faults_per_mib: float | None
+    share_of_time: float
+    fraction_without: float
+
+
+@dataclass(frozen=True)
+class RoofFinding:
+    host: str
+    device: str
+    dtype: str
+    threads: int
+    operation: str
+    size: int
+    library: str
+    median_s: float
+    gflop_per_s: float
+    roof: str
+    roof_fraction: float
+    roof_note: str | None
+    first_touch: FirstTouch | None
+
+    @property
+    def bound(self) -> str:
+        return "arithmetic" if self.roof == COMPUTE_ROOF else "memory"
+
+
+def output_bytes(operation: str, size: int, dtype: str, params: str | None) -> float | None:
+    """Bytes of one call's outputs from the operation's element count, or None."""
+    from numbench import operations
+
+    try:
+        op = operations.get(operation)
+        elements = op.output_elements
+        resolved = op.resolve_params(json.loads(params) if params else {})
+    except Exception:  # noqa: BLE001 - an operation not loadable here: no estimate
+        return None
+    if elements is None:
+        return None
+    return float(elements(size, **resolved)) * ITEMSIZE.get(dtype, 8)
+
+
+def first_touch(cell: pd.Series, roofs: pd.DataFrame | None) -> FirstTouch | None:
+    """The first-touch estimate of a memory-bound cell below ``LOW_DRAM_SHARE`` of the DRAM
+    roof whose output is fresh memory on every call; None otherwise. (Columns are read by
+    name: a row's ``.dtype`` would be the row's own type.)"""
+    if roofs is None or cell["roof"] != "dram" or not cell["roof_fraction"] < LOW_DRAM_SHARE:
+        return None
+    out = output_bytes(cell["operation"], int(cell["size"]), cell["dtype"], cell["params"])
+    if out is None or out < FRESH_OUTPUT_BYTES:
+        return None
+    dram = roofs[
+        (roofs["host"] == cell["host"])
+        & (roofs["device"] == cell["device"])
+        & (roofs["dtype"] == cell["dtype"])
+        & (roofs["threads"] == cell["threads"])
+        & (roofs["roof"] == "dram")
+        & roofs["first_touch_s_per_gb"].notna()
+    ]
+    if dram.empty:
+        return None
+    row = dram.iloc[0]
+    median_s, fraction = float(cell["median_s"]), float(cell["roof_fraction"])
+    seconds = out / 1e9 * float(row["first_touch_s_per_gb"])
+    rest = median_s - seconds
+    faults = row["first_touch_faults_per_mib"]
+    return FirstTouch(
+        output_bytes=out,
+        seconds=seconds,
+        s_per_gb=float(row["first_touch_s_per_gb"]),
+        faults_per_mib=None if pd.isna(faults) else float(faults),
+        share_of_time=min(1.0, seconds / median_s),
+        fraction_without=fraction * median_s / rest if rest > 0 else math.inf,
+    )
+
+
+def roofline_findings(bench: pd.DataFrame, roofs: pd.DataFrame | None) -> list[RoofFinding]:
+    """One finding per (host, device, dtype, threads, operation) with placed cells."""
+    if "roof_fraction" not in bench:
+        return []
+    placed = bench[(bench["status"] == "ok") & bench["roof_fraction"].notna()]
+    findings = []
+    for key, group in placed.groupby(GROUP + ["operation"], sort=True):
+        largest = group[group["size"] == group["size"].max()]
+        cell = largest.loc[largest["median_s"].idxmin()]
+        findings.append(
+            RoofFinding(
+                host=key[0],
+                device=key[1],
+                dtype=key[2],
+                threads=int(key[3]),
+                operation=key[4],
+                size=int(cell["size"]),
+                library=cell["library"],
+                median_s=float(cell["median_s"]),
+                gflop_per_s=float(cell["gflop_per_s"]),
+                roof=cell["roof"],
+                roof_fraction=float(cell["roof_fraction"]),
+                roof_note=None if pd.isna(cell["roof_note"]) else cell["roof_note"],
+                first_touch=first_touch(cell, roofs),
+            )
+        )
+    return findings

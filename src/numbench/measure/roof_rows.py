@@ -1,0 +1,336 @@
+"""The roofs table (``ROOFS_SCHEMA``), the working sets a roof is measured at, the cache a
+working set fits in, and how a roof worker's timings become rows. Pure functions: the tests
+drive them with synthetic timings.
+
+A bandwidth roof is labelled by the working set it was measured at against the caches'
+sizes read from the system (``plan_working_sets``, ``resident_level``), never by the order or
+the number of plateaus its timings show: on a machine where the L3 runs no faster than
+DRAM the ``l3`` row still says ``l3`` (and its note says no plateau shows), and a noisy
+sweep that shows a plateau too many names nothing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from numbench.measure.roof_kernels import STREAM_ARRAYS, WRITE_ALLOCATE_ARRAYS
+
+#: the bandwidth roofs, fastest first; ``compute``; on a GPU the transfers
+BANDWIDTH_ROOFS = ("l2", "l3", "dram")
+COMPUTE_ROOF = "compute"
+TRANSFER_ROOFS = ("h2d", "d2h")
+ROOF_NAMES = (*BANDWIDTH_ROOFS, COMPUTE_ROOF, *TRANSFER_ROOFS)
+#: share of its cache a cache-resident triad fills (the rest: code, stack, the other data)
+CACHE_FILL = 0.5
+#: an L3-resident working set must be at least this many times the threads' L2s, or it
+#: would partly sit in them (the L3 roof is then left out, with the reason)
+LEVEL_GAP = 2.0
+#: each array of the DRAM triad is at least this many times the last-level cache (STREAM)
+DRAM_ARRAY_FACTOR = 4
+#: the last-level cache assumed where the system names none (not Linux): large, so the DRAM
+#: triad stays out of any cache of its time
+UNKNOWN_LLC_BYTES = 256 * 2**20
+BYTES_COUNTED = "stream"
+ITEMSIZE = {"float32": 4, "float64": 8}
+KERNEL_WAYS = {"numba": "Numba, explicit loops", "numpy": "NumPy, in place (out=)"}
+
+ROOFS_SCHEMA = pa.schema(
+    [
+        pa.field("host", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("dtype", pa.string()),
+        pa.field("threads", pa.int64()),
+        # l2, l3, dram, compute; on a GPU also h2d, d2h
+        pa.field("roof", pa.string()),
+        # ok, unsupported (no such working set here), unavailable (no device, no library),
+        # failed, timeout: as a cell's statuses
+        pa.field("status", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("unit", pa.string()),
+        pa.field("kernel", pa.string()),
+        pa.field("library", pa.string()),
+        pa.field("library_version", pa.string()),
+        pa.field("working_set_bytes", pa.int64()),
+        pa.field("trials", pa.int64()),
+        # how ``value`` counts bytes: "stream" (reads + writes, no write-allocate)
+        pa.field("bytes_counted", pa.string()),
+        # the same measurement counting the write-allocate read of every stored line
+        pa.field("value_write_allocate", pa.float64()),
+        # every way measured, as JSON: "library kernel" -> value (or why it did not run)
+        pa.field("candidates", pa.string()),
+        # where the roof looks wrong (a cache roof below DRAM's, a peak passed)
+        pa.field("note", pa.string()),
+        # theoretical peak (GFLOP/s; on a GPU the DRAM's GB/s) and how it was formed
+        pa.field("theoretical_value", pa.float64()),
+        pa.field("theoretical_note", pa.string()),
+        # dram rows: copying into a fresh array against a reused one (page faults)
+        pa.field("first_touch_s_per_gb", pa.float64()),
+        pa.field("first_touch_faults_per_mib", pa.float64()),
+        pa.field("cpu_model", pa.string()),
+        pa.field("device_name", pa.string()),
+        pa.field("cpu_flags", pa.string()),
+        # cache bytes per level for the CPUs the threads ran on, and every instance as JSON
+        pa.field("l1_bytes", pa.int64()),
+        pa.field("l2_bytes", pa.int64()),
+        pa.field("l3_bytes", pa.int64()),
+        pa.field("caches", pa.string()),
+        pa.field("blas", pa.string()),
+        pa.field("threads_used", pa.int64()),
+        # the CPUs the threads were pinned to
+        pa.field("affinity", pa.string()),
+        pa.field("clock_ghz", pa.float64()),
+        pa.field("clock_source", pa.string()),
+        # GPU: NVML's clocks (JSON); each library's own float32 matmul mode (JSON)
+        pa.field("clocks", pa.string()),
+        pa.field("tf32", pa.string()),
+        pa.field("measured_at", pa.string()),
+        # the share of the CPUs' time other programs took while the job that made the row
+        # ran (as a cell's), and the attempts set aside for it (``roofs.undisturbed``)
+        pa.field("cpu_taken", pa.float64()),
+        pa.field("set_aside", pa.int64()),
+        # wall seconds of measuring this (device, threads), every dtype and library
+        pa.field("measure_s", pa.float64()),
+        # when the roofs held the host's timing lock (Unix seconds): no cell ran meanwhile
+        pa.field("locked_from_unix", pa.float64()),
+        pa.field("locked_until_unix", pa.float64()),
+    ]
+)
+
+
+def last_level(cache_bytes: dict[str, int]) -> str | None:
+    """The highest cache level the system names (``l3``, else ``l2``...)."""
+    levels = sorted((k for k in cache_bytes if k.startswith("l")), key=lambda k: int(k[1:]))
+    return levels[-1] if levels else None
+
+
+def plan_working_sets(cache_bytes: dict[str, int]) -> tuple[dict[str, int], dict[str, str]]:
+    """The triad's working set (bytes of its three arrays) for each bandwidth roof, from the
+    caches' sizes, and why a roof has none here."""
+    plan: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    l2, l3 = cache_bytes.get("l2"), cache_bytes.get("l3")
+    if l2:
+        plan["l2"] = int(l2 * CACHE_FILL)
+    else:
+        reasons["l2"] = "the system names no L2 cache"
+    if not l3:
+        reasons["l3"] = "the system names no L3 cache"
+    elif l2 and l3 * CACHE_FILL < LEVEL_GAP * l2:
+        reasons["l3"] = (
+            f"the L3 ({l3 / 2**20:.3g} MiB) is not {LEVEL_GAP / CACHE_FILL:g}x the threads' "
+            f"L2s ({l2 / 2**20:.3g} MiB): no working set fits it without sitting in the L2s"
+        )
+    else:
+        plan["l3"] = int(l3 * CACHE_FILL)
+    top = last_level(cache_bytes)
+    llc = cache_bytes[top] if top else UNKNOWN_LLC_BYTES
+    plan["dram"] = 3 * DRAM_ARRAY_FACTOR * llc
+    return plan, reasons
+
+
+def resident_level(working_set_bytes: float, cache_bytes: dict[str, int]) -> str:
+    """The smallest measured cache a working set fits in (``l2``, ``l3``), else ``dram``.
+    A set that fits the L1 is held against the L2 roof: the L1 has none of its own."""
+    for level in ("l2", "l3"):
+        size = cache_bytes.get(level)
+        if size and working_set_bytes <= size:
+            return level
+    return "dram"
+
+
+def _gb_per_s(result: dict) -> tuple[float, float]:
+    """(STREAM-counted, write-allocate-counted) GB/s of one timed kernel."""
+    itemsize = ITEMSIZE[result["dtype"]]
+    elements, kernel = result["elements"], result["kernel"]
+    stream = STREAM_ARRAYS[kernel] * elements * itemsize / result["seconds"] / 1e9
+    return stream, stream * WRITE_ALLOCATE_ARRAYS[kernel] / STREAM_ARRAYS[kernel]
+
+
+def _failed_rows(dtypes, roofs, status: str, error: str | None, unit: str) -> list[dict]:
+    return [
+        {"device": None, "dtype": d, "roof": r, "status": status, "error": error, "unit": unit}
+        for d in dtypes
+        for r in roofs
+    ]
+
+
+def bandwidth_rows(dtypes, memory: dict, plan: dict[str, int], reasons: dict[str, str]):
+    """The CPU's bandwidth roofs of each dtype from a memory job's timings: for each level,
+    the fastest kernel and way; labelled by the planned working set, whatever the values."""
+    if "results" not in memory:
+        status, error = memory.get("status", "failed"), memory.get("error")
+        rows = _failed_rows(dtypes, BANDWIDTH_ROOFS, status, error, "GB/s")
+        return [{**r, "device": "cpu"} for r in rows]
+    rows = []
+    for dtype in dtypes:
+        by_level = {}
+        for level in BANDWIDTH_ROOFS:
+            row = {"device": "cpu", "dtype": dtype, "roof": level, "unit": "GB/s"}
+            if level not in plan:
+                by_level[level] = {**row, "status": "unsupported", "error": reasons.get(level)}
+                continue
+            timed = [
+                r
+                for r in memory["results"]
+                if r["dtype"] == dtype and r["level"] == level and "kernel" in r
+            ]
+            candidates = {f"{lib} (import)": why for lib, why in memory.get("errors", {}).items()}
+            best = None
+            for result in timed:
+                value, _ = _gb_per_s(result)
+                candidates[f"{result['library']} {result['kernel']}"] = value
+                if best is None or value > best[0]:
+                    best = (value, result)
+            if best is None:
+                by_level[level] = {**row, "status": "failed", "error": "nothing was timed"}
+                continue
+            value, result = best
+            by_level[level] = {
+                **row,
+                "status": "ok",
+                "value": value,
+                "kernel": f"{result['kernel']} ({KERNEL_WAYS[result['library']]})",
+                "library": result["library"],
+                "library_version": memory.get("versions", {}).get(result["library"]),
+                "working_set_bytes": result["working_set_bytes"],
+                "trials": result["trials"],
+                "bytes_counted": BYTES_COUNTED,
+                "value_write_allocate": _gb_per_s(result)[1],
+                "candidates": json.dumps(candidates, sort_keys=True),
+                "threads_used": memory.get("threads_used"),
+                "cpu_taken": memory.get("cpu_taken"),
+                "set_aside": memory.get("set_aside"),
+            }
+        touch = [
+            r for r in memory["results"] if r["dtype"] == dtype and r["level"] == "first_touch"
+        ]
+        if touch and by_level["dram"].get("status") == "ok":
+            by_level["dram"].update(first_touch_columns(touch[0]))
+        note_missing_plateaus(by_level)
+        rows.extend(by_level[level] for level in BANDWIDTH_ROOFS)
+    return rows
+
+
+def first_touch_columns(touch: dict) -> dict:
+    """Seconds per GB that writing into fresh memory costs beyond writing into reused
+    memory, and the page faults per MiB it takes."""
+    gigabytes = touch["bytes"] / 1e9
+    return {
+        "first_touch_s_per_gb": max(0.0, touch["fresh_s"] - touch["reused_s"]) / gigabytes,
+        "first_touch_faults_per_mib": touch["page_faults"] / (touch["bytes"] / 2**20),
+    }
+
+
+def note_missing_plateaus(by_level: dict[str, dict]) -> None:
+    """A cache roof no faster than the next level's says so: the roof keeps its label (its
+    working set fits that cache), but no plateau shows there on this machine."""
+    ordered = [by_level[level] for level in BANDWIDTH_ROOFS]
+    for faster, slower in zip(ordered, ordered[1:], strict=False):
+        if faster.get("status") == "ok" and slower.get("status") == "ok":
+            if faster["value"] <= slower["value"]:
+                faster["note"] = (
+                    f"no faster than the {slower['roof']} roof: no {faster['roof']} plateau "
+                    "shows here (noise, or a cache that does not help this kernel)"
+                )
+
+
+def gpu_rows(dtypes, gpu: dict, gemms: dict[str, dict[str, dict]]) -> list[dict]:
+    """A GPU's roofs of each dtype: the copies and the fastest GEMM or FMA kernel, with the
+    memory's peak from NVML and the clocks; ``unavailable`` rows where there is no GPU."""
+    from numbench.measure.roofs_gpu import peak_bandwidth_gb_per_s
+
+    roofs = ("dram", *TRANSFER_ROOFS)
+    if gpu.get("status") != "ok":
+        status, error = gpu.get("status", "failed"), gpu.get("error")
+        rows = _failed_rows(dtypes, roofs, status, error, "GB/s")
+        rows += _failed_rows(dtypes, [COMPUTE_ROOF], status, error, "GFLOP/s")
+        return [{**r, "device": "gpu"} for r in rows]
+    nvml = gpu.get("nvml") or {}
+    clocks = json.dumps(nvml, sort_keys=True) if nvml else None
+    peak = peak_bandwidth_gb_per_s(nvml)
+    copies = gpu.get("copies")
+    rows = []
+    for dtype in dtypes:
+        base = {"device": "gpu", "dtype": dtype, "clocks": clocks}
+        for roof in roofs:
+            row = {**base, "roof": roof, "unit": "GB/s"}
+            if not copies:
+                rows.append({**row, "status": "failed", "error": gpu["errors"].get("copies")})
+                continue
+            part = copies[roof]
+            rows.append(
+                {
+                    **row,
+                    "status": "ok",
+                    "value": part["bytes"] / part["seconds"] / 1e9,
+                    "kernel": part["kernel"],
+                    "library": copies["library"],
+                    "library_version": copies.get("version"),
+                    "device_name": copies.get("device_name"),
+                    "working_set_bytes": part["bytes"],
+                    "trials": gpu.get("trials"),
+                    "cpu_taken": gpu.get("cpu_taken"),
+                    "set_aside": gpu.get("set_aside"),
+                    "bytes_counted": BYTES_COUNTED if roof == "dram" else None,
+                    "theoretical_value": peak if roof == "dram" else None,
+                    "theoretical_note": _peak_note(nvml) if roof == "dram" else None,
+                }
+            )
+        rows.append(gpu_compute_row(base, dtype, gpu, gemms.get(dtype, {})))
+    return rows
+
+
+def _peak_note(nvml: dict) -> str:
+    if not nvml.get("max_memory_clock_mhz") or not nvml.get("memory_bus_bits"):
+        return "NVML gave no memory clock or bus width"
+    return (
+        f"{nvml['max_memory_clock_mhz']} MHz (NVML's maximum memory clock) x 2 transfers x "
+        f"{nvml['memory_bus_bits']}-bit bus / 8"
+    )
+
+
+def gpu_compute_row(base: dict, dtype: str, gpu: dict, gemms: dict[str, dict]) -> dict:
+    """The fastest of the libraries' GEMMs (TF32 off) and CuPy's FMA kernel."""
+    candidates: dict[str, float | str] = {}
+    tf32: dict[str, str] = {}
+    best = None
+    for library, result in sorted(gemms.items()):
+        if result.get("status") != "ok":
+            candidates[f"{library} matmul"] = f"{result.get('status')}: {result.get('error')}"
+            continue
+        tf32.update(result.get("tf32") or {})
+        value = 2.0 * result["n"] ** 3 / result["seconds"] / 1e9
+        candidates[f"{library} matmul"] = value
+        if best is None or value > best[0]:
+            best = (value, f"matmul n={result['n']} ({library}, TF32 off)", library, result)
+    fma = (gpu.get("fma") or {}).get(dtype)
+    if fma:
+        value = fma["flops"] / fma["seconds"] / 1e9
+        candidates["cupy fma"] = value
+        if best is None or value > best[0]:
+            best = (value, "FMA-bound kernel (CuPy)", "cupy", fma)
+    row = {
+        **base,
+        "roof": COMPUTE_ROOF,
+        "unit": "GFLOP/s",
+        "candidates": json.dumps(candidates, sort_keys=True),
+        "tf32": json.dumps(tf32, sort_keys=True) if tf32 else None,
+        "theoretical_note": "not formed for a GPU (SMs x per-architecture FMA rates)",
+    }
+    if best is None:
+        return {**row, "status": "failed", "error": "neither a GEMM nor the FMA kernel ran"}
+    value, kernel, library, result = best
+    return {
+        **row,
+        "status": "ok",
+        "value": value,
+        "kernel": kernel,
+        "library": library,
+        "library_version": result.get("version"),
+        "trials": result.get("trials"),
+        "cpu_taken": result.get("cpu_taken"),
+        "set_aside": result.get("set_aside"),
+    }

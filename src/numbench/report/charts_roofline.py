@@ -1,0 +1,193 @@
+"""The roofline charts: one per (host, device, dtype, threads) with measured roofs.
+
+Log-log: arithmetic intensity (flop per byte, from each operation's cost model) across,
+GFLOP/s up. Each bandwidth roof (L2, L3, DRAM) is a line ``intensity x GB/s`` that bends
+into the compute roof at its ridge point (``compute / GB/s``, marked). Every ok cell is a
+point, coloured by library and shaped by operation. A cell past its roof is never drawn as
+a win: it is an open point, and its tooltip gives its note (``numbench.analyse.roofline``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from numbench.formatting import series_labels
+from numbench.measure.roof_rows import BANDWIDTH_ROOFS, COMPUTE_ROOF
+from numbench.report.style import HEIGHT, WIDTH
+
+#: points along each roof line (it is straight on log-log axes, bent once at the ridge)
+ROOF_LINE_POINTS = 60
+#: the intensity axis reaches this far beyond the cells and the ridge points, each side
+AXIS_MARGIN = 4.0
+ROOF_LABELS = {"l2": "L2", "l3": "L3", "dram": "DRAM"}
+GROUP_COLUMNS = ["host", "device", "dtype", "threads"]
+
+
+def roofline_chart_names(bench: pd.DataFrame, roofs: pd.DataFrame) -> dict[tuple, str]:
+    """(host, device, dtype, threads) -> chart name, for every group with a measured roof:
+    ``roofline_{device}_{dtype}_t{threads}``, with ``_h{k}`` (the host's rank) when the
+    results hold several hosts."""
+    ok = roofs[(roofs["status"] == "ok") & roofs["value"].notna()]
+    groups = sorted({tuple(r) for r in ok[GROUP_COLUMNS].itertuples(index=False)}, key=str)
+    hosts = sorted({g[0] for g in groups}, key=str)
+    names = {}
+    for host, device, dtype, threads in groups:
+        name = f"roofline_{device}_{dtype}_t{int(threads)}"
+        if len(hosts) > 1:
+            name += f"_h{hosts.index(host) + 1}"
+        names[(host, device, dtype, int(threads))] = name
+    return names
+
+
+def roof_lines(
+    group_roofs: pd.DataFrame, lo: float, hi: float
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(lines, ridges): each bandwidth roof as ``min(compute, x * GB/s)`` over [lo, hi],
+    and its ridge point."""
+    ok = group_roofs[(group_roofs["status"] == "ok") & group_roofs["value"].notna()]
+    compute = ok.loc[ok["roof"] == COMPUTE_ROOF, "value"]
+    peak = float(compute.iloc[0]) if not compute.empty else math.inf
+    xs = np.geomspace(lo, hi, ROOF_LINE_POINTS)
+    lines, ridges = [], []
+    for level in BANDWIDTH_ROOFS:
+        row = ok[ok["roof"] == level]
+        if row.empty:
+            continue
+        gb_per_s = float(row["value"].iloc[0])
+        label = f"{ROOF_LABELS[level]} {gb_per_s:.3g} GB/s"
+        ridge = peak / gb_per_s
+        points = sorted({*xs, ridge} if lo <= ridge <= hi else set(xs))
+        lines += [{"roof": label, "x": x, "y": min(peak, x * gb_per_s)} for x in points]
+        if math.isfinite(peak):
+            ridges.append({"roof": label, "x": ridge, "y": peak, "text": f"ridge {ridge:.3g}"})
+    if math.isfinite(peak) and not lines:
+        lines = [{"roof": "compute", "x": x, "y": peak} for x in (lo, hi)]
+    return pd.DataFrame(lines), pd.DataFrame(ridges)
+
+
+def roofline_chart(
+    bench: pd.DataFrame, roofs: pd.DataFrame, key: tuple
+) -> alt.TopLevelMixin | None:
+    """The roofline of one (host, device, dtype, threads), or None without a roof."""
+    host, device, dtype, threads = key
+    mine = roofs[
+        (roofs["host"] == host)
+        & (roofs["device"] == device)
+        & (roofs["dtype"] == dtype)
+        & (roofs["threads"] == threads)
+    ]
+    cells = bench[
+        (bench["status"] == "ok")
+        & (bench["host"] == host)
+        & (bench["device"] == device)
+        & (bench["dtype"] == dtype)
+        & (bench["threads"] == threads)
+        & bench["arithmetic_intensity"].notna()
+        & bench["gflop_per_s"].notna()
+        & (bench["gflop_per_s"] > 0)
+    ].copy()
+    bandwidth = mine[mine["roof"].isin(BANDWIDTH_ROOFS) & (mine["status"] == "ok")]
+    compute = mine[(mine["roof"] == COMPUTE_ROOF) & (mine["status"] == "ok")]
+    if bandwidth.empty and compute.empty:
+        return None
+    ridges = [
+        float(c) / float(b) for c in compute["value"].dropna() for b in bandwidth["value"].dropna()
+    ]
+    xs = list(cells["arithmetic_intensity"]) + ridges
+    lo = min(xs, default=0.1) / AXIS_MARGIN
+    hi = max(xs, default=10.0) * AXIS_MARGIN
+    lines, ridge_points = roof_lines(mine, lo, hi)
+    x_scale = alt.Scale(type="log", domain=[lo, hi], nice=False)
+    x = alt.X("x:Q", scale=x_scale, title="arithmetic intensity (flop per byte, cost model)")
+    y_title = "GFLOP/s (cost model / median time)"
+    layers = [
+        alt.Chart(lines)
+        .mark_line(color="#555", strokeDash=[4, 2])
+        .encode(
+            x=x,
+            y=alt.Y("y:Q", scale=alt.Scale(type="log"), title=y_title),
+            detail="roof:N",
+            tooltip=[alt.Tooltip("roof:N", title="roof")],
+        )
+    ]
+    if not lines.empty:
+        ends = lines.sort_values("x").groupby("roof", as_index=False).first()
+        layers.append(
+            alt.Chart(ends)
+            .mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#333")
+            .encode(x=x, y=alt.Y("y:Q", scale=alt.Scale(type="log")), text="roof:N")
+        )
+    if not compute.empty and compute["value"].notna().any():
+        peak = float(compute["value"].dropna().iloc[0])
+        label = pd.DataFrame([{"x": hi, "y": peak, "text": f"compute {peak:.3g} GFLOP/s"}])
+        layers.append(
+            alt.Chart(label)
+            .mark_text(align="right", dx=-4, dy=-8, fontSize=10, color="#333")
+            .encode(x=x, y=alt.Y("y:Q", scale=alt.Scale(type="log")), text="text:N")
+        )
+    if not ridge_points.empty:
+        layers.append(
+            alt.Chart(ridge_points)
+            .mark_point(shape="diamond", size=70, filled=True, color="black")
+            .encode(
+                x=x,
+                y=alt.Y("y:Q", scale=alt.Scale(type="log")),
+                tooltip=["roof:N", alt.Tooltip("x:Q", title="ridge (flop/byte)", format=".3g")],
+            )
+        )
+    if not cells.empty:
+        cells["series"] = series_labels(cells)
+        cells["x"] = cells["arithmetic_intensity"]
+        cells["above"] = cells["roof_fraction"].fillna(0) > 1
+        cells["share"] = cells["roof_fraction"]
+        domain = sorted(cells["series"].unique())
+        encode = dict(
+            x=x,
+            y=alt.Y("gflop_per_s:Q", scale=alt.Scale(type="log")),
+            color=alt.Color("series:N", title="library", scale=alt.Scale(domain=domain)),
+            shape=alt.Shape("operation:N", title="operation"),
+            tooltip=[
+                alt.Tooltip("series:N", title="library"),
+                alt.Tooltip("operation:N"),
+                alt.Tooltip("size:Q"),
+                alt.Tooltip("gflop_per_s:Q", title="GFLOP/s", format=".3g"),
+                alt.Tooltip("roof:N", title="held against"),
+                alt.Tooltip("share:Q", title="share of its roof", format=".0%"),
+                alt.Tooltip("roof_note:N", title="note"),
+            ],
+        )
+        below, above = cells[~cells["above"]], cells[cells["above"]]
+        if not below.empty:
+            layers.append(alt.Chart(below).mark_point(filled=True, size=60).encode(**encode))
+        if not above.empty:
+            layers.append(
+                alt.Chart(above).mark_point(filled=False, size=90, strokeWidth=2).encode(**encode)
+            )
+    threads_word = "thread" if int(threads) == 1 else "threads"
+    return alt.layer(*layers).properties(
+        title=alt.Title(
+            f"roofline: {device}, {dtype}, {int(threads)} {threads_word}, host {host}",
+            subtitle="dashed: the roofs measured here (results/roofs.parquet), diamonds: "
+            "ridge points; open points: past their roof (see the note), never a win",
+        ),
+        width=WIDTH,
+        height=HEIGHT,
+    )
+
+
+def roofline_charts(
+    bench: pd.DataFrame, roofs: pd.DataFrame | None
+) -> dict[str, alt.TopLevelMixin]:
+    """Every roofline chart, by name (``roofline_chart_names``)."""
+    if roofs is None or roofs.empty or "arithmetic_intensity" not in bench:
+        return {}
+    charts = {}
+    for key, name in roofline_chart_names(bench, roofs).items():
+        chart = roofline_chart(bench, roofs, key)
+        if chart is not None:
+            charts[name] = chart
+    return charts

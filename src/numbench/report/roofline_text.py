@@ -1,0 +1,191 @@
+"""The summary's "Roofline" section: the roofs measured on each host, and per operation the
+fastest library's share of its roof at the largest size, and what bounds it.
+
+Every value from the tables enters through ``md_text`` or a table cell (``md_table``), as
+in the rest of the summary.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from numbench.analyse.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
+from numbench.analyse.roofline_findings import LOW_DRAM_SHARE, RoofFinding, roofline_findings
+from numbench.formatting import Markdown, display, format_size, md_table, md_text
+from numbench.measure.roof_rows import BANDWIDTH_ROOFS, COMPUTE_ROOF
+from numbench.report.charts_roofline import roofline_chart_names
+from numbench.report.sentences import md_link
+
+ROOF_NAMES = {"l2": "L2", "l3": "L3", "dram": "DRAM", "compute": "compute"}
+
+
+def _value(rows: pd.DataFrame, roof: str) -> str:
+    row = rows[rows["roof"] == roof]
+    if row.empty:
+        return "not measured"
+    row = row.iloc[0]
+    if row["status"] != "ok" or pd.isna(row["value"]):
+        return str(row["status"])
+    text = f"{row['value']:.3g}"
+    if roof == COMPUTE_ROOF and isinstance(row["library"], str):
+        text += f" ({display(row['library'])})"
+    return text
+
+
+def roofs_table(roofs: pd.DataFrame) -> str:
+    """One row per (host, device, dtype, threads): each roof's value."""
+    rows = []
+    for (host, device, dtype, threads), group in roofs.groupby(
+        ["host", "device", "dtype", "threads"], sort=True
+    ):
+        compute = group[group["roof"] == COMPUTE_ROOF]
+        peak = compute["theoretical_value"].dropna() if not compute.empty else pd.Series()
+        rows.append(
+            [host, device, dtype, str(int(threads))]
+            + [_value(group, roof) for roof in BANDWIDTH_ROOFS]
+            + [_value(group, COMPUTE_ROOF), f"{peak.iloc[0]:.3g}" if not peak.empty else ""]
+        )
+    header = ["host", "device", "dtype", "threads", "L2 GB/s", "L3 GB/s", "DRAM GB/s"]
+    return md_table(header + ["compute GFLOP/s", "theoretical GFLOP/s"], rows, "llllrrrrr")
+
+
+def roof_notes(roofs: pd.DataFrame) -> list[str]:
+    """What the roofs say about themselves: a roof that could not be measured, a plateau
+    that does not show, a measured peak past the theoretical one."""
+    lines = []
+    for r in roofs.sort_values(["host", "device", "dtype", "threads"]).itertuples():
+        said = r.note if isinstance(r.note, str) else None
+        if r.status != "ok":
+            said = f"{r.status}: {r.error}" if isinstance(r.error, str) else r.status
+        if said:
+            where = f"{r.host}, {r.device}, {r.dtype}, {int(r.threads)} thread(s)"
+            lines.append(
+                f"- {ROOF_NAMES.get(r.roof, r.roof)} roof ({md_text(where)}): {md_text(said)}"
+            )
+    return lines
+
+
+def _share(finding: RoofFinding) -> str:
+    text = f"{finding.roof_fraction:.0%}"
+    if finding.roof_fraction > 1:
+        text += " (past its roof: not a win)"
+    return text
+
+
+def findings_table(findings: list[RoofFinding]) -> str:
+    header = ["operation", "size", "fastest", "GFLOP/s", "held against", "share", "bound by"]
+    header += ["note"]
+    rows = [
+        [
+            f.operation,
+            format_size(f.size),
+            display(f.library),
+            f"{f.gflop_per_s:.3g}",
+            ROOF_NAMES.get(f.roof, f.roof),
+            _share(f),
+            f.bound,
+            f.roof_note or "",
+        ]
+        for f in findings
+    ]
+    return md_table(header, rows, "lrlrllll")
+
+
+def first_touch_lines(findings: list[RoofFinding]) -> list[str]:
+    """Where the time of a memory-bound cell far below the DRAM roof goes, measured."""
+    lines = []
+    for f in findings:
+        touch = f.first_touch
+        if touch is None:
+            continue
+        faults = (
+            f", {touch.faults_per_mib:.0f} page faults per MiB"
+            if touch.faults_per_mib is not None
+            else ""
+        )
+        share = (
+            f"about {touch.seconds * 1e3:.3g} ms of its {f.median_s * 1e3:.3g} ms per call "
+            f"({touch.share_of_time:.0%})"
+            if touch.seconds < f.median_s
+            else f"{touch.seconds * 1e3:.3g} ms, as long as its whole call "
+            f"({f.median_s * 1e3:.3g} ms): fresh memory alone explains its time"
+        )
+        without = (
+            f"; without it the cell would reach {touch.fraction_without:.0%} of the roof"
+            if touch.fraction_without < 10
+            else ""
+        )
+        lines.append(
+            f"- {md_text(f.operation)} at n = {format_size(f.size)} "
+            f"({md_text(display(f.library))}, {f.roof_fraction:.0%} of the DRAM roof): its "
+            f"output ({touch.output_bytes / 1e6:.0f} MB) is fresh memory on every call (glibc "
+            "maps a block this large afresh for each). On this host the roofs rule measured "
+            f"first touching fresh memory at {touch.s_per_gb * 1e3:.0f} ms per GB{faults} (a "
+            f"copy into a fresh array against one into a reused array): {share}{without}."
+        )
+    return lines
+
+
+def roofline_section(bench: pd.DataFrame, roofs: pd.DataFrame | None, charts_dir: str) -> list[str]:
+    """The section's lines (none without a roofs table)."""
+    if roofs is None:
+        return []
+    lines = [
+        "## Roofline",
+        "",
+        "Each ok cell against the roofs measured on its host (`results/roofs.parquet`): its "
+        "arithmetic intensity (the cost model's flops per fewest bytes), the roof it is held "
+        "against (the cache its working set fits in, by the caches' sizes, or the compute "
+        "roof) and its share of what that roof allows. Bandwidths count bytes as STREAM "
+        "does (no write-allocate), as the cost models do.",
+        "",
+        roofs_table(roofs),
+        "",
+    ]
+    notes = roof_notes(roofs)
+    if notes:
+        lines += [*notes, ""]
+    names = roofline_chart_names(bench, roofs) if "arithmetic_intensity" in bench else {}
+    if names:
+        links = [md_link(name, f"{charts_dir}/{name}.html") for name in sorted(names.values())]
+        lines += ["Charts: " + ", ".join(links) + ".", ""]
+    findings = roofline_findings(bench, roofs)
+    if not findings:
+        return lines + ["No cell has a place on a roofline (no cost model, or no roofs).", ""]
+    for (host, device, dtype, threads), group in _by_dims(findings):
+        lines += [
+            f"### {md_text(device)}, {md_text(dtype)}, {threads} thread(s) on {md_text(host)}",
+            "",
+            "The fastest library of each operation at its largest size:",
+            "",
+            findings_table(group),
+            "",
+        ]
+        touch = first_touch_lines(group)
+        if touch:
+            lines += [
+                f"Memory-bound cells below {LOW_DRAM_SHARE:.0%} of the DRAM roof, and where "
+                "their time goes:",
+                "",
+                *touch,
+                "",
+            ]
+    lines += [Markdown(_notes_line()), ""]
+    return lines
+
+
+def _notes_line() -> str:
+    return (
+        "Notes: *cache-resident*: the working set fits (or, called again and again, partly "
+        "stays in) a cache, and the cell is held against that cache's roof; *within noise*: "
+        f"past its roof by at most {ROOF_NOISE_FACTOR:g}x; *{COST_MODEL_ERROR}*: further "
+        "past it than noise explains (the cost model counts work the library does not do, "
+        "or the roof is wrong)."
+    )
+
+
+def _by_dims(findings: list[RoofFinding]):
+    groups: dict[tuple, list[RoofFinding]] = {}
+    for f in findings:
+        groups.setdefault((f.host, f.device, f.dtype, f.threads), []).append(f)
+    return sorted(groups.items(), key=lambda item: str(item[0]))

@@ -1,0 +1,316 @@
+"""The roofs: caches read from the system, working sets planned from them, roofs labelled by
+those sizes (synthetic timings), the theoretical peak, the GPU's rows on a host without one,
+and the measurement under the host's timing lock."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from numbench.measure import roof_host, roof_rows, roofs, roofs_gpu
+from numbench.measure.roof_host import Clock, HostFacts
+
+MIB = 2**20
+
+
+def fake_sysfs(root: Path, cpus: int, l2_kib: int, l3_kib: int) -> Path:
+    """A /sys/devices/system/cpu tree: a private L1d, L1i and L2 per CPU, one shared L3."""
+    everyone = f"0-{cpus - 1}"
+    for cpu in range(cpus):
+        caches = [
+            (1, "Data", "48K", str(cpu)),
+            (1, "Instruction", "32K", str(cpu)),
+            (2, "Unified", f"{l2_kib}K", str(cpu)),
+            (3, "Unified", f"{l3_kib}K", everyone),
+        ]
+        for i, (level, kind, size, shared) in enumerate(caches):
+            folder = root / f"cpu{cpu}" / "cache" / f"index{i}"
+            folder.mkdir(parents=True)
+            (folder / "level").write_text(f"{level}\n")
+            (folder / "type").write_text(f"{kind}\n")
+            (folder / "size").write_text(f"{size}\n")
+            (folder / "shared_cpu_list").write_text(f"{shared}\n")
+    return root
+
+
+def test_caches_are_read_per_instance_for_the_cpus_the_threads_run_on(tmp_path):
+    root = fake_sysfs(tmp_path, cpus=4, l2_kib=1024, l3_kib=32 * 1024)
+    one = roof_host.capacities(roof_host.read_caches([0], root))
+    two = roof_host.capacities(roof_host.read_caches([0, 1], root))
+    # private L2s add up; the one shared L3 counts once; instruction caches are left out
+    assert one == {"l1": 48 * 1024, "l2": MIB, "l3": 32 * MIB}
+    assert two == {"l1": 96 * 1024, "l2": 2 * MIB, "l3": 32 * MIB}
+    assert roof_host.parse_cpu_list("0-3,8") == {0, 1, 2, 3, 8}
+    assert roof_host.parse_cache_size("2M") == 2 * MIB
+    assert roof_host.parse_cache_size("huge") is None
+
+
+def test_working_sets_are_planned_from_the_cache_sizes():
+    plan, reasons = roof_rows.plan_working_sets({"l2": MIB, "l3": 32 * MIB})
+    assert plan == {"l2": MIB // 2, "l3": 16 * MIB, "dram": 3 * 4 * 32 * MIB}
+    assert reasons == {}
+    # every DRAM array (a third of the triad's working set) is 4x the last-level cache
+    assert plan["dram"] / 3 >= 4 * 32 * MIB
+    # an L3 barely larger than the L2s has no working set of its own: no L3 roof, a reason
+    plan, reasons = roof_rows.plan_working_sets({"l2": 8 * MIB, "l3": 16 * MIB})
+    assert "l3" not in plan and "L2s" in reasons["l3"]
+    assert plan["dram"] == 3 * 4 * 16 * MIB
+
+
+@pytest.mark.parametrize(
+    "working_set, level",
+    [(512 * 1024, "l2"), (MIB, "l2"), (MIB + 1, "l3"), (32 * MIB, "l3"), (40 * MIB, "dram")],
+)
+def test_a_working_set_is_placed_by_the_cache_it_fits_in(working_set, level):
+    assert roof_rows.resident_level(working_set, {"l2": MIB, "l3": 32 * MIB}) == level
+
+
+def timed(dtype, level, library, kernel, elements, gb_per_s):
+    """A memory job's result for one kernel that ran at ``gb_per_s`` (STREAM's count)."""
+    arrays = roof_rows.STREAM_ARRAYS[kernel]
+    seconds = arrays * elements * 8 / (gb_per_s * 1e9)
+    return {
+        "dtype": dtype,
+        "level": level,
+        "library": library,
+        "kernel": kernel,
+        "elements": elements,
+        "working_set_bytes": arrays * elements * 8,
+        "seconds": seconds,
+        "trials": 10,
+    }
+
+
+def test_plateaus_are_labelled_by_cache_size_not_by_their_timings():
+    """Synthetic timings in which the L3 runs no faster than DRAM (no plateau shows) and the
+    results come in shuffled: each roof keeps the label of the cache its working set fits,
+    the fastest way at each level counts, and the missing plateau is noted."""
+    plan = {"l2": MIB // 2, "l3": 16 * MIB, "dram": 384 * MIB}
+    results = [
+        timed("float64", "dram", "numba", "triad", plan["dram"] // 24, 40.0),
+        timed("float64", "l3", "numpy", "copy", plan["l3"] // 24, 39.0),
+        timed("float64", "l2", "numba", "triad", plan["l2"] // 24, 250.0),
+        timed("float64", "l3", "numba", "triad", plan["l3"] // 24, 38.0),
+        timed("float64", "dram", "numpy", "copy", plan["dram"] // 24, 41.0),
+        timed("float64", "l2", "numpy", "triad", plan["l2"] // 24, 120.0),
+    ]
+    rows = roof_rows.bandwidth_rows(["float64"], {"results": results}, plan, {})
+    by_roof = {r["roof"]: r for r in rows}
+    assert [r["roof"] for r in rows] == ["l2", "l3", "dram"]
+    assert by_roof["l2"]["value"] == pytest.approx(250.0)
+    assert by_roof["l2"]["library"] == "numba" and by_roof["l2"]["kernel"].startswith("triad")
+    assert by_roof["dram"]["value"] == pytest.approx(41.0)
+    assert by_roof["dram"]["kernel"].startswith("copy (NumPy")
+    assert by_roof["l3"]["value"] == pytest.approx(39.0)
+    assert "no l3 plateau" in by_roof["l3"]["note"]
+    assert by_roof["l2"].get("note") is None
+    # STREAM's count is the value; the write-allocate count adds a read per stored line
+    assert by_roof["l2"]["value_write_allocate"] == pytest.approx(250.0 * 4 / 3)
+    assert by_roof["dram"]["value_write_allocate"] == pytest.approx(41.0 * 3 / 2)
+    assert json.loads(by_roof["l2"]["candidates"]) == pytest.approx(
+        {"numba triad": 250.0, "numpy triad": 120.0}
+    )
+
+
+def test_a_roof_without_a_working_set_says_why_and_a_failed_job_says_so():
+    plan = {"l2": MIB // 2, "dram": 384 * MIB}
+    results = [timed("float32", lv, "numba", "triad", 1000, 10.0) for lv in ("l2", "dram")]
+    rows = roof_rows.bandwidth_rows(["float32"], {"results": results}, plan, {"l3": "too small"})
+    l3 = next(r for r in rows if r["roof"] == "l3")
+    assert l3["status"] == "unsupported" and l3["error"] == "too small"
+    failed = roof_rows.bandwidth_rows(["float64"], {"status": "timeout", "error": "slow"}, plan, {})
+    assert {(r["roof"], r["status"]) for r in failed} == {
+        ("l2", "timeout"),
+        ("l3", "timeout"),
+        ("dram", "timeout"),
+    }
+
+
+def test_first_touch_is_the_extra_time_of_fresh_memory_per_gigabyte():
+    touch = {"bytes": 2**30, "fresh_s": 0.35, "reused_s": 0.03, "page_faults": 262144}
+    columns = roof_rows.first_touch_columns(touch)
+    assert columns["first_touch_s_per_gb"] == pytest.approx(0.32 / (2**30 / 1e9))
+    assert columns["first_touch_faults_per_mib"] == pytest.approx(256.0)
+
+
+AVX512 = "fpu sse sse2 avx fma avx2 avx512f".split()
+
+
+def test_theoretical_peak_is_cores_times_flops_per_cycle_times_clock():
+    assert roof_host.flops_per_cycle(AVX512, "float64") == 32
+    assert roof_host.flops_per_cycle(AVX512, "float32") == 64
+    assert roof_host.flops_per_cycle("sse sse2 avx".split(), "float64") == 16
+    assert roof_host.flops_per_cycle(["fpu"], "float64") is None
+    boost = Clock(3.5, "cpufreq cpuinfo_max_freq", True)
+    peak = roof_host.theoretical_peak(2, AVX512, "float64", boost)
+    assert peak.gflop_per_s == pytest.approx(2 * 32 * 3.5)
+    assert roof_host.peak_check(200.0, peak, boost) is None
+    # past a peak formed from the maximum clock: something is wrong, and the note says so
+    assert "is wrong" in roof_host.peak_check(250.0, peak, boost)
+    # past a peak formed from the nominal clock: the cores boosted, and by how much at least
+    nominal = Clock(2.5, "/proc/cpuinfo cpu MHz (nominal)", False)
+    peak = roof_host.theoretical_peak(1, AVX512, "float64", nominal)
+    assert peak.gflop_per_s == pytest.approx(80.0) and "no maximum clock" in peak.note
+    assert "3.44 GHz" in roof_host.peak_check(110.0, peak, nominal)
+
+
+def test_the_clock_is_read_from_cpufreq_where_there_is_one(tmp_path):
+    folder = tmp_path / "cpu0" / "cpufreq"
+    folder.mkdir(parents=True)
+    (folder / "cpuinfo_max_freq").write_text("3700000\n")
+    clock = roof_host.read_clock(0, tmp_path, {"cpu mhz": "2000.0"})
+    assert clock.ghz == pytest.approx(3.7) and clock.is_maximum
+    clock = roof_host.read_clock(1, tmp_path, {"cpu mhz": "2000.0"})
+    assert clock.ghz == pytest.approx(2.0) and not clock.is_maximum
+
+
+def test_the_gpu_peak_comes_from_the_memory_clock_and_bus_width():
+    # an H100 SXM as NVML reports it: 2619 MHz, a 5120-bit bus: 3.35 TB/s
+    facts = {"max_memory_clock_mhz": 2619, "memory_bus_bits": 5120}
+    assert roofs_gpu.peak_bandwidth_gb_per_s(facts) == pytest.approx(3352.3, rel=1e-3)
+    assert roofs_gpu.peak_bandwidth_gb_per_s({}) is None
+
+
+def gpu_present() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.skipif(gpu_present(), reason="this host has a GPU: its roofs are measured")
+def test_on_a_host_without_a_gpu_the_gpu_roofs_are_unavailable_with_the_reason():
+    measured = roofs_gpu.measure({"dtypes": ["float32"], "bytes": 1024, "trials": 1})
+    assert measured["status"] == "unavailable"
+    assert measured["error"]
+    rows = roof_rows.gpu_rows(["float32"], measured, {})
+    assert {r["roof"] for r in rows} == {"dram", "h2d", "d2h", "compute"}
+    assert {r["status"] for r in rows} == {"unavailable"}
+    assert all(r["device"] == "gpu" and r["error"] for r in rows)
+
+
+def test_gpu_rows_from_measurements_hold_the_peak_the_clocks_and_tf32_modes():
+    gpu = {
+        "status": "ok",
+        "trials": 10,
+        "errors": {},
+        "nvml": {"max_memory_clock_mhz": 2619, "memory_bus_bits": 5120, "sm_clock_mhz": 1980},
+        "copies": {
+            "library": "torch",
+            "device_name": "Test GPU",
+            "dram": {"seconds": 1e-3, "bytes": 2 * 10**9 * 1.5, "kernel": "device-to-device copy"},
+            "h2d": {"seconds": 0.02, "bytes": 5 * 10**8, "kernel": "pinned host-to-device copy"},
+            "d2h": {"seconds": 0.025, "bytes": 5 * 10**8, "kernel": "device-to-pinned-host copy"},
+        },
+        "fma": {"float32": {"seconds": 1e-3, "flops": 1e10, "library": "cupy"}},
+    }
+    gemm = {"status": "ok", "n": 8192, "seconds": 0.04, "tf32": {"tensorflow": "on"}}
+    rows = {
+        r["roof"]: r
+        for r in roof_rows.gpu_rows(["float32"], gpu, {"float32": {"tensorflow": gemm}})
+    }
+    assert rows["dram"]["value"] == pytest.approx(3000.0)
+    assert rows["dram"]["theoretical_value"] == pytest.approx(3352.3, rel=1e-3)
+    assert rows["h2d"]["value"] == pytest.approx(25.0) and rows["d2h"]["value"] == pytest.approx(
+        20.0
+    )
+    assert json.loads(rows["dram"]["clocks"])["sm_clock_mhz"] == 1980
+    # the GEMM (TF32 off) beats the FMA kernel here; each library's TF32 mode is kept
+    assert rows["compute"]["value"] == pytest.approx(2 * 8192**3 / 0.04 / 1e9)
+    assert rows["compute"]["library"] == "tensorflow"
+    assert json.loads(rows["compute"]["tf32"]) == {"tensorflow": "on"}
+
+
+def fake_facts(threads: int) -> HostFacts:
+    return HostFacts(
+        cpu_model="Test CPU",
+        cpu_flags=" ".join(AVX512),
+        cache_bytes={"l2": MIB * threads, "l3": 32 * MIB},
+        caches_json="[]",
+        cpus=list(range(threads)),
+        clock=Clock(3.0, "cpufreq cpuinfo_max_freq", True),
+    )
+
+
+def fake_runner(lock: Path, jobs: list):
+    """A roof worker that records its jobs, checks that the host's timing lock is held
+    while it runs, and returns synthetic timings (or no GPU)."""
+
+    def run(job: dict, env: dict) -> dict:
+        with open(lock, "a+") as fh:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        jobs.append((job, env))
+        if job["kind"] == "gemm":
+            return {"status": "ok", "n": job["n"], "seconds": 2 * job["n"] ** 3 / 50e9, "trials": 3}
+        if job["kind"] == "gpu":
+            return {"status": "unavailable", "error": "no CUDA device (test)"}
+        results = []
+        for dtype in job["dtypes"]:
+            for level, ws in job["working_sets"].items():
+                results.append(timed(dtype, level, "numba", "triad", ws // 24, 100.0))
+        return {"results": results, "threads_used": job["threads"]}
+
+    return run
+
+
+def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(roofs, "host_facts", fake_facts)
+    lock, jobs = tmp_path / "timing.lock", []
+    out = tmp_path / "roofs.parquet"
+    dims = [("cpu", "float64", 1), ("cpu", "float32", 2), ("gpu", "float32", 1)]
+    libs = ["numpy", "torch", "numba"]
+    roofs.measure_roofs(
+        dims,
+        libs,
+        "steady",
+        out,
+        lock=str(lock),
+        runner=fake_runner(lock, jobs),
+        say=lambda _: None,
+    )
+    table = pq.read_table(out).to_pandas()
+    assert list(table.columns) == roof_rows.ROOFS_SCHEMA.names
+    got = {(r.device, r.dtype, r.threads, r.roof, r.status) for r in table.itertuples()}
+    for dtype, threads in (("float64", 1), ("float32", 2)):
+        for roof in ("l2", "l3", "dram", "compute"):
+            assert ("cpu", dtype, threads, roof, "ok") in got
+    for roof in ("dram", "h2d", "d2h", "compute"):
+        assert ("gpu", "float32", 1, roof, "unavailable") in got
+    compute = table[(table["roof"] == "compute") & (table["device"] == "cpu")]
+    assert compute["value"].tolist() == pytest.approx([50.0, 50.0])
+    assert (compute["value"] <= compute["theoretical_value"]).all()
+    # each GEMM ran in its library's environment, with the cell's thread limits
+    gemm_envs = [env for job, env in jobs if job["kind"] == "gemm"]
+    assert {env["OMP_NUM_THREADS"] for env in gemm_envs} == {"1", "2"}
+    gemm_libs = {(job["device"], job["library"]) for job, _ in jobs if job["kind"] == "gemm"}
+    assert gemm_libs == {("cpu", "numpy"), ("cpu", "torch"), ("gpu", "torch")}
+    assert table["locked_from_unix"].notna().all()
+
+
+def test_a_job_other_programs_disturbed_is_measured_again_and_the_quietest_kept():
+    taken = iter([0.45, 0.30, 0.05, 0.0])
+    attempts = []
+
+    def runner(job, env):
+        attempts.append(job)
+        return {"status": "ok", "cpu_taken": next(taken), "attempt": len(attempts)}
+
+    kept = roofs.undisturbed(runner, {"kind": "gemm"}, {}, 0.1, lambda _: None)
+    assert len(attempts) == 3 and kept["attempt"] == 3 and kept["set_aside"] == 2
+    # never more than CPU_TAKEN_RETRIES again: the least disturbed of them is kept
+    taken = iter([0.5, 0.2, 0.4])
+    attempts.clear()
+    kept = roofs.undisturbed(runner, {"kind": "gemm"}, {}, 0.1, lambda _: None)
+    assert len(attempts) == 1 + roofs.CPU_TAKEN_RETRIES and kept["cpu_taken"] == 0.2
+    # no limit (max_cpu_taken: null): measured once
+    taken = iter([0.9])
+    attempts.clear()
+    assert roofs.undisturbed(runner, {"kind": "gemm"}, {}, None, lambda _: None)["set_aside"] == 0
