@@ -7,12 +7,14 @@ configfile: "config/config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/benchmark.smk"
+include: "workflow/rules/roofs.smk"
 include: "workflow/rules/report.smk"
 
 
 rule all:
     default_target: True
     input:
+        "results/roofs.parquet",
         "results/benchmarks.parquet",
         "results/speedups.parquet",
         "results/crossovers.parquet",

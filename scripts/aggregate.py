@@ -16,9 +16,12 @@ parser.add_argument("--output", required=True)
 parser.add_argument("--samples", required=True, help="where every sample of the ok cells goes")
 parser.add_argument("--inputs", nargs="+", required=True, help="the cells' inputs files")
 parser.add_argument("--cells", nargs="+", required=True)
+parser.add_argument("--roofs", help="results/roofs.parquet: place each cell on its roofline")
 args = parser.parse_args()
 try:
-    table = aggregate(args.cells, args.output, inputs=args.inputs, samples_output=args.samples)
+    table = aggregate(
+        args.cells, args.output, inputs=args.inputs, samples_output=args.samples, roofs=args.roofs
+    )
 except CorruptFile as exc:
     print(f"aggregate: {exc}", file=sys.stderr)
     sys.exit(1)

@@ -14,6 +14,7 @@ parser.add_argument("--baseline-library", required=True)
 parser.add_argument("--baseline-device", required=True)
 parser.add_argument("--precision", help="results/precision.parquet")
 parser.add_argument("--scaling", help="results/scaling.parquet")
+parser.add_argument("--roofs", help="results/roofs.parquet: the roofline charts")
 parser.add_argument("--outdir", required=True)
 args = parser.parse_args()
 written = write_charts(
@@ -25,5 +26,6 @@ written = write_charts(
     args.baseline_device,
     precision=args.precision,
     scaling=args.scaling,
+    roofs=args.roofs,
 )
 print(f"charts: {len(written)} files -> {args.outdir}")

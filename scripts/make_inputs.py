@@ -7,6 +7,7 @@ import sys
 import _path  # noqa: F401
 
 from numbench.measure import inputs
+from numbench.operations import OperationError
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--operation", required=True)
@@ -14,10 +15,30 @@ parser.add_argument("--size", type=int, required=True)
 parser.add_argument("--seed", type=int, required=True)
 parser.add_argument("--output", required=True)
 parser.add_argument("--params", default="", help="the operation's parameters as JSON")
+parser.add_argument(
+    "--operation-file",
+    default="",
+    help="the user's file of the operation ('' for one found by name)",
+)
+parser.add_argument(
+    "--operation-hash",
+    required=True,
+    help="the hash its code must have (numbench.operations.sources)",
+)
 args = parser.parse_args()
 params = json.loads(args.params) if args.params else {}
 try:
-    inputs.write(args.operation, args.size, args.seed, args.output, params)
+    inputs.write(
+        args.operation,
+        args.size,
+        args.seed,
+        args.output,
+        params,
+        args.operation_file or None,
+        args.operation_hash,
+    )
 except OSError as exc:  # a full disk, a folder that is not writable: the job fails, named
     sys.exit(f"inputs: cannot write {args.output}: {exc.strerror or exc}")
+except OperationError as exc:  # its code changed since the workflow planned it, or is gone
+    sys.exit(f"inputs: {exc}")
 print(f"inputs: {args.operation} n={args.size} seed={args.seed} params={params} -> {args.output}")

@@ -15,6 +15,7 @@ parser.add_argument("--baseline-device", required=True)
 parser.add_argument("--margin", type=float, required=True, help="the config's margin")
 parser.add_argument("--precision", help="results/precision.parquet")
 parser.add_argument("--scaling", help="results/scaling.parquet")
+parser.add_argument("--roofs", help="results/roofs.parquet: the roofline section")
 parser.add_argument("--charts-dir", required=True, help="where the charts are, for the links")
 parser.add_argument("--output", required=True)
 parser.add_argument("--html-output")
@@ -31,5 +32,6 @@ write_summary(
     html_output=args.html_output,
     precision=args.precision,
     scaling=args.scaling,
+    roofs=args.roofs,
 )
 print(f"summary -> {args.output}")

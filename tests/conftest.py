@@ -37,9 +37,11 @@ def make_spec(
     paired_with: str | None = None,
     allocator: str = "steady",
     lockstep: bool = False,
+    operation_file: str | None = None,
 ):
     """A CellSpec for a test (the workflow builds them from the config instead): one
-    process, unpaired, unless asked."""
+    process, unpaired, unless asked. ``operation_file``: a user's file of the operation."""
+    from numbench import operations
     from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
     from numbench.timing import TimingSettings
 
@@ -47,6 +49,8 @@ def make_spec(
         library=library,
         device=device,
         operation=operation,
+        operation_file=None if operation_file is None else str(operation_file),
+        operation_hash=operations.load(operation, operation_file).sha256,
         size=size,
         dtype=dtype,
         threads=threads,
@@ -74,7 +78,17 @@ def make_spec(
 def copy_workflow(dst: Path) -> Path:
     """Copy the workflow (no results, no logs) into ``dst``, to run Snakemake in."""
     dst.mkdir(parents=True, exist_ok=True)
-    for name in ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs", "tests"):
+    for name in (
+        "Snakefile",
+        "config",
+        "workflow",
+        "scripts",
+        "src",
+        "profiles",
+        "envs",
+        "tests",
+        "examples",
+    ):
         src = REPO / name
         if src.is_dir():
             shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -72,6 +72,16 @@ def test_device_gpu_without_a_gpu_exits_0_and_says_so(workdir):
         assert f"**{lib}**: 2 cells, elementwise (1000), fft (1024)" in notice
     assert (workdir / "results" / "summary.md").exists()
 
+    # the GPU's roofs: every one unavailable, with the reason; the CPU's (the baseline's) measured
+    roofs = pd.read_parquet(workdir / "results" / "roofs.parquet")
+    gpu_roofs = roofs[roofs["device"] == "gpu"]
+    assert set(gpu_roofs["roof"]) == {"dram", "h2d", "d2h", "compute"}
+    assert (gpu_roofs["status"] == "unavailable").all(), gpu_roofs[["roof", "status", "error"]]
+    assert gpu_roofs["value"].isna().all() and gpu_roofs["error"].str.contains("torch").all()
+    cpu_roofs = roofs[(roofs["device"] == "cpu") & (roofs["status"] == "ok")]
+    assert {"dram", "compute"} <= set(cpu_roofs["roof"])
+    assert df.loc[df["device"] == "gpu", "roof"].isna().all()
+
 
 # -- the adapters' unavailable paths, in the worker as a cell runs them -----------------------
 @pytest.fixture(scope="module")

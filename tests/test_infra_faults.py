@@ -189,7 +189,10 @@ def test_a_run_whose_lock_is_refused_fails_and_the_next_run_measures_the_cell(wo
     planted = workdir / ".timing.lock"
     planted.symlink_to(workdir / "elsewhere")
     cell = workdir / "results/cells/numpy/cpu/float64/t1/elementwise/1000.parquet"
-    proc = snakemake(workdir, "--cores", "1", "--configfile", "one.yaml", "--retries", "1")
+    # --keep-going: the roofs job takes the same lock and fails first; the cell job must too
+    proc = snakemake(
+        workdir, "--cores", "1", "--configfile", "one.yaml", "--retries", "1", "--keep-going"
+    )
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert not cell.exists()
     log = (workdir / "logs/cells/numpy/cpu/float64/t1/elementwise/1000.log").read_text()

@@ -20,6 +20,7 @@ FLOORS = {
     "analyse": 3,
     "report": 4,
     "offsite": 4,
+    "check": 4,
     "cli": 5,
     "__main__": 5,
 }

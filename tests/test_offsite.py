@@ -3,6 +3,7 @@ or pandas), import here, and Snakemake then runs the analysis rules only."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -13,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from conftest import REPO, copy_workflow, snakemake
 
@@ -426,3 +428,72 @@ def test_a_reference_may_differ_in_its_last_bits_but_inputs_may_not():
     assert compare_inputs(here, other_input)[0] == [
         "array a: CRC 00000001 (80 bytes) here, 00000009 (80 bytes) on the host that ran the cells"
     ]
+
+
+# -- roofs: measured there, carried, merged here --------------------------------------------------
+def archive_roofs(path: Path) -> pd.DataFrame:
+    with tarfile.open(path, "r:gz") as tar:
+        return pd.read_parquet(io.BytesIO(tar.extractfile("results/roofs.parquet").read()))
+
+
+def test_run_measures_the_hosts_roofs_into_the_archive(remote):
+    archive = remote["archive"]
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+        data = tar.extractfile("results/roofs.parquet").read()
+    assert {"results/roofs.parquet", "logs/roofs.log"} <= names
+    manifest = archive_json(archive, "manifest.json")
+    assert manifest["roofs"]["sha256"] == hashlib.sha256(data).hexdigest()
+    roofs = archive_roofs(archive)
+    assert set(roofs["host"]) == {manifest["host"]}
+    ok = roofs[roofs["status"] == "ok"]
+    assert {"l2", "dram", "compute"} <= set(ok["roof"])
+    assert set(zip(roofs["device"], roofs["dtype"], roofs["threads"])) == {("cpu", "float64", 1)}
+    assert set(ok.loc[ok["roof"] == "compute", "library"]) <= {"numpy", "torch"}
+
+
+def test_import_merges_the_roofs_and_places_the_cells_on_them(remote):
+    """The archive's host's roofs replace that host's rows here; another host's stay; the
+    roofs are not measured again here, and every ok cell gets its place on the roofline."""
+    from numbench.contract import write_atomic
+    from numbench.measure.roof_rows import ROOFS_SCHEMA
+
+    wf = fresh_workflow(remote, "import-roofs")
+    theirs = archive_roofs(remote["archive"])
+    other = theirs.head(1).assign(host="some-other-host")
+    stale = theirs.head(1).assign(value=1e-6)  # this host's older, wrong roof: replaced
+    here = pa.Table.from_pandas(
+        pd.concat([other, stale]), schema=ROOFS_SCHEMA, preserve_index=False
+    )
+    write_atomic(here, wf / "results" / "roofs.parquet")
+    proc = offsite(wf, "import", str(remote["archive"]), "--configfile", "tiny.yaml")
+    assert proc.returncode == 0, proc.stderr
+    merged = pd.read_parquet(wf / "results" / "roofs.parquet")
+    assert len(merged) == len(theirs) + 1
+    assert set(merged["host"]) == set(theirs["host"]) | {"some-other-host"}
+    assert 1e-6 not in set(merged["value"])
+    assert (wf / "logs" / "roofs.log").exists()
+    run = snakemake(wf, "--cores", "1", "--configfile", "tiny.yaml")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "roofs" not in job_counts(run)
+    bench = pd.read_parquet(wf / "results" / "benchmarks.parquet")
+    ok = bench[bench["status"] == "ok"]
+    assert ok["roof"].notna().all() and (ok["roof_fraction"] > 0).all()
+
+
+def test_roofs_of_another_host_in_an_archive_are_refused(remote):
+    wf = fresh_workflow(remote, "foreign-roofs")
+    before = snapshot(wf)
+    roofs = archive_roofs(remote["archive"]).assign(host="someone-else")
+    buffer = io.BytesIO()
+    roofs.to_parquet(buffer)
+    manifest = archive_json(remote["archive"], "manifest.json")
+    manifest["roofs"]["sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    change = {
+        "results/roofs.parquet": buffer.getvalue(),
+        "manifest.json": json.dumps(manifest).encode(),
+    }
+    bad = repack(remote["archive"], remote["base"] / "foreign-roofs.tar.gz", change)
+    proc = offsite(wf, "import", str(bad), "--configfile", "tiny.yaml")
+    assert_clean_error(proc, "roofs of hosts other than the archive's")
+    assert snapshot(wf) == before

@@ -3,6 +3,7 @@
     numbench compare OLD NEW [--margin M] [--output FILE] [--json] [--fail-on-slowdown]
     numbench offsite plan|run|import ...
     numbench unlock
+    numbench check PATH|NAME [--size N] [--dtype D] [--configfile FILE ...]
 
 The workflow's own steps run through ``snakemake`` (``make run``); these are the steps a user
 takes around it. Each subcommand imports what it needs only when it runs: ``offsite run``
@@ -104,6 +105,12 @@ def _unlock(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    from numbench.check import main
+
+    return main(args)
+
+
 def _config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--directory", default=".", help="the workflow's folder (default: the current one)"
@@ -192,6 +199,19 @@ def parser() -> argparse.ArgumentParser:
         "--directory", default=".", help="the workflow's folder (default: the current one)"
     )
     unlock.set_defaults(run=_unlock)
+
+    check = sub.add_parser(
+        "check",
+        help="try an operation (a .py file of your own, or a name) before measuring it",
+        description="Load an operation, run its generator and reference at one size and each "
+        "implementation whose library imports here once, and print every problem found as "
+        "FILE:LINE: message. Exit 1 if there is any (numbench.check).",
+    )
+    check.add_argument("target", help="the operation's .py file, or its name")
+    check.add_argument("--size", type=int, help="the size to check at (default: see above)")
+    check.add_argument("--dtype", choices=("float64", "float32"), default="float64")
+    _config_options(check)
+    check.set_defaults(run=_check)
     return top
 
 

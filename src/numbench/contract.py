@@ -106,9 +106,20 @@ PIPELINE_FIELDS = [
 #: baseline's, paired beside every other library's cell); 0 for every other cell.
 POOL_FIELDS = [pa.field("pooled_processes", pa.int64())]
 
+#: The cell on its host's roofline (``numbench.analyse.roofline``): flops per byte of its
+#: cost model, the GFLOP/s its roof allows, the share of that it reached, the roof it was
+#: held against (l2, l3, dram, compute) and why where it is a cache's or past its roof.
+ROOF_FIELDS = [
+    pa.field("arithmetic_intensity", pa.float64()),
+    pa.field("attainable_gflop_per_s", pa.float64()),
+    pa.field("roof_fraction", pa.float64()),
+    pa.field("roof", pa.string()),
+    pa.field("roof_note", pa.string()),
+]
+
 CELL_SCHEMA = pa.schema(KEY_FIELDS + SAMPLE_FIELDS + CELL_META_FIELDS)
 BENCHMARKS_SCHEMA = pa.schema(
-    KEY_FIELDS + STAT_FIELDS + POOL_FIELDS + PIPELINE_FIELDS + CELL_META_FIELDS
+    KEY_FIELDS + STAT_FIELDS + POOL_FIELDS + PIPELINE_FIELDS + CELL_META_FIELDS + ROOF_FIELDS
 )
 SPEEDUPS_SCHEMA = pa.schema(
     [

@@ -23,10 +23,11 @@ from numbench.timing import TimingSettings
 
 #: What a cell file holds, as a number: raised whenever a cell measures something new or its
 #: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
-#: CPUs each worker really had, ``cpus_allowed``). It is
+#: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
+#: ``operation_hash``, and the inputs checked after the timed loop). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 4
+CELL_CONTRACT = 5
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -84,6 +85,13 @@ class CellSpec:
     library: str
     device: str
     operation: str
+    #: the user's file that defines the operation (absolute; in an offsite plan, its place
+    #: in the bundle), or None for one found by name (built in, or installed)
+    operation_file: str | None
+    #: SHA-256 of the operation's code: its file and the files it imports from its own
+    #: folder (``numbench.operations.sources``). Editing them changes the spec of that
+    #: operation's cells alone, so Snakemake measures those again
+    operation_hash: str
     size: int
     dtype: str
     threads: int
@@ -235,6 +243,8 @@ class CellMeta:
     #: ran back to back; None for a cell measured alone
     lockstep: bool | None = None
     params: str | None = None
+    #: the hash of the operation's code the cell was measured with (``CellSpec.operation_hash``)
+    operation_hash: str | None = None
     host: str | None = None
     cpu_model: str | None = None
     threads: int | None = None

@@ -18,6 +18,15 @@ times that: a loop of calls with a single sync at its end, the time per call whe
 queued back to back. Every result of the loop is kept alive until that sync, so nothing is
 freed or skipped before it runs; where the results would not fit in ``PIPELINE_MEMORY_BYTES``
 the queue is bounded: each time that window of results is full, it is waited for and reused.
+
+An operation whose implementations write into their inputs by design (a sort in place) must
+not time later calls on the data earlier calls left: the timer is then given ``fresh_args``,
+a function that makes one call's arguments afresh (copies of the inputs, on the device), and
+every call, the first included, gets its own. The copies are made before the calls that use
+them, outside the timed region: a sample of ``loops`` calls is taken in chunks, each chunk's
+copies made first and the chunk timed alone, and the chunks' times summed. A chunk holds at
+most ``FRESH_ARGS_MEMORY_BYTES`` of copies (and at least one call's), so a fast call on small
+inputs does not hold a million copies at once.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import gc
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +44,9 @@ from typing import Any
 MAX_LOOPS = 1_000_000
 #: results a pipelined loop may hold alive at once, in bytes (the window of queued calls)
 PIPELINE_MEMORY_BYTES = 256 * 2**20
+#: fresh copies of the inputs made ahead of the calls that use them, in bytes, at most
+#: (the module docstring)
+FRESH_ARGS_MEMORY_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -126,13 +138,29 @@ class Timer:
         sync: Callable[[Any], Any] | None = None,
         clock: Callable[[], float] = time.perf_counter,
         device_timer: EventTimer | None = None,
+        fresh_args: Callable[[], tuple] | None = None,
+        fresh_memory_bytes: int = FRESH_ARGS_MEMORY_BYTES,
     ):
         self.fn, self.args, self.sync, self.clock = fn, tuple(args), sync, clock
         self.device_timer = device_timer
+        self.fresh_args = fresh_args
+        #: calls whose fresh arguments are made at once (the module docstring)
+        self.fresh_chunk = max(1, fresh_memory_bytes // max(1, result_nbytes(self.args)))
+
+    def _chunks(self, loops: int):
+        """(calls, their fresh arguments) in chunks of at most ``fresh_chunk`` calls, each
+        chunk's arguments made before it is handed out (outside any timed region)."""
+        done = 0
+        while done < loops:
+            n = min(self.fresh_chunk, loops - done)
+            yield n, [self.fresh_args() for _ in range(n)]
+            done += n
 
     def first_call(self) -> tuple[float, Any]:
         """Time one call alone (tracing, compilation, caches): it never enters the samples."""
         fn, args, sync, clock = self.fn, self.args, self.sync, self.clock
+        if self.fresh_args is not None:
+            args = self.fresh_args()
         t0 = clock()
         result = fn(*args)
         if sync is not None:
@@ -141,6 +169,8 @@ class Timer:
 
     def time_loops(self, loops: int) -> float:
         """Total seconds for ``loops`` synced calls, garbage collection held off."""
+        if self.fresh_args is not None:
+            return self._time_loops_fresh(loops)
         if self.device_timer is not None:
             return self._time_loops_on_device(loops)
         fn, args, sync, clock = self.fn, self.args, self.sync, self.clock
@@ -157,6 +187,32 @@ class Timer:
                     sync(fn(*args))
                 t1 = clock()
         return t1 - t0
+
+    def _time_loops_fresh(self, loops: int) -> float:
+        """The same synced calls, each on its own fresh arguments, timed chunk by chunk
+        (on the device's events where there are some), the making of the copies untimed."""
+        total = 0.0
+        for _, chunk in self._chunks(loops):
+            total += self._time_region(self._synced_calls, chunk)
+            del chunk  # freed before the next chunk's copies are made
+        return total
+
+    def _synced_calls(self, chunk: list[tuple]) -> None:
+        fn, sync = self.fn, self.sync
+        for args in chunk:
+            result = fn(*args)
+            if sync is not None:
+                sync(result)
+
+    def _time_region(self, region: Callable[..., None], *args: Any) -> float:
+        """Seconds of ``region(*args)``, on the device's events where there are some,
+        garbage collection held off."""
+        with gc_held():
+            if self.device_timer is not None:
+                return self.device_timer.elapsed_s(lambda: region(*args))
+            t0 = self.clock()
+            region(*args)
+            return self.clock() - t0
 
     def _time_loops_on_device(self, loops: int) -> float:
         """The same loop as on the host (each call synced), timed by device events."""
@@ -180,32 +236,37 @@ class Timer:
         most ``window`` results are held: each time the window is full, the whole window is
         waited for and its slots reused (whole, because several libraries' sync waits for the
         device, not one result: a wait per slot would drain the queue at every call). The
-        last result is kept as ``self.last_result`` for the output check."""
-        fn, args, sync, clock = self.fn, self.args, self.sync, self.clock
-        if sync is None:
+        last result is kept as ``self.last_result`` for the output check.
+
+        With ``fresh_args`` each call gets its own arguments: the calls are queued chunk by
+        chunk (``_chunks``), each chunk's copies made before it, and each chunk ends with its
+        own sync, so the copies are never timed."""
+        if self.sync is None:
             raise ValueError("a pipelined loop needs the library's sync (calls are asynchronous)")
         window = loops if window is None else max(1, min(window, loops))
-        live: list[Any] = [None] * window
-
-        def region() -> None:
-            slot = 0
-            for _ in itertools.repeat(None, loops):
-                if slot == window:
-                    sync(live)  # the window is full: wait for all of it, then reuse it
-                    slot = 0
-                live[slot] = fn(*args)
-                slot += 1
-            sync(live)
-
-        with gc_held():
-            if self.device_timer is not None:
-                elapsed = self.device_timer.elapsed_s(region)
-            else:
-                t0 = clock()
-                region()
-                elapsed = clock() - t0
-        self.last_result = live[(loops - 1) % window]
+        if self.fresh_args is None:
+            calls = itertools.repeat(self.args, loops)
+            return self._time_region(self._queued_calls, calls, loops, window)
+        elapsed = 0.0
+        for n, chunk in self._chunks(loops):
+            elapsed += self._time_region(self._queued_calls, chunk, n, min(window, n))
+            del chunk
         return elapsed
+
+    def _queued_calls(self, calls: Iterable[tuple], loops: int, window: int) -> None:
+        """Queue the ``loops`` calls (one per arguments), ``window`` results alive at most,
+        then wait for all; the last result is kept as ``self.last_result``."""
+        fn, sync = self.fn, self.sync
+        live: list[Any] = [None] * window
+        slot = 0
+        for args in calls:
+            if slot == window:
+                sync(live)  # the window is full: wait for all of it, then reuse it
+                slot = 0
+            live[slot] = fn(*args)
+            slot += 1
+        sync(live)
+        self.last_result = live[(loops - 1) % window]
 
     def calibrate(
         self,

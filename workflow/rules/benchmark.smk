@@ -20,9 +20,12 @@ rule inputs:
         script=SCRIPTS / "make_inputs.py",
         seed=CFG["seed"],
         op_params=op_params,
+        op_file=op_file,
+        op_hash=op_hash,
     shell:
         "python {params.script:q} --operation {wildcards.operation}"
         " --size {wildcards.size} --seed {params.seed} --params={params.op_params:q}"
+        " --operation-file={params.op_file:q} --operation-hash {params.op_hash}"
         " --output {output} > {log} 2>&1"
 
 

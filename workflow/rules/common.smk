@@ -15,6 +15,8 @@ from numbench.config import (  # noqa: E402
     grid,
     input_files,
     job_order,
+    operation_file,
+    operation_hash,
     operation_params_json,
     resolve,
     snakemake_runs_cells_here,
@@ -35,6 +37,7 @@ try:
         SCHEMA,
         workflow.overwrite_configfiles,
         cells_run_here=snakemake_runs_cells_here(workflow),
+        workflow_dir=workflow.basedir,
     )
 except ConfigError as exc:
     raise WorkflowError(f"config error: {exc}") from None
@@ -45,6 +48,15 @@ INPUT_FILES = input_files(CFG)
 SCRIPTS = Path(workflow.basedir) / "scripts"
 BASELINE = CFG["baseline"]
 CHARTS_DIR = "results/charts"
+# The roofs: measured once per (device, dtype, threads) of the grid (numbench.measure.roofs),
+# on as many CPUs as its most threads, with a GPU where the grid has one.
+ROOFS_FILE = "results/roofs.parquet"
+ROOF_DIMS = sorted({(cell.device, cell.dtype, int(cell.threads)) for cell in GRID})
+ROOF_THREADS = max(threads for _, _, threads in ROOF_DIMS)
+ROOF_GPUS = 1 if any(device == "gpu" for device, _, _ in ROOF_DIMS) else 0
+# A roof disturbed by other programs is measured again, as a cell's round is.
+MAX_CPU_TAKEN = CFG["replicates"]["max_cpu_taken"]
+ROOF_CPU_TAKEN_ARG = "" if MAX_CPU_TAKEN is None else f"--max-cpu-taken {MAX_CPU_TAKEN}"
 # How long a timing job waits for the host's timing lock, in whole seconds (a resource).
 LOCK_TIMEOUT_S = math.ceil(CFG["lock_timeout_s"])
 
@@ -124,6 +136,17 @@ def cell_spec_json(wildcards):
 def op_params(wildcards):
     """The operation's parameters as JSON ("" when it has none), for rules inputs and cell."""
     return operation_params_json(CFG, wildcards.operation)
+
+
+def op_file(wildcards):
+    """The user's file of the operation ("" for one found by name), for rule inputs."""
+    return operation_file(CFG, wildcards.operation) or ""
+
+
+def op_hash(wildcards):
+    """The hash of the operation's code: a param, so that editing the code remakes the
+    operation's inputs (its cells carry it in their spec)."""
+    return operation_hash(CFG, wildcards.operation)
 
 
 wildcard_constraints:

@@ -14,6 +14,7 @@ rule aggregate:
     input:
         cells=CELL_FILES,
         inputs=INPUT_FILES,
+        roofs=ROOFS_FILE,
     output:
         benchmarks="results/benchmarks.parquet",
         samples="results/samples.parquet",
@@ -25,7 +26,7 @@ rule aggregate:
         script=SCRIPTS / "aggregate.py",
     shell:
         "python {params.script:q} --output {output.benchmarks} --samples {output.samples}"
-        " --inputs {input.inputs}"
+        " --inputs {input.inputs} --roofs {input.roofs}"
         " --cells {input.cells} > {log} 2>&1"
 
 
@@ -92,6 +93,7 @@ rule charts:
         crossovers="results/crossovers.parquet",
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
+        roofs=ROOFS_FILE,
     output:
         report(
             directory(CHARTS_DIR),
@@ -114,7 +116,7 @@ rule charts:
         " --baseline-device {params.baseline_device}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --precision {input.precision} --scaling {input.scaling}"
-        " --outdir {output} > {log} 2>&1"
+        " --roofs {input.roofs} --outdir {output} > {log} 2>&1"
 
 
 rule summary:
@@ -124,6 +126,7 @@ rule summary:
         crossovers="results/crossovers.parquet",
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
+        roofs=ROOFS_FILE,
     output:
         markdown="results/summary.md",
         html=report(
@@ -147,6 +150,6 @@ rule summary:
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device} --margin {params.margin}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
-        " --precision {input.precision} --scaling {input.scaling}"
+        " --precision {input.precision} --scaling {input.scaling} --roofs {input.roofs}"
         " --charts-dir {params.charts} --output {output.markdown}"
         " --html-output {output.html} > {log} 2>&1"

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from numbench.analyse.roofline import place_rows, read_roofs
 from numbench.analyse.speedups import cell_seed
 from numbench.contract import (
     BENCHMARKS_SCHEMA,
@@ -194,9 +195,12 @@ def aggregate(
     output: str | os.PathLike,
     inputs: list[str | os.PathLike] = (),
     samples_output: str | os.PathLike | None = None,
+    roofs: str | os.PathLike | None = None,
 ) -> pa.Table:
     """One row per cell; ``inputs`` (the cells' inputs files) are checked first. With
-    ``samples_output``, every sample of every ok cell goes there too (read once, here)."""
+    ``samples_output``, every sample of every ok cell goes there too (read once, here). With
+    ``roofs`` (results/roofs.parquet), each cell is placed on its host's roofline
+    (``numbench.analyse.roofline``); without, its roof columns are null."""
     check_inputs(list(inputs))
     tables, samples = [], []
     # The baseline is measured beside every paired cell: those processes are genuine fresh
@@ -212,6 +216,8 @@ def aggregate(
             key = cell_key(table, *paired.split("/"))
             borrowed.setdefault(key, []).extend(measured_groups(table, role=BASELINE))
     rows = [cell_row(t, borrowed.get(cell_key(t), [])) for t in tables]
+    if roofs is not None:
+        rows = place_rows(rows, read_roofs(roofs).to_pylist())
     result = pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA)
     if samples_output is not None:
         write_atomic(pa.concat_tables([SAMPLES_SCHEMA.empty_table(), *samples]), samples_output)

@@ -11,7 +11,8 @@ listed, not dropped.
 
 Like pyperf, it says where the two sides were not measured alike. A cell is *alike* when
 both sides agree on every column of ``SETTING_COLUMNS`` that they record (library version,
-BLAS, CPU model, device, timing and replicate settings, pairing, parameters...); otherwise
+BLAS, CPU model, device, timing and replicate settings, pairing, parameters, the hash of
+the operation's code...); otherwise
 its ``differs`` names the columns, and the ratio stands but may measure the change of
 setting as well as the change being judged. Above the table, ``environment_differences``
 lists what differs between the two sides as a whole (hosts, CPU models, library versions,
@@ -72,12 +73,17 @@ SETTING_COLUMNS = (
     "lockstep",
     "timing_settings",
     "replicate_settings",
+    "operation_hash",
 )
 #: Columns that describe a side as a whole; with ``SETTING_COLUMNS`` (the library version
 #: per library) they make the environment differences printed above the table.
 ENVIRONMENT_COLUMNS = ("host", "cpu_model", "cpu_count", "ram_gb", "platform", "python_version")
 #: setting columns read per library rather than for the whole side
 PER_LIBRARY_COLUMNS = ("library_version", "blas")
+#: setting columns read per operation: the hash of its code (``numbench.operations.sources``),
+#: shown by its first ``HASH_SHOWN`` digits
+PER_OPERATION_COLUMNS = ("operation_hash",)
+HASH_SHOWN = 12
 
 
 class CompareError(ValueError):
@@ -244,8 +250,13 @@ def environment_differences(old: pd.DataFrame, new: pd.DataFrame) -> list[dict]:
             a = _values(old[old["library"] == lib], column)
             b = _values(new[new["library"] == lib], column)
             add(f"{column} ({lib})", a, b)
+    for column in PER_OPERATION_COLUMNS:
+        for op in sorted(set(old["operation"]) & set(new["operation"])):
+            a = [v[:HASH_SHOWN] for v in _values(old[old["operation"] == op], column)]
+            b = [v[:HASH_SHOWN] for v in _values(new[new["operation"] == op], column)]
+            add(f"{column} ({op})", a, b)
     for column in SETTING_COLUMNS:
-        if column not in (*ENVIRONMENT_COLUMNS, *PER_LIBRARY_COLUMNS):
+        if column not in (*ENVIRONMENT_COLUMNS, *PER_LIBRARY_COLUMNS, *PER_OPERATION_COLUMNS):
             add(column, _values(old, column), _values(new, column))
     return out
 

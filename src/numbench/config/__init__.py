@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from numbench import libraries, operations
+from numbench import libraries
 from numbench.config.dims import ConfigError, check_dtypes, check_memory, resolve_threads
 from numbench.config.grid import (
     DEVICES,
@@ -21,6 +21,8 @@ from numbench.config.grid import (
     grid,
     input_files,
     job_order,
+    operation_file,
+    operation_hash,
     operation_params,
     operation_params_json,
 )
@@ -30,6 +32,7 @@ from numbench.config.normalise import (
     default_sizes,
     normalise,
 )
+from numbench.config.operations import check_operations, module_file, operation_found
 
 #: What the workflow, the offsite plan and the tests use of the config: resolve a config and
 #: expand it into cells (``grid``) and specs (``cell_spec``).
@@ -45,7 +48,11 @@ __all__ = [
     "input_files",
     "job_order",
     "load_file",
+    "module_file",
     "normalise",
+    "operation_file",
+    "operation_found",
+    "operation_hash",
     "operation_params",
     "operation_params_json",
     "resolve",
@@ -99,7 +106,9 @@ def validate_schema(cfg: dict, schema_path: str | Path) -> dict:
     return cfg
 
 
-def check_semantics(cfg: dict, cells_run_here: bool = True) -> None:
+def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -> None:
+    """Check what the schema cannot; ``workflow_dir``: where an operation's relative
+    ``module`` lies (``numbench.config.operations``)."""
     check_dtypes(cfg)
     resolve_threads(cfg, cells_run_here)
     for i, lib in enumerate(cfg["libraries"]):
@@ -110,19 +119,7 @@ def check_semantics(cfg: dict, cells_run_here: bool = True) -> None:
             )
     if len(set(cfg["libraries"])) != len(cfg["libraries"]):
         raise ConfigError(f"libraries = {cfg['libraries']!r} lists a library twice")
-    if not cfg["operations"]:
-        raise ConfigError("operations is empty; give at least one operation")
-    for name in cfg["operations"]:
-        if name not in operations.OPERATIONS:
-            raise ConfigError(
-                f"operations.{name} is not a known operation; allowed: "
-                + ", ".join(operations.OPERATIONS)
-            )
-    for name in cfg["operations"]:
-        try:
-            operation_params(cfg, name)
-        except KeyError as exc:
-            raise ConfigError(f"operations.{name}: {exc.args[0]}") from None
+    check_operations(cfg, workflow_dir)
     timing = cfg["timing"]
     if timing["min_samples"] > timing["max_samples"]:
         raise ConfigError(
@@ -161,7 +158,7 @@ def check_semantics(cfg: dict, cells_run_here: bool = True) -> None:
         params = {name: operation_params(cfg, name) for name in cfg["operations"]}
         check_memory(
             cfg,
-            lambda name, size, dtype: operations.get(name).memory_floor_bytes(
+            lambda name, size, dtype: operation_found(cfg, name).operation.memory_floor_bytes(
                 size, dtype, params[name]
             ),
         )
@@ -186,9 +183,17 @@ def snakemake_runs_cells_here(workflow) -> bool:
 
 
 def resolve(
-    config: dict, schema_path: str | Path, cli_configfiles=(), *, cells_run_here: bool = True
+    config: dict,
+    schema_path: str | Path,
+    cli_configfiles=(),
+    *,
+    cells_run_here: bool = True,
+    workflow_dir: str | Path | None = None,
 ) -> dict:
     """Normalise and validate Snakemake's merged config.
+
+    ``workflow_dir``: the workflow's folder, where an operation's relative ``module`` path
+    lies (by default the one whose ``workflow/schemas/`` holds ``schema_path``).
 
     ``cells_run_here`` says whether the cells run on this host (a local Snakemake run): only
     then are thread counts and sizes checked against this host's CPUs and memory, and
@@ -216,7 +221,9 @@ def resolve(
         cfg["operations"] = user_ops
     cfg = normalise(cfg)
     cfg = validate_schema(cfg, schema_path)
-    check_semantics(cfg, cells_run_here)
+    if workflow_dir is None:
+        workflow_dir = Path(schema_path).resolve().parents[2]
+    check_semantics(cfg, cells_run_here, workflow_dir)
     return cfg
 
 

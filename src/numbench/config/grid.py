@@ -4,10 +4,10 @@ seeded order the rules follow."""
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from numbench import libraries, operations
 from numbench.cells import Cell, inputs_path
+from numbench.config.operations import operation_found, operation_params
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
@@ -27,10 +27,15 @@ def job_order(cfg: dict, cells: list[Cell]) -> dict[str, int]:
     return {path: rank for rank, path in enumerate(paths)}
 
 
-def operation_params(cfg: dict, name: str) -> dict[str, Any]:
-    """The parameters of one operation: its defaults, updated by the config's entry."""
-    entry = cfg["operations"][name] or {}
-    return operations.get(name).resolve_params({k: v for k, v in entry.items() if k != "sizes"})
+def operation_file(cfg: dict, name: str) -> str | None:
+    """The user's file of an operation (its absolute path), or None where it is found by
+    name (built in, or installed)."""
+    return (cfg["operations"][name] or {}).get("module")
+
+
+def operation_hash(cfg: dict, name: str) -> str:
+    """The hash of an operation's code (``numbench.operations.sources``)."""
+    return operation_found(cfg, name).sha256
 
 
 def operation_params_json(cfg: dict, name: str) -> str:
@@ -46,6 +51,8 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         library=cell.library,
         device=cell.device,
         operation=cell.operation,
+        operation_file=operation_file(cfg, cell.operation),
+        operation_hash=operation_hash(cfg, cell.operation),
         size=cell.size,
         dtype=cell.dtype,
         threads=int(cell.threads),

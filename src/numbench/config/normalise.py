@@ -99,7 +99,8 @@ def _normalise_operations(value: Any) -> Any:
     result = {}
     for name, entry in value.items():
         if entry is None:
-            entry = {"sizes": default_sizes(name) if name in operations.OPERATIONS else [1]}
+            # a built-in operation has default sizes; any other is told to give them
+            entry = {"sizes": default_sizes(name)} if name in operations.OPERATIONS else {}
         elif isinstance(entry, dict) and "sizes" not in entry and name in operations.OPERATIONS:
             # parameters given without sizes: the operation's default sweep
             entry = {"sizes": default_sizes(name), **entry}

@@ -1,4 +1,10 @@
-"""Seeded inputs and the float64 reference output of one (operation, size)."""
+"""Seeded inputs and the float64 reference output of one (operation, size).
+
+The file records what made it: the seed, the operation's parameters and the hash of the
+operation's code (``numbench.operations.sources``); the worker refuses a file made with
+other parameters or other code than its cell's spec names. The operation comes from its
+user's file where one is named (``operation_file``, with the hash it must have), else by
+name."""
 
 from __future__ import annotations
 
@@ -17,8 +23,16 @@ from numbench.operations import as_outputs, input_rng, params_json
 FIXED_SIZE = 0
 
 
-def make(operation: str, size: int, seed: int, params: dict | None = None) -> dict[str, np.ndarray]:
-    op = operations.get(operation)
+def make(
+    operation: str,
+    size: int,
+    seed: int,
+    params: dict | None = None,
+    operation_file: str | None = None,
+    operation_hash: str | None = None,
+) -> dict[str, np.ndarray]:
+    found = operations.load(operation, operation_file, operation_hash)
+    op = found.operation
     params = op.resolve_params(params)
     arrays = {}
     if op.make_fixed is not None:
@@ -31,11 +45,18 @@ def make(operation: str, size: int, seed: int, params: dict | None = None) -> di
     out["n_outputs"] = np.asarray(len(refs))
     out["seed"] = np.asarray(seed)
     out["params_json"] = np.asarray(params_json(params))
+    out["operation_hash"] = np.asarray(found.sha256)
     return out
 
 
 def write(
-    operation: str, size: int, seed: int, path: str | os.PathLike, params: dict | None = None
+    operation: str,
+    size: int,
+    seed: int,
+    path: str | os.PathLike,
+    params: dict | None = None,
+    operation_file: str | None = None,
+    operation_hash: str | None = None,
 ) -> None:
     """Write the .npz whole or not at all, with the mode a plain write gives
     (``numbench.contract.replacing``)."""
@@ -44,26 +65,28 @@ def write(
     from numbench.contract import write_bytes_atomic
 
     buf = io.BytesIO()
-    np.savez(buf, **make(operation, size, seed, params))
+    np.savez(buf, **make(operation, size, seed, params, operation_file, operation_hash))
     write_bytes_atomic(buf.getvalue(), path)
 
 
 def load(
     path: str | os.PathLike, input_names: tuple[str, ...]
-) -> tuple[list[np.ndarray], Any, str]:
-    """Read a cell's inputs, reference output and the parameters (JSON) they were made with;
-    raise CorruptFile naming the file and the command that remakes it when it cannot be read."""
+) -> tuple[list[np.ndarray], Any, str, str]:
+    """Read a cell's inputs, reference output, and the parameters (JSON) and the hash of the
+    operation's code they were made with ("" where the file does not say); raise CorruptFile
+    naming the file and the command that remakes it when it cannot be read."""
     try:
         with np.load(path) as data:
             arrays = [np.array(data[name]) for name in input_names]
             n_refs = int(data["n_outputs"])
             refs = tuple(np.array(data[f"ref_{i}"]) for i in range(n_refs))
             made_with = str(data["params_json"]) if "params_json" in data else ""
+            code = str(data["operation_hash"]) if "operation_hash" in data else ""
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
         raise corrupt("inputs", path, f"{type(exc).__name__}: {exc}") from exc
-    return arrays, refs[0] if n_refs == 1 else refs, made_with
+    return arrays, refs[0] if n_refs == 1 else refs, made_with, code
 
 
 def check(path: str | os.PathLike) -> None:

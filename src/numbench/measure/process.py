@@ -198,8 +198,8 @@ def ended_report(returncode: int, result_path: Path) -> ProcessReport:
         return report
     if returncode == MACHINERY_FAULT_EXIT:
         raise MachineryFault(
-            f"the worker could not read its spec or write its report (exit {returncode}); "
-            "its reason is in the cell log"
+            "the worker could not read its spec or write its report, or found its "
+            f"operation's code changed (exit {returncode}); its reason is in the cell log"
         )
     if returncode < 0:
         name = _signal_name(returncode)

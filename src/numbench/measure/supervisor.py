@@ -68,8 +68,18 @@ def keep_pandas_out() -> None:
         sys.meta_path.insert(0, _NoPandas())
 
 
+def cell_operation(spec: CellSpec) -> operations.Operation:
+    """The cell's operation, from the file its spec names (or by name), whose code must be
+    the code the cell was planned with: code edited since, or a file gone, is no outcome of
+    the library, and fails the job (``MachineryFault``) before anything is measured."""
+    try:
+        return operations.load(spec.operation, spec.operation_file, spec.operation_hash).operation
+    except operations.OperationError as exc:
+        raise MachineryFault(f"cannot load the operation {spec.operation}: {exc}") from None
+
+
 def host_metadata(spec: CellSpec) -> CellMeta:
-    op = operations.get(spec.operation)
+    op = cell_operation(spec)
     itemsize = 4 if spec.dtype == "float32" else 8
     params = op.resolve_params(spec.params)
     flops, bytes_moved = op.cost(spec.size, itemsize, params)
@@ -84,6 +94,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         python_executable=sys.executable,
         platform=platform.platform(),
         params=operations.params_json(params),
+        operation_hash=spec.operation_hash,
         flops=flops,
         bytes=bytes_moved,
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -151,6 +162,7 @@ def run_round(
     """
     t0 = time.perf_counter()
     check_writable(output)
+    cell_operation(spec)  # its code must still be the code the cell was planned with
     label = cell_label(spec, replicate)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s):
         runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
@@ -206,8 +218,10 @@ def run_cell(
     samples = [s for r in own for s in r.report.samples_s]
     if meta.status == "ok" and samples:
         median = statistics.median(samples)
+        # an operation without a cost model has null rates
         if median > 0 and meta.flops is not None:
             meta.gflop_per_s = meta.flops / median / 1e9
+        if median > 0 and meta.bytes is not None:
             meta.gb_per_s = meta.bytes / median / 1e9
     with machinery(f"cannot write the cell's file {output}"):
         write_atomic(cell_table(spec.key, meta, runs), output)

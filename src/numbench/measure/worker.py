@@ -128,8 +128,15 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     out = ProcessReport(status="failed", import_s=time.perf_counter() - t0)
 
     from numbench import operations
+    from numbench.errors import MachineryFault
 
-    op = operations.get(spec.operation)
+    try:
+        op = operations.load(spec.operation, spec.operation_file, spec.operation_hash).operation
+    except operations.OperationChanged as exc:  # not the library's outcome: the job fails
+        raise MachineryFault(str(exc)) from None
+    except operations.OperationError as exc:  # the user's file does not import here
+        out.error = str(exc)
+        return out
     reason = op.unsupported_reason(adapter.family)
     if reason is not None:
         out.status, out.error = "unsupported", reason
@@ -148,7 +155,9 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
 
     params = op.resolve_params(spec.params)
     try:
-        inputs, reference, inputs_params = inputs_file.load(spec.inputs, op.input_names)
+        inputs, reference, inputs_params, inputs_code = inputs_file.load(
+            spec.inputs, op.input_names
+        )
     except CorruptFile as exc:
         out.error = str(exc)
         return out
@@ -158,13 +167,27 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
             f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs"
         )
         return out
+    if inputs_code != spec.operation_hash:
+        out.error = (
+            f"the inputs file was made by other code of {spec.operation} (hash "
+            f"{inputs_code[:12] or 'not recorded'}, the cell's is {spec.operation_hash[:12]}); "
+            "remake the inputs"
+        )
+        return out
 
     args = tuple(adapter.to_device(a) for a in inputs)
     fn = adapter.compile(op.build(adapter.family, adapter.xp, spec.dtype, params))
     adapter.reset_device_peak()
+    digests = input_digests(adapter, args)
 
     try:
-        timer = Timer(fn, args, adapter.sync, device_timer=adapter.device_timer())
+        timer = Timer(
+            fn,
+            args,
+            adapter.sync,
+            device_timer=adapter.device_timer(),
+            fresh_args=fresh_inputs(adapter, op, inputs, args),
+        )
         taken = CpuTaken()
         if turns is not None:
             turns.cpu_taken = taken
@@ -174,13 +197,17 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
         traceback.print_exc()
         out.status, out.error = error_status(exc)
         return out
+    changed = inputs_changed(adapter, op, args, digests)
+    if changed:
+        out.error = changed
+        return out
 
     # Memory as the per-call measurement used it: the pipelined window and the transfer
     # repeats below hold more, and CuPy's pool and XLA's peak never shrink.
     out.device_peak_mb = adapter.device_peak_mb()
     out.peak_rss_mb = _peak_rss_mb()
     tolerance = op.tolerance_for(adapter.family, spec.dtype)
-    rel_error, out.error = check_output(adapter, m.result, reference, "")
+    rel_error, out.error = check_output(adapter, m.result, reference, "", spec.dtype)
     worst_result = m.result
     out.first_call_s = m.first_call_s
     out.sampling_s = m.sampling_s
@@ -205,7 +232,7 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
             out.pipelined_samples_s = pipelined.samples_s
             out.pipelined_window = pipelined.window
             out.pipelined_rel_error, error = check_output(
-                adapter, pipelined.result, reference, "the pipelined loop's "
+                adapter, pipelined.result, reference, "the pipelined loop's ", spec.dtype
             )
             out.error = out.error or error
             if out.pipelined_rel_error > rel_error:
@@ -240,6 +267,43 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     return out
 
 
+def input_digests(adapter, args: tuple) -> list[str]:
+    """A digest of each input as the implementation receives it (``base.array_digest``)."""
+    from numbench.operations.base import array_digest
+
+    return [array_digest(adapter.to_numpy(a)) for a in args]
+
+
+def inputs_changed(adapter, op, args: tuple, before: list[str]) -> str | None:
+    """The error of a cell whose implementation wrote into its inputs during the timed
+    loop (every call after the first then timed other data), or None. Read after the
+    loop, from a digest taken before the first call: no copy of the inputs is kept."""
+    from numbench.operations.check import changed_inputs, mutation_message
+
+    names = changed_inputs(before, args, adapter.to_numpy, op.input_names)
+    return mutation_message(adapter.family, names) if names else None
+
+
+def fresh_inputs(adapter, op, inputs: list, args: tuple):
+    """For an operation that declares inputs its implementations write into
+    (``Operation.mutates_inputs``): a function making one call's arguments, with a fresh
+    device copy of each of those made from the untouched host arrays; else None. The
+    timer makes them before each sample's calls, outside the timed region."""
+    if not op.mutates_inputs:
+        return None
+    import numpy as np
+
+    mutated = [name in op.mutates_inputs for name in op.input_names]
+
+    def fresh() -> tuple:
+        return tuple(
+            adapter.to_device(np.array(host, copy=True)) if mutates else arg
+            for mutates, host, arg in zip(mutated, inputs, args, strict=True)
+        )
+
+    return fresh
+
+
 def log_mismatch(adapter, result, reference, error: str | None) -> None:
     """Say in the cell's log (the worker's stderr) where a result that failed its check
     departs from the reference, element by element: the report keeps only the figure."""
@@ -253,14 +317,22 @@ def log_mismatch(adapter, result, reference, error: str | None) -> None:
     sys.stderr.flush()
 
 
-def check_output(adapter, result, reference, which: str) -> tuple[float, str | None]:
-    """(relative error of ``result`` against the reference, error text or None)."""
+def check_output(adapter, result, reference, which: str, dtype: str) -> tuple[float, str | None]:
+    """(relative error of ``result`` against the reference, error text or None). An output
+    of another count or shape than the reference's, or of another dtype than the cell's,
+    has an infinite error: the cell is a ``mismatch`` saying why."""
     from numbench import operations
+    from numbench.operations.base import dtype_problem
 
+    host = adapter.to_numpy(result)
     try:
-        return operations.relative_error(adapter.to_numpy(result), reference), None
+        error = operations.relative_error(host, reference)
     except ValueError as exc:
         return float("inf"), f"{which}output does not match the reference: {exc}"
+    wrong = dtype_problem(host, reference, dtype)
+    if wrong:
+        return float("inf"), f"{which}output does not match the reference: {wrong}"
+    return error, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,10 +348,14 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, TypeError) as exc:
         print(f"worker: cannot read its spec {spec_path}: {exc}", file=sys.stderr)
         return MACHINERY_FAULT_EXIT
+    from numbench.errors import MachineryFault
     from numbench.measure.lockstep import Turns
 
     try:
         result = measure(spec, Turns.from_environment())
+    except MachineryFault as exc:  # numbench's or the host's, not the library's
+        print(f"worker: {exc}", file=sys.stderr)
+        return MACHINERY_FAULT_EXIT
     except Exception as exc:  # noqa: BLE001 - reported as the cell's status
         traceback.print_exc()
         status, error = error_status(exc)

@@ -6,7 +6,8 @@ nothing at all:
 1. **Every header first.** Each member is checked from its tar header alone, before a byte of
    any member is written: its type (a plain file; a folder is skipped; a symbolic or hard
    link, a device, a fifo or a sparse file is refused), its name (one an offsite run makes:
-   ``manifest.json``, ``plan.json``, a cell file, a cell's log or an inputs file's log, each
+   ``manifest.json``, ``plan.json``, a cell file, a cell's log, an inputs file's log or the
+   roofs and their log (``numbench.offsite.roofs``), each
    matched whole by the patterns of ``numbench.cells``, so no ``..``, no absolute name, no
    stray character), its declared size against ``ARCHIVE_MEMBER_LIMIT_BYTES`` and the running
    total against ``ARCHIVE_TOTAL_LIMIT_BYTES``, and the number of members against
@@ -48,6 +49,7 @@ from numbench.offsite.common import (
     inputs_log_path,
     inside,
 )
+from numbench.offsite.roofs import ROOFS_MEMBERS
 
 #: the most one member (a cell file, a log, the plan, the manifest) may declare
 ARCHIVE_MEMBER_LIMIT_BYTES = 32 * 2**20
@@ -135,6 +137,8 @@ def _name_problem(name: str) -> str | None:
     """Why ``name`` is not a member an offsite run makes, or None when it is one."""
     if name in JSON_MEMBERS or CELL_FILE_RE.fullmatch(name) or CELL_LOG_RE.fullmatch(name):
         return None
+    if name in ROOFS_MEMBERS:
+        return None
     if _is_inputs_log(name):
         return None
     if name.startswith("/") or "//" in name:
@@ -143,7 +147,7 @@ def _name_problem(name: str) -> str | None:
         return "it climbs out of the folder it is unpacked into (`..`)"
     return (
         "not a file an offsite run makes (the manifest, the plan, a cell file under "
-        "results/cells/, or a log under logs/cells/ or logs/inputs/)"
+        "results/cells/, the roofs, or a log under logs/cells/ or logs/inputs/)"
     )
 
 

@@ -26,7 +26,12 @@ from numbench.cells import CELL_FILE_RE, FIELD_PATTERNS, FIELDS, INPUTS_LOG, Cel
 
 PLAN_FORMAT = "numbench-offsite-plan"
 ARCHIVE_FORMAT = "numbench-offsite-archive"
-FORMAT_VERSION = 1
+#: 2: the cells' specs name their operation's code (``operation_file``, ``operation_hash``),
+#: and a user's operation travels in the bundle (``OPERATIONS_DIR``)
+FORMAT_VERSION = 2
+#: where the bundle keeps a user's operation files, beside the plan: the operation's own
+#: file as ``operations/NAME/NAME.py``, its helpers under the names they have beside it
+OPERATIONS_DIR = "operations"
 #: the largest file the transfer back from a remote host takes
 TRANSFER_LIMIT_BYTES = 16 * 1024 * 1024
 SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
@@ -78,6 +83,12 @@ def plan_hash(plan: dict) -> str:
     cells = sorted((c["path"], canonical(c["spec"])) for c in plan["cells"])
     inputs = sorted(canonical(i) for i in plan["inputs"])
     return sha256(canonical({"config": plan["config"], "cells": cells, "inputs": inputs}).encode())
+
+
+def bundled_operation_file(name: str) -> str:
+    """Where a plan says a user's operation file lies: beside the plan, under a name derived
+    from the operation's name alone (``numbench.cells.FIELD_PATTERNS`` keeps it a name)."""
+    return f"{OPERATIONS_DIR}/{name}/{name}.py"
 
 
 def log_path(cell_path: str) -> str:

@@ -31,10 +31,12 @@ from numbench.offsite.common import (
     inside,
 )
 from numbench.offsite.plan import (
+    check_operation_code,
     check_plan,
     load_config,
     make_plan,
 )
+from numbench.offsite.roofs import ROOFS_MEMBER, ROOFS_MEMBERS, merge_into, staged_roofs
 
 
 # -- step 3: import (here) -----------------------------------------------------------------------
@@ -112,11 +114,17 @@ def _check_cell_file(name: str, staged: StagedMember, spec: dict, recorded: dict
         table = pq.read_table(staged.path)
         row = {k: table.column(k)[0].as_py() for k in ("library", "device", "operation", "size")}
         status = table.column("status")[0].as_py()
+        code = table.column("operation_hash")[0].as_py()
     except Exception as exc:  # noqa: BLE001 - any reader error means the cell is unusable
         raise OffsiteError(f"{name} in the archive is not a readable cell file: {exc}") from None
     want = {k: spec[k] for k in row}
     if row != want:
         raise OffsiteError(f"{name} in the archive holds the cell {row}, not {want}")
+    if code != spec.get("operation_hash"):
+        raise OffsiteError(
+            f"{name} in the archive was measured with the operation's code {str(code)[:12]}, "
+            f"not the code its plan names ({str(spec.get('operation_hash'))[:12]})"
+        )
     if not status:
         raise OffsiteError(f"{name} in the archive has no status")
 
@@ -159,8 +167,10 @@ def import_archive(
         expected_cells = {c["path"]: c for c in plan["cells"]}
         recorded_cells = manifest["cells"]
 
-        # the config here must plan the same grid
-        local = make_plan(load_config(root, configfiles, config_args))
+        # the config here must plan the same grid, with the same operations' code
+        cfg = load_config(root, configfiles, config_args)
+        local = make_plan(cfg)
+        check_operation_code(plan, local)
         check_against_config(plan, local)
 
         # cells here that differ from the archive's are not overwritten without --force
@@ -174,7 +184,8 @@ def import_archive(
                 f"{len(conflicts)} cell files here differ from the archive's (first: "
                 f"{conflicts[0]}); refusing to overwrite them: pass --force to replace them"
             )
-        made, notes = _check_inputs(plan, manifest, local_path, staging[0] / "inputs")
+        made, notes = _check_inputs(plan, manifest, local_path, staging[0] / "inputs", cfg)
+        roofs = staged_roofs(members, manifest, plan, archive)  # the cells' host's
 
         # every check passed: move into place
         for src, dest in made:
@@ -183,11 +194,13 @@ def import_archive(
             (local_path(i["path"]).stat().st_mtime_ns for i in plan["inputs"]), default=0
         )
         for name, staged in members.items():
-            if name in JSON_MEMBERS:
+            if name in JSON_MEMBERS or name == ROOFS_MEMBER:
                 continue
             dest = local_path(name)
             if not (dest.exists() and file_sha256(dest) == staged.sha256):
                 _move(staged.path, dest)
+        if roofs is not None:
+            merge_into(roofs, manifest.get("host"), local_path(ROOFS_MEMBER))
     finally:
         for folder in staging:
             shutil.rmtree(folder, ignore_errors=True)
@@ -206,7 +219,10 @@ def import_archive(
     forgotten = _forget_metadata(
         root,
         results,
-        [i["path"] for i in plan["inputs"]] + sorted(expected_cells) + rounds,
+        [i["path"] for i in plan["inputs"]]
+        + sorted(expected_cells)
+        + rounds
+        + [ROOFS_MEMBER] * (roofs is not None),
         say,
     )
     for note in notes:
@@ -255,7 +271,8 @@ def _check_contents(archive, members: dict[str, StagedMember]) -> tuple[dict, di
     expected_cells = {c["path"]: c for c in plan["cells"]}
     allowed_logs = {c["log"] for c in plan["cells"]} | {i["log"] for i in plan["inputs"]}
     for name in members:
-        if name not in JSON_MEMBERS and name not in allowed_logs and name not in expected_cells:
+        known = name in JSON_MEMBERS or name in ROOFS_MEMBERS
+        if not known and name not in allowed_logs and name not in expected_cells:
             raise OffsiteError(f"{archive}: unexpected member {name!r} (not a cell of its plan)")
     missing = sorted(set(expected_cells) - set(members))
     if missing:
@@ -270,10 +287,12 @@ def _check_contents(archive, members: dict[str, StagedMember]) -> tuple[dict, di
 
 
 def _check_inputs(
-    plan: dict, manifest: dict, local_path: Callable[[str], Path], staging: Path
+    plan: dict, manifest: dict, local_path: Callable[[str], Path], staging: Path, cfg: dict
 ) -> tuple[list[tuple[Path, Path]], list[str]]:
-    """The inputs: present here, or made (in ``staging``) with the plan's seed, and the very
-    arrays the cells were measured on. Returns ([(made, destination)], notes)."""
+    """The inputs: present here, or made (in ``staging``) with the plan's seed and the
+    operation as the config here names it, and the very arrays the cells were measured on.
+    Returns ([(made, destination)], notes)."""
+    from numbench.config import operation_file, operation_hash
     from numbench.errors import CorruptFile
     from numbench.measure import inputs as inputs_file
 
@@ -290,8 +309,15 @@ def _check_inputs(
             source, check_path = "the inputs file here", dest
         else:
             check_path = inside(staging, item["path"])
+            op = item["operation"]
             inputs_file.write(
-                item["operation"], item["size"], item["seed"], check_path, item["params"]
+                op,
+                item["size"],
+                item["seed"],
+                check_path,
+                item["params"],
+                operation_file(cfg, op),
+                operation_hash(cfg, op),
             )
             source = "the inputs file made here with the same seed"
             made.append((check_path, dest))

@@ -19,6 +19,7 @@ from numbench.offsite.common import (
     OffsiteError,
     _add_bytes,
     _write_bytes_atomic,
+    bundled_operation_file,
     canonical,
     cell_of,
     code_hash,
@@ -62,16 +63,40 @@ def load_config(
         raise OffsiteError(f"config error: {exc}") from None
 
 
+def _bundled(spec_or_entry: dict, key: str, name: str) -> dict:
+    """A copy whose ``key`` (a user's operation file) names its place in the bundle."""
+    if spec_or_entry.get(key) is None:
+        return spec_or_entry
+    return {**spec_or_entry, key: bundled_operation_file(name)}
+
+
 def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
     """The plan of a resolved config: cells in a seeded random order (``seed`` of the config),
-    so that a slow spell of the remote host is spread over libraries instead of landing on one."""
+    so that a slow spell of the remote host is spread over libraries instead of landing on one.
+
+    A user's operation file is named by its place in the bundle (``bundled_operation_file``),
+    here and in the archive alike, so that a plan does not depend on where the file lies on
+    this host, and the hash of its code (in every cell's spec) says which code it is."""
     from numbench.cells import inputs_path
-    from numbench.config import cell_spec, grid, input_files, operation_params
+    from numbench.config import (
+        cell_spec,
+        grid,
+        input_files,
+        operation_file,
+        operation_hash,
+        operation_params,
+    )
 
     cells = sorted(grid(cfg))
     random.Random(f"numbench-offsite-{cfg['seed']}").shuffle(cells)
     entries = [
-        {"path": c.path, "log": log_path(c.path), "spec": json.loads(cell_spec(cfg, c).to_json())}
+        {
+            "path": c.path,
+            "log": log_path(c.path),
+            "spec": _bundled(
+                json.loads(cell_spec(cfg, c).to_json()), "operation_file", c.operation
+            ),
+        }
         for c in cells
     ]
     wanted = set(input_files(cfg))
@@ -88,6 +113,8 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
                     "size": size,
                     "seed": cfg["seed"],
                     "params": operation_params(cfg, op),
+                    "operation_file": operation_file(cfg, op) and bundled_operation_file(op),
+                    "operation_hash": operation_hash(cfg, op),
                 }
             )
     inputs.sort(key=lambda i: i["path"])
@@ -98,7 +125,16 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
         "made_with": made_with or {},
         "code_hash": code_hash(),
         # through JSON, so that the plan compares equal with one read back from its file
-        "config": json.loads(canonical(cfg)),
+        "config": json.loads(
+            canonical(
+                {
+                    **cfg,
+                    "operations": {
+                        op: _bundled(entry, "module", op) for op, entry in cfg["operations"].items()
+                    },
+                }
+            )
+        ),
         "inputs": inputs,
         "cells": entries,
     }
@@ -119,13 +155,45 @@ def write_plan(
     text = json.dumps(plan, indent=1, sort_keys=True) + "\n"
     _write_bytes_atomic(text.encode(), Path(output))
     if bundle is not None:
-        write_bundle(root, text, Path(output).name, bundle)
+        write_bundle(root, text, Path(output).name, bundle, operation_files(cfg))
     return plan
 
 
-def write_bundle(root: str | os.PathLike, plan_text: str, plan_name: str, bundle) -> None:
-    """What the remote host needs, in one ``.tar.gz``: the package's sources and the plan.
-    Unpack it anywhere there and run ``PYTHONPATH=src python -m numbench offsite run``."""
+def operation_files(cfg: dict) -> dict[str, bytes]:
+    """The bundle's copy of every user's operation of the config: its own file as
+    ``operations/NAME/NAME.py`` and the files it imports from its folder beside it, under
+    the names they have there (``numbench.operations.sources``), so that it imports there as
+    here and its code hashes the same."""
+    from numbench.config import operation_file, operation_found
+
+    files: dict[str, bytes] = {}
+    for name in cfg["operations"]:
+        if operation_file(cfg, name) is None:
+            continue
+        code = operation_found(cfg, name).code
+        own = bundled_operation_file(name)
+        files[own] = code.main.read_bytes()
+        for helper in code.helpers:
+            member = f"{Path(own).parent.as_posix()}/{code.relative(helper)}"
+            if member == own:
+                raise OffsiteError(
+                    f"the operation {name}'s helper {helper} would take the place of its own "
+                    f"file in the bundle ({own}); rename the helper"
+                )
+            files[member] = helper.read_bytes()
+    return files
+
+
+def write_bundle(
+    root: str | os.PathLike,
+    plan_text: str,
+    plan_name: str,
+    bundle,
+    operations: dict[str, bytes] | None = None,
+) -> None:
+    """What the remote host needs, in one ``.tar.gz``: the package's sources, the plan, and
+    beside it the files of the user's operations (``operation_files``). Unpack it anywhere
+    there and run ``PYTHONPATH=src python -m numbench offsite run``."""
     root = Path(root)
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
@@ -133,6 +201,8 @@ def write_bundle(root: str | os.PathLike, plan_text: str, plan_name: str, bundle
         for path in files:
             _add_bytes(tar, path.relative_to(root).as_posix(), path.read_bytes())
         _add_bytes(tar, plan_name, plan_text.encode())
+        for member, data in sorted((operations or {}).items()):
+            _add_bytes(tar, member, data)
     _write_bytes_atomic(buf.getvalue(), Path(bundle))
 
 
@@ -180,6 +250,12 @@ def check_plan_paths(plan: dict, what: str) -> None:
                 f"n={item['size']}, whose inputs file is {path}: an inputs file's paths are "
                 "derived from its operation and size, and a plan that names others is refused"
             )
+        if item.get("operation_file") not in (None, bundled_operation_file(item["operation"])):
+            raise OffsiteError(
+                f"{what} names the operation file {item.get('operation_file')!r} for "
+                f"{item['operation']}, whose file is {bundled_operation_file(item['operation'])}"
+                " beside the plan; a plan that names another is refused"
+            )
         if item.get("log") != log:
             raise OffsiteError(
                 f"{what} names the log {item.get('log')!r} for {path}, whose log is {log}: "
@@ -204,6 +280,13 @@ def check_plan_paths(plan: dict, what: str) -> None:
                 f"log is {cell.log}: a cell's paths are derived from its identity, and a plan "
                 "that names others is refused"
             )
+        own_file = entry["spec"].get("operation_file")
+        if own_file not in (None, bundled_operation_file(cell.operation)):
+            raise OffsiteError(
+                f"{what} names the operation file {own_file!r} for the cell {cell.path}, "
+                f"whose operation's file is {bundled_operation_file(cell.operation)} beside "
+                "the plan; a plan that names another is refused"
+            )
         if entry["spec"].get("inputs") != cell.inputs or cell.inputs not in inputs:
             raise OffsiteError(
                 f"{what}: the cell {cell.path} reads {entry['spec'].get('inputs')!r}, not its "
@@ -212,3 +295,20 @@ def check_plan_paths(plan: dict, what: str) -> None:
         if cell.path in seen:
             raise OffsiteError(f"{what} lists the cell {cell.path} twice")
         seen.add(cell.path)
+
+
+def check_operation_code(plan: dict, local: dict) -> None:
+    """Each operation's code here (the hash of its file and helpers, in the specs of the plan
+    made here) must be the code the archive's cells were measured with."""
+
+    def hashes(p: dict) -> dict[str, str]:
+        return {c["spec"]["operation"]: c["spec"].get("operation_hash") for c in p["cells"]}
+
+    here, there = hashes(local), hashes(plan)
+    for name in sorted(set(here) & set(there)):
+        if here[name] != there[name]:
+            raise OffsiteError(
+                f"the operation {name}'s code here (hash {str(here[name])[:12]}) is not the "
+                f"code the archive's cells were measured with ({str(there[name])[:12]}): "
+                "import with the operation's files as they were planned, or plan and run it again"
+            )

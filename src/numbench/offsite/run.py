@@ -25,6 +25,7 @@ from numbench.offsite.common import (
     _add_bytes,
     _readable_by_all,
     _write_bytes_atomic,
+    bundled_operation_file,
     cell_of,
     code_hash,
     inputs_checksums,
@@ -36,6 +37,7 @@ from numbench.offsite.common import (
 from numbench.offsite.plan import (
     read_plan,
 )
+from numbench.offsite.roofs import ROOFS_LOG, ROOFS_MEMBER, measure_there
 
 
 # -- step 2: run (there) -------------------------------------------------------------------------
@@ -142,8 +144,14 @@ def run_plan(
                     f"{work} holds a run of another plan ({str(earlier)[:12]}, this one is "
                     f"{plan['plan_hash'][:12]}); use another --workdir"
                 )
+    operation_files = _operations_beside(plan, Path(plan_path).resolve().parent)
     try:
-        specs = [CellSpec.from_dict(c["spec"]) for c in plan["cells"]]
+        specs = [
+            CellSpec.from_dict(c["spec"]).replace(
+                operation_file=operation_files.get(c["spec"]["operation"])
+            )
+            for c in plan["cells"]
+        ]
     except (ValueError, TypeError) as exc:
         raise OffsiteError(
             f"the plan's cell specs do not fit this numbench ({exc}); make the plan with the "
@@ -178,7 +186,13 @@ def run_plan(
                 try:
                     with _output_to(Path(inputs_log)):
                         inputs_file.write(
-                            item["operation"], item["size"], item["seed"], path, item["params"]
+                            item["operation"],
+                            item["size"],
+                            item["seed"],
+                            path,
+                            item["params"],
+                            operation_files.get(item["operation"]),
+                            item.get("operation_hash"),
                         )
                         print(f"inputs: {item['operation']} n={item['size']} seed={item['seed']}")
                 except Exception as exc:  # noqa: BLE001 - named, with the log to read
@@ -246,6 +260,8 @@ def run_plan(
                 + (f" ({state})" if state else "")
                 + f"  {seconds:.1f} s"
             )
+        # this host's roofs, for the cells' places on its roofline (numbench.offsite.roofs)
+        roofs = measure_there(plan, work, resume, say)
         manifest = {
             "format": ARCHIVE_FORMAT,
             "version": FORMAT_VERSION,
@@ -262,8 +278,9 @@ def run_plan(
             "statuses": dict(Counter(c["status"] for c in manifest_cells.values())),
             "inputs": manifest_inputs,
             "cells": manifest_cells,
+            "roofs": roofs,
         }
-        pack(output, plan, manifest, [c.path for c in cells], logs)
+        pack(output, plan, manifest, [c.path for c in cells] + [ROOFS_MEMBER], logs + [ROOFS_LOG])
     size = output.stat().st_size
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(manifest["statuses"].items()))
     say(f"wrote {output} ({size / 2**20:.2f} MiB; {n_cells} cells: {statuses})")
@@ -273,6 +290,41 @@ def run_plan(
             "split the grid into several plans (fewer operations or libraries each)"
         )
     return manifest
+
+
+def _operations_beside(plan: dict, folder: Path) -> dict[str, str]:
+    """operation name -> its file here, for every user's operation of the plan: beside the
+    plan, where the bundle put it (``bundled_operation_file``; ``check_plan`` refused a plan
+    naming any other place). Every operation of the plan, a built-in one too, is loaded and
+    its code must hash as the plan says, before any cell runs: a cell is never measured with
+    other code than its spec names."""
+    from numbench.operations import OperationError, load
+
+    wanted = {
+        c["spec"]["operation"]: (
+            c["spec"].get("operation_file") is not None,
+            c["spec"].get("operation_hash"),
+        )
+        for c in plan["cells"]
+    }
+    files = {}
+    for name, (from_file, planned) in sorted(wanted.items()):
+        file = folder / bundled_operation_file(name) if from_file else None
+        try:
+            load(name, file, planned)
+        except OperationError as exc:
+            carried = (
+                f"Its files travel in the bundle (offsite plan --bundle), beside the plan: "
+                f"{bundled_operation_file(name)}"
+                if from_file
+                else "Run the plan with the numbench sources of its bundle"
+            )
+            raise OffsiteError(
+                f"the plan's operation {name} cannot be used here: {exc}. {carried}"
+            ) from None
+        if file is not None:
+            files[name] = str(file)
+    return files
 
 
 def _intact(inputs_file, path: Path, corrupt_error) -> bool:

@@ -1,11 +1,22 @@
 """What an operation is: inputs, a float64 reference, a cost model, a tolerance, and one
 small function per library family.
 
-An implementation is a *builder*: ``build(xp, dtype, **params)`` receives the library's array
-module (``numpy``, ``jax.numpy``, ``torch``, ``tensorflow``; numba gets ``numpy``), the dtype
-name and the operation's parameters, and returns a plain function of the operation's input
-arrays. The library adapter then compiles it (``jax.jit``, ``tf.function``, ``numba.njit``) or
-leaves it eager.
+An implementation is a *builder*, keyed in ``implementations`` by library family:
+``build(xp, dtype, **params)`` receives the library's module (family ``numpy``: ``numpy``;
+``jax``: ``jax.numpy``; ``torch``: ``torch``; ``tensorflow``: ``tensorflow``; ``cupy``:
+``cupy``; ``numba``: ``numpy``, its function compiled by ``numba.njit`` in nopython mode;
+``numba-cuda``: ``numba.cuda``, its function launching its own kernels), the dtype name
+(``"float32"`` or ``"float64"``) and the operation's parameters as keyword arguments, and
+returns a plain function. That function is called with the inputs in the order of
+``input_names``, each already the library's array, on the cell's device, in the cell's dtype,
+and returns one array or a tuple of arrays of the library's own type, of the reference's
+shapes and of the cell's dtype (its complex counterpart where the reference is complex). The
+library adapter compiles it (``jax.jit``, ``tf.function``, ``numba.njit``) or leaves it eager
+(NumPy, PyTorch, CuPy), and waits for asynchronous results itself: the function neither syncs
+nor converts. Its first call, compilation included, is timed apart (``first_call_s``). A
+variant library runs the family's builder another way (``jax-eager`` without ``jax.jit``,
+``torch-compile`` through ``torch.compile``). Imports of a library belong inside its builder,
+so that an operation's file imports where only NumPy is installed.
 
 *Parameters* are the few settings an operation has besides its size (``linreg_gd``'s number of
 iterations). An operation declares them with their defaults in ``params``; the config may
@@ -16,6 +27,21 @@ values as keyword arguments. Operations without parameters take none.
 arrays hold for a size, worked out from the shapes in ``make_inputs`` and ``make_fixed`` and
 the reference's output, without allocating anything: the config refuses a size whose cells
 could not hold them in this host's memory (``memory_floor_bytes``).
+
+This class is the one interface of every operation, the nine built-in ones and a user's own
+alike: a user's file defines a module-level ``OPERATION = numbench.Operation(...)`` (see
+``numbench.operations.loading``). Every field is given by keyword. Required: ``name``,
+``summary``, ``input_names``, ``make_inputs``, ``reference``, ``tolerance`` and
+``implementations``; the rest are optional. An operation without ``flops`` or
+``bytes_moved`` has no cost model: its cells measure as any other, and their rates
+(``gflop_per_s``, ``gb_per_s``) are null.
+
+*Inputs an implementation writes into.* An implementation that changes its input arrays
+makes every later call time other data; the worker checks the inputs after the timed loop
+and fails the cell naming the input. An operation whose implementations write into some
+inputs by design names them in ``mutates_inputs``: each call then gets fresh copies of
+those, made before each sample's calls and outside the timed region
+(``numbench.timing.Timer``'s ``fresh_args``).
 """
 
 from __future__ import annotations
@@ -32,17 +58,32 @@ Builder = Callable[..., Callable[..., Any]]
 DTYPE_EPS = {"float32": float(np.finfo(np.float32).eps), "float64": float(np.finfo(np.float64).eps)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Operation:
+    """One operation: what it computes, on which inputs, how its result is checked, and one
+    builder per library family (the module docstring says what each receives)."""
+
+    #: the operation's name, as the config's key and the cells' paths spell it
+    #: (``[a-z][a-z0-9_]*``)
     name: str
+    #: one line saying what is computed, for a reader
     summary: str
+    #: the names of the arrays every implementation receives, in the order it receives them
     input_names: tuple[str, ...]
+    #: ``make_inputs(size, rng)``: a dict of NumPy arrays holding at least ``input_names``
+    #: (those ``make_fixed`` does not give), drawn from ``rng`` alone, so inputs are seeded
     make_inputs: Callable[[int, np.random.Generator], dict[str, np.ndarray]]
+    #: ``reference(*inputs, **params)``: the correct output in float64 (one array or a tuple)
     reference: Callable[..., Any]
-    flops: Callable[[int], float]
-    bytes_moved: Callable[[int, int], float]
+    #: relative error allowed, per dtype (``{"float32": 1e-5, "float64": 1e-12}``)
     tolerance: dict[str, float]
+    #: library family -> builder; a family left out is ``unsupported``
     implementations: dict[str, Builder]
+    #: ``flops(size, **params)``: floating-point operations of one call; None: no rates
+    flops: Callable[..., float] | None = None
+    #: ``bytes_moved(size, itemsize, **params)``: fewest bytes one call reads and writes
+    bytes_moved: Callable[..., float] | None = None
+    #: family -> why it cannot express the operation (said in the cell's ``unsupported``)
     unsupported: dict[str, str] = field(default_factory=dict)
     # Families whose implementation is an approximation by design (finite differences):
     # they are checked against ``approx_tolerance`` instead of ``tolerance``.
@@ -58,6 +99,9 @@ class Operation:
     # keyword arguments. None: not known, and the config cannot check the size's memory.
     input_elements: Callable[..., int] | None = None
     output_elements: Callable[..., int] | None = None
+    #: names of the inputs (of ``input_names``) the implementations write into by design:
+    #: each call gets fresh copies of them, made outside the timed region
+    mutates_inputs: tuple[str, ...] = ()
 
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """The defaults updated by ``overrides``; an unknown name is an error."""
@@ -78,9 +122,12 @@ class Operation:
         return self.reference(*args, **self.resolve_params(params))
 
     def cost(self, size: int, itemsize: int, params: dict[str, Any] | None = None):
-        """(floating-point operations, fewest bytes moved) of one call."""
+        """(floating-point operations, fewest bytes moved) of one call; each None where the
+        operation does not give it."""
         p = self.resolve_params(params)
-        return float(self.flops(size, **p)), float(self.bytes_moved(size, itemsize, **p))
+        flops = None if self.flops is None else float(self.flops(size, **p))
+        moved = None if self.bytes_moved is None else float(self.bytes_moved(size, itemsize, **p))
+        return flops, moved
 
     def memory_floor_bytes(
         self, size: int, dtype: str, params: dict[str, Any] | None = None
@@ -180,3 +227,38 @@ def mismatch_report(result: Any, reference: Any, worst: int = 5) -> str:
                 f"against {ref128[j].item():.9g}"
             )
     return "\n".join(lines)
+
+
+def expected_dtype(reference: np.ndarray, dtype: str) -> np.dtype | None:
+    """The dtype a cell of ``dtype`` must return for an output whose float64 reference is
+    ``reference``: ``dtype`` for a real one, its complex counterpart for a complex one; None
+    (any of the same kind) for a reference of whole numbers or booleans."""
+    if np.iscomplexobj(reference):
+        return np.result_type(np.dtype(dtype), np.complex64)
+    if reference.dtype.kind == "f":
+        return np.dtype(dtype)
+    return None
+
+
+def dtype_problem(result: Any, reference: Any, dtype: str) -> str | None:
+    """Why ``result`` (NumPy arrays) is not of the dtype a ``dtype`` cell must return, or
+    None: a float32 cell that returns float64 measured other work than it says."""
+    outs, refs = as_outputs(result), as_outputs(reference)
+    for i, (out, ref) in enumerate(zip(outs, refs, strict=False)):
+        want = expected_dtype(ref, dtype)
+        if want is not None and out.dtype != want:
+            return f"output {i} has dtype {out.dtype}; a {dtype} cell must return {want}"
+        if want is None and out.dtype.kind != ref.dtype.kind:
+            return f"output {i} has dtype {out.dtype}; the reference's is {ref.dtype}"
+    return None
+
+
+def array_digest(array: np.ndarray) -> str:
+    """A digest of an array's bytes (and shape and dtype), to tell whether a call changed
+    it without keeping a copy of it."""
+    import hashlib
+
+    data = np.ascontiguousarray(array)
+    digest = hashlib.blake2b(f"{data.dtype.str}{data.shape}".encode(), digest_size=16)
+    digest.update(memoryview(data.reshape(-1)).cast("B") if data.size else b"")
+    return digest.hexdigest()

@@ -15,6 +15,8 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
   (asynchronous libraries).
 * ``precision``: float32 time / float64 time against size (results/precision.parquet).
 * ``scaling``: speedup of the most threads over 1 thread against size (results/scaling.parquet).
+* ``roofline_{device}_{dtype}_t{threads}``: every ok cell against the roofs measured on its
+  host (results/roofs.parquet; ``numbench.report.charts_roofline``), one per group.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ import altair as alt
 import pandas as pd
 
 from numbench.analyse.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.analyse.roofline import read_roofs
 from numbench.analyse.speedups import check_baseline, in_doubt
 from numbench.contract import write_text_atomic
 from numbench.formatting import series_label, series_labels
 from numbench.report.charts_dimensions import precision_chart, scaling_chart
 from numbench.report.charts_overview import first_call_chart, heatmap_chart
 from numbench.report.charts_pipelined import pipelined_chart
+from numbench.report.charts_roofline import roofline_charts
 from numbench.report.style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
 
 FORMATS = ("html", "svg", "png")
@@ -244,8 +248,10 @@ def build_charts(
     baseline_device: str,
     precision: pd.DataFrame | None = None,
     scaling: pd.DataFrame | None = None,
+    roofs: pd.DataFrame | None = None,
 ) -> dict[str, alt.TopLevelMixin]:
-    """Every chart of ``chart_names``, by name; the speedups are over the baseline given."""
+    """Every chart of ``chart_names``, by name, and with ``roofs`` the rooflines; the
+    speedups are over the baseline given."""
     check_baseline(baseline_library, baseline_device, speedups, crossovers)
     baseline = series_label(baseline_library, baseline_device, with_device=True)
     charts: dict[str, alt.TopLevelMixin] = {}
@@ -271,6 +277,7 @@ def build_charts(
         ),
     }
     charts.update({name: dims[name] for name in DIMENSION_CHARTS})
+    charts.update(roofline_charts(bench, roofs))
     return charts
 
 
@@ -316,13 +323,15 @@ def write_charts(
     baseline_device: str,
     precision: str | os.PathLike | None = None,
     scaling: str | os.PathLike | None = None,
+    roofs: str | os.PathLike | None = None,
 ) -> list[Path]:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
     cr = pd.read_parquet(crossovers)
     prec = None if precision is None else pd.read_parquet(precision)
     scal = None if scaling is None else pd.read_parquet(scaling)
-    charts = build_charts(bench, sp, cr, baseline_library, baseline_device, prec, scal)
+    roof_table = None if roofs is None else read_roofs(roofs).to_pandas()
+    charts = build_charts(bench, sp, cr, baseline_library, baseline_device, prec, scal, roof_table)
     written = []
     for name, chart in charts.items():
         written += save_chart(chart, Path(outdir), name)

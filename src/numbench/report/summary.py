@@ -25,11 +25,13 @@ from numbench.analyse.findings import (
 )
 from numbench.analyse.gpu_report import render_gpu_notice
 from numbench.analyse.pipelining import pipeline_findings, pipeline_sections
+from numbench.analyse.roofline import read_roofs
 from numbench.contract import write_text_atomic
 from numbench.formatting import (
     display,
     md_text,
 )
+from numbench.report.roofline_text import roofline_section
 from numbench.report.sentences import (
     chart_links,
     firmness_line,
@@ -111,6 +113,7 @@ def render(
     charts_dir: str = "charts",
     precision: pd.DataFrame | None = None,
     scaling: pd.DataFrame | None = None,
+    roofs: pd.DataFrame | None = None,
 ) -> str:
     f = decide(bench, speedups, crossovers, baseline_library, baseline_device, margin)
     base_name = who_md(baseline_library, baseline_device, f.multi_device)
@@ -149,6 +152,7 @@ def render(
         ]
     parts += dimension_sections(precision, scaling)
     parts += pipeline_sections(bench)
+    parts += roofline_section(bench, roofs, charts_dir)
     parts += [
         "## Crossovers",
         "",
@@ -226,6 +230,7 @@ def write_summary(
     html_output: str | os.PathLike | None = None,
     precision: str | os.PathLike | None = None,
     scaling: str | os.PathLike | None = None,
+    roofs: str | os.PathLike | None = None,
 ) -> str:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
@@ -233,7 +238,10 @@ def write_summary(
     prec = None if precision is None else pd.read_parquet(precision)
     scal = None if scaling is None else pd.read_parquet(scaling)
     rel = os.path.relpath(Path(charts_dir), Path(output).parent).replace(os.sep, "/")
-    text = render(bench, sp, cr, baseline_library, baseline_device, margin, rel, prec, scal)
+    roof_table = None if roofs is None else read_roofs(roofs).to_pandas()
+    text = render(
+        bench, sp, cr, baseline_library, baseline_device, margin, rel, prec, scal, roof_table
+    )
     write_text_atomic(text, output)
     if html_output is not None:
         write_text_atomic(to_html(text), html_output)
