@@ -40,8 +40,8 @@ check-cuda-env: $(STAMP)
 	$(BIN)/python -m pytest -m cuda_env tests/test_cuda_env.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src scripts tests benchmarks
-	$(BIN)/ruff format --check src scripts tests benchmarks
+	$(BIN)/ruff check src scripts tests benchmarks examples
+	$(BIN)/ruff format --check src scripts tests benchmarks examples
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --lint
 
