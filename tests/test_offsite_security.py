@@ -296,16 +296,17 @@ def test_run_refuses_a_plan_whose_paths_escape(remote, tmp_path, monkeypatch, ho
 
 
 def test_offsite_writes_files_with_the_mode_of_a_plain_write(tmp_path, monkeypatch):
-    """`pack` and the atomic writes start from ``mkstemp`` (mode 0600): the archive and the
-    plan get 0666 less the umask, as a plain write gives, so a group sharing them can read."""
-    from numbench.offsite.common import _write_bytes_atomic
+    """`pack` and the plan's write go through ``numbench.contract.replacing``: the archive and
+    the plan get 0666 less the umask, as a plain write gives, so a group sharing them can read
+    (``mkstemp`` would give 0600)."""
+    from numbench.contract import write_bytes_atomic
     from numbench.offsite.run import pack
 
     monkeypatch.chdir(tmp_path)
     old = os.umask(0o027)
     try:
         pack(tmp_path / "cells.tar.gz", {"plan_hash": "0"}, {"cells": {}}, [], [])
-        _write_bytes_atomic(b"{}", tmp_path / "plan.json")
+        write_bytes_atomic(b"{}", tmp_path / "plan.json")
     finally:
         os.umask(old)
     for name in ("cells.tar.gz", "plan.json"):

@@ -16,7 +16,6 @@ import math
 import os
 import re
 import tarfile
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -213,41 +212,6 @@ def compare_inputs(
                 f"{b['crc32']:08x} ({b['bytes']} bytes) on the host that ran the cells"
             )
     return problems, notes
-
-
-def _umask() -> int:
-    """This process's umask, read without changing it where the system says it (Linux); else
-    by setting and restoring it, as the standard library offers no other way."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _readable_by_all(path: str | os.PathLike) -> None:
-    """Give a file made by ``mkstemp`` (mode 0600) the mode a plain ``open`` would: 0666
-    less the user's umask. Every ``mkstemp`` of ``numbench.offsite`` goes through here."""
-    os.chmod(path, 0o666 & ~_umask())
-
-
-def _write_bytes_atomic(data: bytes, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _readable_by_all(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float | None = None) -> None:

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from numbench.cells import Cell
+from numbench.contract import replacing
 from numbench.offsite.archive import JSON_MEMBERS, StagedMember, unpack_archive
 from numbench.offsite.common import (
     ARCHIVE_FORMAT,
     COPY_CHUNK_BYTES,
     FORMAT_VERSION,
     OffsiteError,
-    _readable_by_all,
     canonical,
     code_hash,
     compare_inputs,
@@ -351,17 +351,8 @@ def _move(src: Path, dest: Path) -> None:
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as source:
-            shutil.copyfileobj(source, out, COPY_CHUNK_BYTES)
-            out.flush()
-            os.fsync(out.fileno())
-        _readable_by_all(tmp)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(dest) as tmp, open(src, "rb") as source, open(tmp, "wb") as out:
+        shutil.copyfileobj(source, out, COPY_CHUNK_BYTES)
 
 
 def _existing_parent(path: Path) -> Path:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from numbench.contract import write_bytes_atomic
 from numbench.offsite.common import (
     DEFAULT_CONFIG,
     FORMAT_VERSION,
@@ -18,7 +19,6 @@ from numbench.offsite.common import (
     SCHEMA,
     OffsiteError,
     _add_bytes,
-    _write_bytes_atomic,
     bundled_operation_file,
     canonical,
     cell_of,
@@ -153,7 +153,7 @@ def write_plan(
     cfg = load_config(root, configfiles, config_args)
     plan = make_plan(cfg, {"configfiles": configfiles, "config": config_args})
     text = json.dumps(plan, indent=1, sort_keys=True) + "\n"
-    _write_bytes_atomic(text.encode(), Path(output))
+    write_bytes_atomic(text.encode(), Path(output))
     if bundle is not None:
         write_bundle(root, text, Path(output).name, bundle, operation_files(cfg))
     return plan
@@ -203,7 +203,7 @@ def write_bundle(
         _add_bytes(tar, plan_name, plan_text.encode())
         for member, data in sorted((operations or {}).items()):
             _add_bytes(tar, member, data)
-    _write_bytes_atomic(buf.getvalue(), Path(bundle))
+    write_bytes_atomic(buf.getvalue(), Path(bundle))
 
 
 def read_plan(path: str | os.PathLike) -> dict:

@@ -10,21 +10,19 @@ import re
 import socket
 import sys
 import tarfile
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from numbench.contract import replacing, write_bytes_atomic
 from numbench.offsite.common import (
     ARCHIVE_FORMAT,
     FORMAT_VERSION,
     TRANSFER_LIMIT_BYTES,
     OffsiteError,
     _add_bytes,
-    _readable_by_all,
-    _write_bytes_atomic,
     bundled_operation_file,
     cell_of,
     code_hash,
@@ -166,7 +164,7 @@ def run_plan(
     if plan.get("code_hash") != code_hash():
         say("warning: the numbench sources here differ from the ones the plan was made with")
     work.mkdir(parents=True, exist_ok=True)
-    _write_bytes_atomic(json.dumps(plan, indent=1, sort_keys=True).encode(), marker)
+    write_bytes_atomic(json.dumps(plan, indent=1, sort_keys=True).encode(), marker)
 
     started, t_start = now_iso(), time.perf_counter()
     n_cells, n_inputs = len(plan["cells"]), len(plan["inputs"])
@@ -348,19 +346,10 @@ def _package_versions() -> dict[str, str]:
 def pack(output: Path, plan: dict, manifest: dict, cells: list[str], logs: list[str]) -> None:
     """The one archive: manifest.json, plan.json, the cell files and the logs (paths as under
     the workflow's folder), written to a temporary name and renamed into place."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    os.close(fd)
-    try:
-        with tarfile.open(tmp, mode="w:gz", compresslevel=9) as tar:
-            _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
-            _add_bytes(tar, "plan.json", json.dumps(plan, indent=1, sort_keys=True).encode())
-            for name in sorted(cells) + sorted(set(logs)):
-                path = Path(name)
-                if path.exists():
-                    _add_bytes(tar, name, path.read_bytes(), path.stat().st_mtime)
-        _readable_by_all(tmp)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(output) as tmp, tarfile.open(tmp, mode="w:gz", compresslevel=9) as tar:
+        _add_bytes(tar, "manifest.json", json.dumps(manifest, indent=1).encode())
+        _add_bytes(tar, "plan.json", json.dumps(plan, indent=1, sort_keys=True).encode())
+        for name in sorted(cells) + sorted(set(logs)):
+            path = Path(name)
+            if path.exists():
+                _add_bytes(tar, name, path.read_bytes(), path.stat().st_mtime)
