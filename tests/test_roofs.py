@@ -247,7 +247,8 @@ def fake_runner(lock: Path, jobs: list):
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         jobs.append((job, env))
         if job["kind"] == "gemm":
-            return {"status": "ok", "n": job["n"], "seconds": 2 * job["n"] ** 3 / 50e9, "trials": 3}
+            n = max(job["sizes"])
+            return {"status": "ok", "n": n, "seconds": 2 * n**3 / 50e9, "trials": 3}
         if job["kind"] == "gpu":
             return {"status": "unavailable", "error": "no CUDA device (test)"}
         results = []
@@ -314,3 +315,33 @@ def test_a_job_other_programs_disturbed_is_measured_again_and_the_quietest_kept(
     taken = iter([0.9])
     attempts.clear()
     assert roofs.undisturbed(runner, {"kind": "gemm"}, {}, None, lambda _: None)["set_aside"] == 0
+
+
+def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
+    """A BLAS peaks at a size of its own: the GEMM job measures every size and reports the
+    fastest, so no cell of another size lies above a roof measured at one size only."""
+    from numbench.measure import roof_kernels
+
+    rate_by_n = {16: 10e9, 32: 40e9, 64: 20e9}  # flop/s: the middle size is fastest
+
+    def best_seconds(call, trials):
+        call()
+        n = call.__defaults__[0].shape[0]  # the size of the call's first matrix
+        return 2.0 * n**3 / rate_by_n[n]
+
+    monkeypatch.setattr(roof_kernels, "_best_seconds", best_seconds)
+    out = roof_kernels.measure_gemm(
+        {
+            "library": "numpy",
+            "device": "cpu",
+            "dtype": "float64",
+            "threads": 1,
+            "sizes": (16, 32, 64),
+        }
+    )
+    assert out["status"] == "ok" and out["n"] == 32
+    assert {int(k): round(v) for k, v in out["gflop_per_s_by_n"].items()} == {
+        16: 10,
+        32: 40,
+        64: 20,
+    }

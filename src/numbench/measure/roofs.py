@@ -55,9 +55,11 @@ from numbench.measure.roof_rows import (
 
 #: the libraries whose matmul may set the compute roof, where the grid has them
 GEMM_LIBRARIES = ("numpy", "torch", "jax", "tensorflow", "cupy")
-#: n of the GEMM that measures the compute roof: large enough that a BLAS runs at its peak
-#: (seconds on one CPU core), on a GPU enough work to hide a launch
-GEMM_N = {"cpu": 2048, "gpu": 8192}
+#: the sizes n of the GEMMs that measure the compute roof, the fastest of them counting: a
+#: BLAS peaks at a size that depends on it and on the caches (on the default grid here, JAX's
+#: matmul ran 22% faster at n = 500 and 1000 than at 2048, which a roof measured at 2048 alone
+#: put above its roof), and on a GPU it needs enough work to hide a launch
+GEMM_SIZES = {"cpu": (512, 1024, 2048), "gpu": (4096, 8192)}
 #: a roof's worker process still running after this long is killed (status ``timeout``)
 ROOF_JOB_TIMEOUT_S = 300.0
 #: a job in which other programs took more than ``max_cpu_taken`` of its CPUs is measured
@@ -245,7 +247,12 @@ def measure_roofs(
             for library in gemm_libraries(grid_libraries, device):
                 for dtype in dtypes:
                     adapter = {"device": device, "dtype": dtype, "threads": threads}
-                    job = {"kind": "gemm", "library": library, "n": GEMM_N[device], **adapter}
+                    job = {
+                        "kind": "gemm",
+                        "library": library,
+                        "sizes": GEMM_SIZES[device],
+                        **adapter,
+                    }
                     env = job_environment(threads, allocator, library, device, dtype)
                     gemms.setdefault(dtype, {})[library] = measured(job, env)
                     say(f"roofs: {device} {dtype} t{threads} gemm {library}: done")
