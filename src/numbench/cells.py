@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 
 #: The order of a cell's fields in its paths (and in every table's key).
 FIELDS = ("library", "device", "dtype", "threads", "operation", "size")
-KEY = list(FIELDS)
 
 #: What each field of a path may hold (also the workflow's wildcard constraints).
 FIELD_PATTERNS = {
@@ -55,6 +54,7 @@ def _regex(template: str) -> re.Pattern[str]:
 CELL_FILE_RE = _regex(CELL_FILE)
 CELL_LOG_RE = _regex(CELL_LOG)
 ROUND_FILE_RE = _regex(ROUND_FILE)
+INPUTS_LOG_RE = _regex(INPUTS_LOG)
 
 
 @dataclass(frozen=True, order=True)
@@ -118,6 +118,11 @@ class Cell:
 
 def inputs_path(operation: str, size: int | str) -> str:
     return INPUTS_FILE.format(operation=operation, size=size)
+
+
+def inputs_log_path(operation: str, size: int | str) -> str:
+    """The log of the job that makes an inputs file."""
+    return INPUTS_LOG.format(operation=operation, size=size)
 
 
 def cell_path(

@@ -42,11 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from numbench.cells import CELL_FILE_RE, CELL_LOG_RE, FIELD_PATTERNS
+from numbench.cells import CELL_FILE_RE, CELL_LOG_RE, INPUTS_LOG_RE, inputs_log_path
 from numbench.offsite.common import (
     COPY_CHUNK_BYTES,
     OffsiteError,
-    inputs_log_path,
     inside,
 )
 from numbench.offsite.roofs import ROOFS_MEMBERS
@@ -122,15 +121,9 @@ class _BoundedStream:
 def _is_inputs_log(name: str) -> bool:
     """Whether ``name`` is exactly the log an inputs file's job writes (``logs/inputs/...``):
     its operation and size read back from it, then the path derived from them again."""
-    parts = name.split("/")
-    if len(parts) != 4:
-        return False
-    operation, size = parts[2], parts[3].removesuffix(".log")
-    return (
-        re.fullmatch(FIELD_PATTERNS["operation"], operation) is not None
-        and re.fullmatch(FIELD_PATTERNS["size"], size) is not None
-        and inputs_log_path(operation, int(size)) == name
-    )
+    match = INPUTS_LOG_RE.fullmatch(name)
+    # formatted back: a size such as 007 is no inputs file's log
+    return match is not None and inputs_log_path(match["operation"], int(match["size"])) == name
 
 
 def _name_problem(name: str) -> str | None:

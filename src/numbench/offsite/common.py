@@ -21,7 +21,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from numbench.cells import CELL_FILE_RE, FIELD_PATTERNS, FIELDS, INPUTS_LOG, Cell, inputs_path
+from numbench.cells import (
+    CELL_FILE_RE,
+    FIELD_PATTERNS,
+    FIELDS,
+    Cell,
+    inputs_log_path,
+    inputs_path,
+)
 
 PLAN_FORMAT = "numbench-offsite-plan"
 ARCHIVE_FORMAT = "numbench-offsite-archive"
@@ -94,11 +101,6 @@ def log_path(cell_path: str) -> str:
     """The cell's log, where the workflow keeps it (``logs/cells/...``); ValueError when
     ``cell_path`` is not a cell's file."""
     return Cell.from_path(cell_path).log
-
-
-def inputs_log_path(operation: str, size: int) -> str:
-    """The log of the job that makes an inputs file, where the workflow keeps it."""
-    return INPUTS_LOG.format(operation=operation, size=size)
 
 
 def cell_of(spec: Any, what: str) -> Cell:
