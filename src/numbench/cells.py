@@ -1,6 +1,8 @@
 """A cell's identity, and every file named after it: the one place a cell path is written.
 
-A cell is one (library, device, dtype, threads, operation, size) of the grid. Its Parquet file,
+A cell is one (library, device, dtype, threads, operation, size) of the grid, measured in the
+base environment or in one of the config's ``environments`` (library versions side by side,
+``numbench.config.environments``). Its Parquet file,
 its log, its spread rounds' files and logs, and its inputs file are all formatted from the
 templates below, and read back from a path by the patterns made of the same templates. The
 workflow's rules take their output and log patterns from here too, so a rule, the grid, the
@@ -19,9 +21,17 @@ from dataclasses import asdict, dataclass
 #: The order of a cell's fields in its paths (and in every table's key).
 FIELDS = ("library", "device", "dtype", "threads", "operation", "size")
 
-#: What each field of a path may hold (also the workflow's wildcard constraints).
+#: What an environment's name may hold (``environments`` in the config).
+ENVIRONMENT_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]*"
+#: Between a library and its environment in the library's folder: ``numpy@numpy-2.3``. A
+#: cell of the base environment has no ``@``, so its paths are those of a grid without
+#: environments.
+AT = "@"
+
+#: What each field of a path may hold (also the workflow's wildcard constraints). The
+#: library's folder carries the environment, if any (``member``).
 FIELD_PATTERNS = {
-    "library": "[a-z0-9-]+",
+    "library": f"[a-z0-9-]+(?:{AT}{ENVIRONMENT_PATTERN})?",
     "device": "cpu|gpu",
     "dtype": "float32|float64",
     "threads": "[0-9]+",
@@ -67,9 +77,20 @@ class Cell:
     size: int
     dtype: str = "float64"
     threads: int = 1
+    #: the environment it runs in: "" for the base one (the workflow's own interpreter)
+    environment: str = ""
 
     def fields(self) -> dict[str, str | int]:
-        return asdict(self)
+        """The fields of its paths: the library's folder carries the environment."""
+        out = asdict(self)
+        out["library"] = member(self.library, self.environment)
+        del out["environment"]
+        return out
+
+    @property
+    def in_base(self) -> Cell:
+        """The same cell in the base environment (what an environment's cell is paired with)."""
+        return Cell(self.library, self.device, self.operation, self.size, self.dtype, self.threads)
 
     @property
     def path(self) -> str:
@@ -105,15 +126,27 @@ class Cell:
 
     @classmethod
     def from_fields(cls, fields) -> Cell:
-        """From a mapping (a table row, Snakemake's wildcards) holding the six fields."""
+        """From a mapping (a table row, Snakemake's wildcards) holding the six fields; the
+        library may carry its environment (``numpy@numpy-2.3``), or a row its own
+        ``environment`` field."""
+        library, _, environment = str(fields["library"]).partition(AT)
+        if not environment and "environment" in fields:
+            environment = fields["environment"] or ""
+            environment = "" if environment != environment else str(environment)  # NaN
         return cls(
-            library=str(fields["library"]),
+            library=library,
+            environment=environment,
             device=str(fields["device"]),
             operation=str(fields["operation"]),
             size=int(fields["size"]),
             dtype=str(fields["dtype"]),
             threads=int(fields["threads"]),
         )
+
+
+def member(library: str, environment: str = "") -> str:
+    """The library's folder: ``numpy``, or ``numpy@numpy-2.3`` in an environment."""
+    return f"{library}{AT}{environment}" if environment else library
 
 
 def inputs_path(operation: str, size: int | str) -> str:
@@ -132,6 +165,7 @@ def cell_path(
     size: int | str,
     dtype: str = "float64",
     threads: int | str = 1,
+    environment: str = "",
 ) -> str:
     """The Parquet file of the cell with these fields."""
-    return Cell(library, device, operation, int(size), dtype, int(threads)).path
+    return Cell(library, device, operation, int(size), dtype, int(threads), environment).path

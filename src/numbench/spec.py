@@ -81,6 +81,22 @@ class ReplicateSettings:
 
 
 @dataclass(frozen=True)
+class Environment:
+    """One of the config's ``environments``: where a cell of library versions side by side
+    runs (``numbench.config.environments``). The base environment is no ``Environment``."""
+
+    #: its name in the config (and in the cell's paths: ``numpy@NAME``)
+    name: str
+    #: the requirement pins layered on the base set, as written in the config
+    pins: list[str]
+    #: the interpreter of its virtual environment (relative to the workflow's folder), or
+    #: None where it pins nothing and runs the base interpreter
+    python: str | None
+    #: environment variables set in its worker processes
+    variables: dict[str, str]
+
+
+@dataclass(frozen=True)
 class CellSpec:
     library: str
     device: str
@@ -113,6 +129,10 @@ class CellSpec:
     paired_with: str | None
     #: ``CELL_CONTRACT`` of the numbench that built the spec
     contract: int
+    #: the environment the cell runs in, or None for the base one. The one field with a
+    #: default: left out of the JSON when None, so a grid without environments keeps the
+    #: specs (and the measured cells) it had
+    environment: Environment | None = None
 
     @property
     def key(self) -> dict[str, Any]:
@@ -124,8 +144,16 @@ class CellSpec:
             "dtype": self.dtype,
         }
 
+    @property
+    def interpreter(self) -> str | None:
+        """The environment's interpreter, or None for the one running the supervisor."""
+        return self.environment.python if self.environment is not None else None
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        data = asdict(self)
+        if self.environment is None:
+            del data["environment"]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CellSpec:
@@ -135,20 +163,30 @@ class CellSpec:
         if missing or unknown:
             raise ValueError(f"cell spec: missing fields {missing}, unknown fields {unknown}")
         timing, replicates = data["timing"], data["replicates"]
+        environment = data.get("environment")
         if not isinstance(timing, TimingSettings):
             timing = TimingSettings(**timing)
         if not isinstance(replicates, ReplicateSettings):
             replicates = ReplicateSettings(**replicates)
+        if environment is not None and not isinstance(environment, Environment):
+            environment = Environment(**environment)
         return cls(
-            **{**data, "timing": timing, "replicates": replicates, "size": int(data["size"])}
+            **{
+                **data,
+                "timing": timing,
+                "replicates": replicates,
+                "size": int(data["size"]),
+                "environment": environment,
+            }
         )
 
     def paired_spec(self) -> CellSpec | None:
-        """The spec of the baseline processes measured beside this cell's, or None."""
+        """The spec of the baseline processes measured beside this cell's, or None. A cell
+        of an environment is paired with its library in the base environment."""
         if self.paired_with is None:
             return None
         library, device = self.paired_with.split("/")
-        return self.replace(library=library, device=device, paired_with=None)
+        return self.replace(library=library, device=device, paired_with=None, environment=None)
 
     @classmethod
     def from_json(cls, text: str) -> CellSpec:

@@ -14,6 +14,7 @@ import yaml
 
 from numbench import libraries
 from numbench.config.dims import ConfigError, check_dtypes, check_memory, resolve_threads
+from numbench.config.environments import built_environments, check_environments
 from numbench.config.grid import (
     DEVICES,
     cell_spec,
@@ -40,6 +41,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEVICES",
     "ConfigError",
+    "built_environments",
     "cell_spec",
     "default_margin",
     "default_sizes",
@@ -120,6 +122,7 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
     if len(set(cfg["libraries"])) != len(cfg["libraries"]):
         raise ConfigError(f"libraries = {cfg['libraries']!r} lists a library twice")
     check_operations(cfg, workflow_dir)
+    check_environments(cfg)
     timing = cfg["timing"]
     if timing["min_samples"] > timing["max_samples"]:
         raise ConfigError(

@@ -7,6 +7,7 @@ import random
 
 from numbench import libraries, operations
 from numbench.cells import Cell, inputs_path
+from numbench.config.environments import environment
 from numbench.config.operations import operation_found, operation_params
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
@@ -47,6 +48,10 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
     """The one spec a cell's supervisor and workers run from, built from the validated config."""
     reps, base = cfg["replicates"], cfg["baseline"]
     is_baseline = (cell.library, cell.device) == (base["library"], base["device"])
+    # a cell of an environment is paired with its library in the base environment
+    partner = f"{cell.library}/{cell.device}" if cell.environment else None
+    if partner is None and not is_baseline:
+        partner = f"{base['library']}/{base['device']}"
     return CellSpec(
         library=cell.library,
         device=cell.device,
@@ -72,10 +77,9 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
             max_cpu_taken=None if reps["max_cpu_taken"] is None else float(reps["max_cpu_taken"]),
             lockstep=bool(reps["lockstep"]),
         ),
-        paired_with=None
-        if is_baseline or not reps["paired"]
-        else f"{base['library']}/{base['device']}",
+        paired_with=partner if reps["paired"] else None,
         contract=CELL_CONTRACT,
+        environment=environment(cfg, cell.environment) if cell.environment else None,
     )
 
 
@@ -89,14 +93,20 @@ def grid(cfg: dict) -> list[Cell]:
     A library is placed only on the devices it can run on (NumPy has no GPU cells); the
     baseline library's cells on the baseline device are always included, so ``device=gpu``
     still gives speedups against NumPy on the CPU of the same host.
+
+    Each of the config's ``environments`` adds its libraries' cells again, on the same
+    devices, in that environment (``numbench.config.environments``).
     """
     wanted, base = devices_for(cfg), cfg["baseline"]
-    placed = {(base["library"], base["device"])}
+    placed = {(base["library"], base["device"], "")}
     for lib in cfg["libraries"]:
-        placed.update((lib, dev) for dev in wanted if dev in libraries.get(lib).devices)
+        placed.update((lib, dev, "") for dev in wanted if dev in libraries.get(lib).devices)
+    for name, entry in cfg.get("environments", {}).items():
+        own = set(entry["libraries"])
+        placed.update((lib, dev, name) for lib, dev, env in list(placed) if not env and lib in own)
     return sorted(
-        Cell(lib, dev, op, int(s), dt, th)
-        for lib, dev in placed
+        Cell(lib, dev, op, int(s), dt, th, env)
+        for lib, dev, env in placed
         for op, entry in cfg["operations"].items()
         for s in entry["sizes"]
         for dt in cfg["dtype"]

@@ -14,6 +14,7 @@ import yaml
 
 from numbench import operations
 from numbench.config.dims import ConfigError
+from numbench.config.environments import normalise_environments
 
 LIST_KEYS = ("libraries", "dtype", "threads")
 
@@ -142,6 +143,8 @@ def normalise(config: dict) -> dict:
         cfg["threads"] = [_number(t, int) for t in cfg["threads"]]
     if "operations" in cfg:
         cfg["operations"] = _normalise_operations(cfg["operations"])
+    if "environments" in cfg:
+        cfg["environments"] = normalise_environments(cfg["environments"])
     if "seed" in cfg:
         cfg["seed"] = _number(cfg["seed"], int)
     if "margin" in cfg:

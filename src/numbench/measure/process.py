@@ -39,12 +39,27 @@ def worker_environment(spec: CellSpec) -> dict[str, str]:
     env.update(libraries.thread_environment(spec.threads))
     env.update(libraries.allocator_environment(spec.allocator))
     env.update(adapter.environment())
+    if spec.environment is not None:
+        env.update(spec.environment.variables)
     env["PYTHONUNBUFFERED"] = "1"
     env[SUPERVISOR_ENV] = str(os.getpid())
     # The worker imports numbench too, installed or not.
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def worker_interpreter(spec: CellSpec) -> str:
+    """The ``python`` a cell's worker runs: its environment's, or this one."""
+    python = spec.interpreter
+    if python is None:
+        return sys.executable
+    if not os.access(python, os.X_OK):
+        raise MachineryFault(
+            f"environment {spec.environment.name!r}: its interpreter {python} is missing "
+            "(the workflow's environment job makes it)"
+        )
+    return os.path.abspath(python)
 
 
 def _signal_name(returncode: int) -> str:
@@ -142,11 +157,14 @@ def prepare_worker(spec: CellSpec, tmp: str) -> tuple[list[str], dict[str, str],
 
     The worker is the ``python`` of the environment the rule runs in (the one first on
     ``PATH``, as a venv or Snakemake's ``--sdm conda`` arranges): the supervisor's own
-    interpreter, which the rule started the same way.
+    interpreter, which the rule started the same way. A cell of one of the config's
+    ``environments`` runs that environment's interpreter instead; one that is not there is
+    a fault of the machinery (its ``environment`` job has not made it), not the library's.
     """
     spec_path, result_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
     spec_path.write_text(spec.to_json(), encoding="utf-8")
-    cmd = [sys.executable, "-m", "numbench.measure.worker", str(spec_path), str(result_path)]
+    python = worker_interpreter(spec)
+    cmd = [python, "-m", "numbench.measure.worker", str(spec_path), str(result_path)]
     # The worker's own temporary folder, removed with this one: a worker leaves without
     # the interpreter's teardown (worker.leave), so the temporary files libraries delete
     # at exit (TensorFlow's autograph modules, one per tf.function) would stay in /tmp,

@@ -91,7 +91,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         timing_settings=json.dumps(asdict(spec.timing), sort_keys=True),
         replicate_settings=json.dumps(asdict(spec.replicates), sort_keys=True),
         python_version=platform.python_version(),
-        python_executable=sys.executable,
+        python_executable=os.path.abspath(spec.interpreter) if spec.interpreter else sys.executable,
         platform=platform.platform(),
         params=operations.params_json(params),
         operation_hash=spec.operation_hash,

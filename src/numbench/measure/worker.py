@@ -111,8 +111,9 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     partner process (a lockstep round, ``numbench.measure.lockstep``); everything else runs as alone,
     while the partner waits."""
     from numbench.libraries import Unavailable, get
+    from numbench.libraries.slowed import slowed_if_asked
 
-    adapter = get(spec.library)(spec.device, spec.dtype, spec.threads)
+    adapter = slowed_if_asked(get(spec.library)(spec.device, spec.dtype, spec.threads))
 
     # Import the library first, in a fresh interpreter, so import_s is the whole import
     # (NumPy included) as a user's script would pay it.

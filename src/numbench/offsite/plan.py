@@ -87,6 +87,13 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
         operation_params,
     )
 
+    if cfg.get("environments"):
+        names = ", ".join(cfg["environments"])
+        raise OffsiteError(
+            f"environments ({names}) are not carried offsite: their virtual environments "
+            "are made where the workflow runs. Leave the key out of the offsite config, and "
+            "run the environments' cells with the workflow on that host"
+        )
     cells = sorted(grid(cfg))
     random.Random(f"numbench-offsite-{cfg['seed']}").shuffle(cells)
     entries = [

@@ -1,0 +1,205 @@
+"""``environments``: library versions (or settings) side by side, each in an environment of its own.
+
+An environment is a list of requirement pins layered on the base set (the workflow's own
+interpreter and its packages), and, if wanted, environment variables for its workers::
+
+    environments:
+      numpy-2.3: [numpy==2.3.*]            # pins only
+      torch-2.12:
+        pins: [torch==2.12.*]
+        libraries: [torch]                 # whose cells it runs (default: see below)
+        variables: {TORCH_LOGS: ""}        # set in its worker processes
+
+A cell of an environment is a cell of the grid run under the environment's interpreter
+(``Cell.environment``; its files are under ``LIBRARY@NAME``), measured in paired lockstep
+rounds against the same library in the base environment, as a library is against the
+baseline. Without the key the grid, its paths and its specs are what they were.
+
+An environment with pins is a virtual environment in ``ENVS_DIR/NAME`` that sees the base
+environment's packages behind its own (``numbench.measure.environments``), made once by the
+workflow's ``environment`` job and reused by later runs. One without pins runs the base
+interpreter, with its variables.
+
+Its ``libraries`` default to the grid's libraries whose packages it pins (``jax`` for a pin
+of ``jaxlib``, ``tensorflow`` for ``tensorflow-cpu``); where it pins none of them (a pin of
+a dependency, or variables alone), to every library of the grid.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from numbench import libraries
+from numbench.cells import ENVIRONMENT_PATTERN
+from numbench.config.dims import ConfigError
+from numbench.spec import SUPERVISOR_ENV, Environment
+
+#: where the environments' virtual environments live, relative to the workflow's folder
+ENVS_DIR = ".numbench/envs"
+#: the file the ``environment`` job writes last, once the environment works
+READY_FILE = "numbench-environment.json"
+#: the name the base environment goes by in tables and the summary
+BASE = "base"
+#: the keys an environment's mapping may hold
+KEYS = ("pins", "libraries", "variables")
+#: distributions that belong to a library beside the one named after its module
+EXTRA_DISTRIBUTIONS = {"jax": ("jaxlib",), "numba": ("llvmlite",)}
+#: variables numbench sets in every worker itself: an environment may not change them
+RESERVED = frozenset(
+    {
+        "PYTHONPATH",
+        "PYTHONUNBUFFERED",
+        "PYTHONHOME",
+        "TMPDIR",
+        SUPERVISOR_ENV,
+        "NUMBENCH_TURNS",
+        *libraries.thread_environment(1),
+        *(k for name in libraries.ALLOCATORS for k in libraries.allocator_environment(name)),
+    }
+)
+VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def python_of(name: str) -> str:
+    """The interpreter of an environment with pins (relative to the workflow's folder)."""
+    return f"{ENVS_DIR}/{name}/bin/python"
+
+
+def ready_file(name: str) -> str:
+    return f"{ENVS_DIR}/{name}/{READY_FILE}"
+
+
+def distribution(pin: str) -> str:
+    """The normalised distribution name a pin is for (PEP 503)."""
+    from packaging.requirements import Requirement
+
+    return re.sub(r"[-_.]+", "-", Requirement(pin).name).lower()
+
+
+def library_distributions(library: str) -> set[str]:
+    """The distributions whose pin makes an environment run ``library`` by default."""
+    module = libraries.get(library).module.split(".")[0].lower()
+    return {module, *EXTRA_DISTRIBUTIONS.get(module, ())}
+
+
+def pinned_libraries(pins: list[str], grid_libraries: list[str]) -> list[str]:
+    names = {distribution(p) for p in pins}
+
+    def pinned(lib: str) -> bool:
+        own = library_distributions(lib)
+        return any(n in own or any(n.startswith(f"{d}-") for d in own) for n in names)
+
+    return [lib for lib in grid_libraries if pinned(lib)]
+
+
+def _normalise_one(name: str, entry: Any) -> dict:
+    where = f"environments.{name}"
+    if entry is None:
+        entry = {}
+    if isinstance(entry, str | list):
+        entry = {"pins": entry}
+    if not isinstance(entry, dict):
+        raise ConfigError(
+            f"{where} = {entry!r}: give a list of pins, or a mapping with {', '.join(KEYS)}"
+        )
+    unknown = sorted(set(entry) - set(KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown key {', '.join(map(repr, unknown))} under {where}; allowed keys: {', '.join(KEYS)}"
+        )
+    out = {}
+    for key in ("pins", "libraries"):
+        value = entry.get(key)
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
+        ):
+            raise ConfigError(f"{where}.{key} = {value!r} must be a list of strings")
+        out[key] = None if value is None else [v.strip() for v in value]
+    variables = entry.get("variables") or {}
+    if not isinstance(variables, dict):
+        raise ConfigError(f"{where}.variables = {variables!r} must be a mapping NAME: value")
+    out["variables"] = {}
+    for key, value in variables.items():
+        if not isinstance(key, str) or not VARIABLE_NAME.fullmatch(key):
+            raise ConfigError(f"{where}.variables: {key!r} is not a variable name")
+        if key in RESERVED:
+            raise ConfigError(
+                f"{where}.variables.{key}: numbench sets {key} in every worker itself "
+                "(threads, allocator, its own plumbing); use the config's keys for those"
+            )
+        if isinstance(value, dict | list) or value is None:
+            raise ConfigError(f"{where}.variables.{key} = {value!r} must be a string or a number")
+        out["variables"][key] = str(value).lower() if isinstance(value, bool) else str(value)
+    out["pins"] = out["pins"] or []
+    return out
+
+
+def normalise_environments(value: Any) -> dict:
+    """The ``environments`` mapping with every entry as {pins, libraries, variables}."""
+    if value is None or value == "":
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"environments = {value!r} must be a mapping NAME: [pins] (config/README.md)"
+        )
+    return {str(name): _normalise_one(str(name), entry) for name, entry in value.items()}
+
+
+def check_environments(cfg: dict) -> None:
+    """Names, pins and libraries: each mistake named with its key. Fills each entry's
+    default ``libraries``."""
+    from packaging.requirements import InvalidRequirement
+
+    for name, entry in cfg["environments"].items():
+        where = f"environments.{name}"
+        if not re.fullmatch(ENVIRONMENT_PATTERN, name) or name == BASE:
+            raise ConfigError(
+                f"{where}: {name!r} is not allowed as an environment's name; use letters, "
+                f"digits, '.', '_' and '-', starting with a letter or digit, and not {BASE!r} "
+                "(the base environment's)"
+            )
+        seen: dict[str, str] = {}
+        for i, pin in enumerate(entry["pins"]):
+            try:
+                dist = distribution(pin)
+            except InvalidRequirement as exc:
+                raise ConfigError(
+                    f"{where}.pins[{i}] = {pin!r} is not a requirement (like numpy==2.3.*): {exc}"
+                ) from None
+            if dist in seen:
+                raise ConfigError(f"{where}.pins pins {dist} twice: {seen[dist]!r} and {pin!r}")
+            seen[dist] = pin
+        if entry["libraries"] is None:
+            pinned = pinned_libraries(entry["pins"], cfg["libraries"])
+            entry["libraries"] = pinned or list(cfg["libraries"])
+        for i, lib in enumerate(entry["libraries"]):
+            if lib not in cfg["libraries"]:
+                raise ConfigError(
+                    f"{where}.libraries[{i}] = {lib!r} is not in the grid's libraries "
+                    f"({', '.join(cfg['libraries'])}): an environment's cell is paired with "
+                    "the same library in the base environment"
+                )
+        if not entry["pins"] and not entry["variables"]:
+            raise ConfigError(
+                f"{where} pins nothing and sets no variables: it would measure the base "
+                "environment again; give it pins (or variables)"
+            )
+
+
+def environment(cfg: dict, name: str) -> Environment:
+    """The ``Environment`` of a cell's spec."""
+    entry = cfg["environments"][name]
+    return Environment(
+        name=name,
+        pins=list(entry["pins"]),
+        python=python_of(name) if entry["pins"] else None,
+        variables=dict(entry["variables"]),
+    )
+
+
+def built_environments(cfg: dict) -> list[str]:
+    """The environments with pins: each a virtual environment the workflow makes."""
+    return [name for name, entry in cfg["environments"].items() if entry["pins"]]
