@@ -22,3 +22,4 @@ rule all:
         "results/scaling.parquet",
         CHARTS_DIR,
         "results/summary.md",
+        VERSIONS_INPUT,

@@ -15,6 +15,7 @@ parser.add_argument("--baseline-device", required=True)
 parser.add_argument("--precision", help="results/precision.parquet")
 parser.add_argument("--scaling", help="results/scaling.parquet")
 parser.add_argument("--roofs", help="results/roofs.parquet: the roofline charts")
+parser.add_argument("--versions", help="results/versions.parquet: the environments' charts")
 parser.add_argument("--outdir", required=True)
 args = parser.parse_args()
 written = write_charts(
@@ -27,5 +28,6 @@ written = write_charts(
     precision=args.precision,
     scaling=args.scaling,
     roofs=args.roofs,
+    versions=args.versions,
 )
 print(f"charts: {len(written)} files -> {args.outdir}")

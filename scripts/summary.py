@@ -16,6 +16,7 @@ parser.add_argument("--margin", type=float, required=True, help="the config's ma
 parser.add_argument("--precision", help="results/precision.parquet")
 parser.add_argument("--scaling", help="results/scaling.parquet")
 parser.add_argument("--roofs", help="results/roofs.parquet: the roofline section")
+parser.add_argument("--versions", help="results/versions.parquet: the versions section")
 parser.add_argument("--charts-dir", required=True, help="where the charts are, for the links")
 parser.add_argument("--output", required=True)
 parser.add_argument("--html-output")
@@ -33,5 +34,6 @@ write_summary(
     precision=args.precision,
     scaling=args.scaling,
     roofs=args.roofs,
+    versions=args.versions,
 )
 print(f"summary -> {args.output}")

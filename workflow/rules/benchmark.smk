@@ -29,11 +29,30 @@ rule inputs:
         " --output {output} > {log} 2>&1"
 
 
+# One of the config's environments (config/README.md): a virtual environment with its pins,
+# the base environment's packages behind them; made once, then reused by later runs.
+rule environment:
+    output:
+        environments.ready_file("{environment}"),
+    log:
+        "logs/environments/{environment}.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        script=SCRIPTS / "make_environment.py",
+        pins=environment_pins,
+        folder=lambda wildcards: f"{environments.ENVS_DIR}/{wildcards.environment}",
+    shell:
+        "python {params.script:q} --name {wildcards.environment} --pins {params.pins:q}"
+        " --folder {params.folder:q} --output {output} > {log} 2>&1"
+
+
 # A spread round: one round of a cell (its own process and, paired, a baseline process),
 # measured in a job of its own before any cell's remaining rounds (replicates.spread).
 rule spread_round:
     input:
-        cell_inputs,
+        inputs=cell_inputs,
+        environment=environment_ready,
     output:
         temp(cells.ROUND_FILE),
     log:
@@ -61,6 +80,7 @@ rule cell:
     input:
         inputs=cell_inputs,
         earlier=spread_rounds,
+        environment=environment_ready,
     output:
         cells.CELL_FILE,
     log:

@@ -1,4 +1,5 @@
 # Grid expansion, validated config and the paths rules share. No rule lives here.
+import json
 import math
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from numbench import cells  # noqa: E402
 from numbench.cells import Cell  # noqa: E402
 from numbench.config import (  # noqa: E402
     ConfigError,
+    built_environments,
     cell_spec,
     grid,
     input_files,
@@ -21,6 +23,7 @@ from numbench.config import (  # noqa: E402
     resolve,
     snakemake_runs_cells_here,
 )
+from numbench.config import environments  # noqa: E402
 from numbench.measure.snakemake_timers import limit_reevaluation_timers  # noqa: E402
 
 # One pending wake-up timer in Snakemake's scheduler instead of a chain per finished job,
@@ -43,7 +46,14 @@ except ConfigError as exc:
     raise WorkflowError(f"config error: {exc}") from None
 
 GRID = grid(CFG)
-CELL_FILES = [cell.path for cell in GRID]
+# The base environment's cells feed benchmarks.parquet and everything after it; the cells of
+# the config's environments (LIBRARY@NAME) feed results/versions.parquet alone.
+CELL_FILES = [cell.path for cell in GRID if not cell.environment]
+ENV_CELL_FILES = [cell.path for cell in GRID if cell.environment]
+BUILT_ENVIRONMENTS = built_environments(CFG)
+VERSIONS_FILE = "results/versions.parquet"
+# What the summary and the charts read of the environments: nothing without them.
+VERSIONS_INPUT = [VERSIONS_FILE] if ENV_CELL_FILES else []
 INPUT_FILES = input_files(CFG)
 SCRIPTS = Path(workflow.basedir) / "scripts"
 BASELINE = CFG["baseline"]
@@ -113,6 +123,22 @@ def spread_rounds(wildcards):
     return [cell.round_path(k) for k in range(SPREAD)]
 
 
+def environment_ready(wildcards):
+    """The made environment a cell of an environment with pins runs in (none otherwise)."""
+    name = wildcards_cell(wildcards).environment
+    return [environments.ready_file(name)] if name in BUILT_ENVIRONMENTS else []
+
+
+def environment_pins(wildcards):
+    """An environment's pins as JSON: a param, so that changing them makes it again."""
+    return json.dumps(CFG["environments"][wildcards.environment]["pins"])
+
+
+def versions_option(wildcards, input):
+    """``--versions FILE`` for the summary and the charts where the config has environments."""
+    return f"--versions {input.versions}" if input.versions else ""
+
+
 def cell_gpus(wildcards):
     """GPUs a cell asks the scheduler for: one for a gpu cell, none otherwise."""
     return 1 if wildcards.device == "gpu" else 0
@@ -151,3 +177,4 @@ def op_hash(wildcards):
 
 wildcard_constraints:
     **cells.FIELD_PATTERNS,
+    environment=cells.ENVIRONMENT_PATTERN,

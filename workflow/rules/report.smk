@@ -3,6 +3,7 @@
 
 localrules:
     aggregate,
+    versions,
     speedups,
     crossovers,
     dimensions,
@@ -28,6 +29,26 @@ rule aggregate:
         "python {params.script:q} --output {output.benchmarks} --samples {output.samples}"
         " --inputs {input.inputs} --roofs {input.roofs}"
         " --cells {input.cells} > {log} 2>&1"
+
+
+# The cells of the config's environments against their libraries in the base environment.
+rule versions:
+    input:
+        cells=ENV_CELL_FILES,
+        # the base cells' status and version, for a cell whose own file lost its base process
+        benchmarks="results/benchmarks.parquet",
+    output:
+        VERSIONS_FILE,
+    log:
+        "logs/versions.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        script=SCRIPTS / "versions.py",
+        margin=CFG["margin"],
+    shell:
+        "python {params.script:q} --margin {params.margin} --output {output}"
+        " --benchmarks {input.benchmarks} --cells {input.cells} > {log} 2>&1"
 
 
 rule speedups:
@@ -94,6 +115,7 @@ rule charts:
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
         roofs=ROOFS_FILE,
+        versions=VERSIONS_INPUT,
     output:
         report(
             directory(CHARTS_DIR),
@@ -110,13 +132,14 @@ rule charts:
         script=SCRIPTS / "charts.py",
         baseline_library=BASELINE["library"],
         baseline_device=BASELINE["device"],
+        versions=versions_option,
     shell:
         "python {params.script:q} --benchmarks {input.benchmarks}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --precision {input.precision} --scaling {input.scaling}"
-        " --roofs {input.roofs} --outdir {output} > {log} 2>&1"
+        " --roofs {input.roofs} {params.versions} --outdir {output} > {log} 2>&1"
 
 
 rule summary:
@@ -127,6 +150,7 @@ rule summary:
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
         roofs=ROOFS_FILE,
+        versions=VERSIONS_INPUT,
     output:
         markdown="results/summary.md",
         html=report(
@@ -145,10 +169,12 @@ rule summary:
         baseline_library=BASELINE["library"],
         baseline_device=BASELINE["device"],
         margin=CFG["margin"],
+        versions=versions_option,
     shell:
         "python {params.script:q} --benchmarks {input.benchmarks}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device} --margin {params.margin}"
+        " {params.versions}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --precision {input.precision} --scaling {input.scaling} --roofs {input.roofs}"
         " --charts-dir {params.charts} --output {output.markdown}"

@@ -17,6 +17,8 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 * ``scaling``: speedup of the most threads over 1 thread against size (results/scaling.parquet).
 * ``roofline_{device}_{dtype}_t{threads}``: every ok cell against the roofs measured on its
   host (results/roofs.parquet; ``numbench.report.charts_roofline``), one per group.
+* ``versions-{environment}``: each of the config's environments against the base
+  environment (results/versions.parquet; ``numbench.report.charts_versions``).
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ import pandas as pd
 from numbench.analyse.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.analyse.roofline import read_roofs
 from numbench.analyse.speedups import check_baseline, in_doubt
+from numbench.analyse.versions import read_versions
 from numbench.contract import write_text_atomic
 from numbench.formatting import series_label, series_labels
 from numbench.report.charts_dimensions import precision_chart, scaling_chart
 from numbench.report.charts_overview import first_call_chart, heatmap_chart
 from numbench.report.charts_pipelined import pipelined_chart
 from numbench.report.charts_roofline import roofline_charts
+from numbench.report.charts_versions import versions_charts
 from numbench.report.style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
 
 FORMATS = ("html", "svg", "png")
@@ -249,9 +253,10 @@ def build_charts(
     precision: pd.DataFrame | None = None,
     scaling: pd.DataFrame | None = None,
     roofs: pd.DataFrame | None = None,
+    versions: pd.DataFrame | None = None,
 ) -> dict[str, alt.TopLevelMixin]:
-    """Every chart of ``chart_names``, by name, and with ``roofs`` the rooflines; the
-    speedups are over the baseline given."""
+    """Every chart of ``chart_names``, by name, with ``roofs`` the rooflines and with
+    ``versions`` the environments' charts; the speedups are over the baseline given."""
     check_baseline(baseline_library, baseline_device, speedups, crossovers)
     baseline = series_label(baseline_library, baseline_device, with_device=True)
     charts: dict[str, alt.TopLevelMixin] = {}
@@ -278,6 +283,7 @@ def build_charts(
     }
     charts.update({name: dims[name] for name in DIMENSION_CHARTS})
     charts.update(roofline_charts(bench, roofs))
+    charts.update(versions_charts(versions))
     return charts
 
 
@@ -324,6 +330,7 @@ def write_charts(
     precision: str | os.PathLike | None = None,
     scaling: str | os.PathLike | None = None,
     roofs: str | os.PathLike | None = None,
+    versions: str | os.PathLike | None = None,
 ) -> list[Path]:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
@@ -331,7 +338,10 @@ def write_charts(
     prec = None if precision is None else pd.read_parquet(precision)
     scal = None if scaling is None else pd.read_parquet(scaling)
     roof_table = None if roofs is None else read_roofs(roofs).to_pandas()
-    charts = build_charts(bench, sp, cr, baseline_library, baseline_device, prec, scal, roof_table)
+    vers = None if versions is None else read_versions(versions)
+    charts = build_charts(
+        bench, sp, cr, baseline_library, baseline_device, prec, scal, roof_table, vers
+    )
     written = []
     for name, chart in charts.items():
         written += save_chart(chart, Path(outdir), name)

@@ -1,7 +1,8 @@
 """results/summary.md: the human answer, written from the data.
 
-The summary reads the three tables (benchmarks, speedups, crossovers) and nothing else, so it
-can be re-rendered without re-running a cell. ``numbench.analyse.findings`` decides what to say; this
+The summary reads the three tables (benchmarks, speedups, crossovers), and the optional ones
+it is given (precision, scaling, roofs, versions), and nothing else, so it can be re-rendered
+without re-running a cell. ``numbench.analyse.findings`` decides what to say; this
 module words it. ``render`` returns Markdown; ``to_html`` turns it into the standalone page the
 Snakemake report shows; ``write_summary`` writes both.
 
@@ -26,6 +27,7 @@ from numbench.analyse.findings import (
 from numbench.analyse.gpu_report import render_gpu_notice
 from numbench.analyse.pipelining import pipeline_findings, pipeline_sections
 from numbench.analyse.roofline import read_roofs
+from numbench.analyse.versions import read_versions
 from numbench.contract import write_text_atomic
 from numbench.formatting import (
     display,
@@ -46,6 +48,7 @@ from numbench.report.tables import (
     every_cell_table,
     operation_tables,
 )
+from numbench.report.versions_text import versions_section
 
 METHODOLOGY = """\
 Every (library, device, operation, size) cell ran in several fresh processes (replicates), one
@@ -114,6 +117,7 @@ def render(
     precision: pd.DataFrame | None = None,
     scaling: pd.DataFrame | None = None,
     roofs: pd.DataFrame | None = None,
+    versions: pd.DataFrame | None = None,
 ) -> str:
     f = decide(bench, speedups, crossovers, baseline_library, baseline_device, margin)
     base_name = who_md(baseline_library, baseline_device, f.multi_device)
@@ -153,6 +157,7 @@ def render(
     parts += dimension_sections(precision, scaling)
     parts += pipeline_sections(bench)
     parts += roofline_section(bench, roofs, charts_dir)
+    parts += versions_section(versions, margin, charts_dir)
     parts += [
         "## Crossovers",
         "",
@@ -231,6 +236,7 @@ def write_summary(
     precision: str | os.PathLike | None = None,
     scaling: str | os.PathLike | None = None,
     roofs: str | os.PathLike | None = None,
+    versions: str | os.PathLike | None = None,
 ) -> str:
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
@@ -239,8 +245,19 @@ def write_summary(
     scal = None if scaling is None else pd.read_parquet(scaling)
     rel = os.path.relpath(Path(charts_dir), Path(output).parent).replace(os.sep, "/")
     roof_table = None if roofs is None else read_roofs(roofs).to_pandas()
+    vers = None if versions is None else read_versions(versions)
     text = render(
-        bench, sp, cr, baseline_library, baseline_device, margin, rel, prec, scal, roof_table
+        bench,
+        sp,
+        cr,
+        baseline_library,
+        baseline_device,
+        margin,
+        rel,
+        prec,
+        scal,
+        roof_table,
+        versions=vers,
     )
     write_text_atomic(text, output)
     if html_output is not None:

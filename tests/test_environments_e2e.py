@@ -1,0 +1,130 @@
+"""Environments through the whole workflow (issue 31): NumPy in two versions side by side, a
+slowed twin caught, the Versions section and chart, the environment made once and reused,
+and a change of pins making it again."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pandas as pd
+import pytest
+from conftest import snakemake
+
+from numbench.config.environments import ENVS_DIR, READY_FILE
+
+FAST_TIMING = "timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 5, budget_s: 0.01}"
+#: a NumPy release older than the pinned set's (envs/requirements-cpu.txt), for Python 3.11
+OLD_NUMPY = "numpy==2.3.*"
+
+
+def index_reachable() -> bool:
+    """Whether pip's package index answers (a pinned environment downloads its pins)."""
+    url = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple")
+    host = urlparse(url).hostname or "pypi.org"
+    try:
+        socket.create_connection((host, 443), timeout=5).close()
+        return True
+    except OSError:
+        return False
+
+
+def config(pins: str, slowdown: str = "2") -> str:
+    return f"""\
+libraries: [numpy, torch]
+operations:
+  sort:
+    sizes: [1000, 100000]
+  matmul:
+    sizes: [64]
+{FAST_TIMING}
+replicates: {{min: 2, max: 3, spread: 1}}
+environments:
+  numpy-old: [{pins}]
+  slow:
+    libraries: [numpy, torch]
+    variables: {{NUMBENCH_TEST_ADAPTERS: "1", NUMBENCH_TEST_SLOWDOWN: "{slowdown}"}}
+"""
+
+
+def planned_jobs(proc) -> dict[str, int]:
+    """Job counts of a dry run's table."""
+    text = proc.stdout + proc.stderr
+    return {m[0]: int(m[1]) for m in re.findall(r"^(\w+)\s+(\d+)$", text, re.M)}
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not index_reachable(), reason="no package index to install the pins from")
+def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path):
+    (workdir / "env.yaml").write_text(config(OLD_NUMPY))
+    proc = snakemake(workdir, "--cores", "1", "--configfile", "env.yaml")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    ready = json.loads((workdir / ENVS_DIR / "numpy-old" / READY_FILE).read_text())
+    assert ready["versions"]["numpy"].startswith("2.3.")
+    versions = pd.read_parquet(workdir / "results" / "versions.parquet")
+    old = versions[versions["environment"] == "numpy-old"]
+    assert set(old["library"]) == {"numpy"} and len(old) == 3
+    assert (old["status"] == "ok").all(), old[["operation", "size", "status", "error"]]
+    assert (old["version"].str.startswith("2.3.")).all()
+    assert (old["base_version"] != old["version"]).all()
+    slow = versions[versions["environment"] == "slow"]
+    assert len(slow) == 6 and (slow["status"] == "ok").all()
+    # every call twice as long: the cells called slower, none faster, the typical ratio near
+    # 2 (on a busy machine one disturbed round can widen a cell's interval past 1)
+    shown = slow[["library", "operation", "ratio", "ratio_ci_low", "change"]]
+    assert (slow["change"] == "slower").sum() >= 5, shown
+    assert not (slow["change"] == "faster").any(), shown
+    assert slow["ratio"].median() == pytest.approx(2.0, rel=0.15), slow["ratio"]
+    # the environments' cells never reach the base tables
+    bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
+    assert len(bench) == 6 and bench["library"].isin(["numpy", "torch"]).all()
+
+    summary = (workdir / "results" / "summary.md").read_text()
+    assert "## Versions" in summary
+    assert "numpy-old" in summary and "slow" in summary
+    charts = workdir / "results" / "charts"
+    assert (charts / "versions-numpy-old.svg").exists() and (charts / "versions-slow.svg").exists()
+
+    # made once: a second run plans nothing, the environment included
+    again = snakemake(workdir, "-n", "--configfile", "env.yaml")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+    # other pins make it again, and remeasure its cells alone
+    (workdir / "env.yaml").write_text(config("numpy==2.3.5"))
+    changed = planned_jobs(snakemake(workdir, "-n", "--configfile", "env.yaml"))
+    assert changed.get("environment") == 1 and changed.get("cell") == 3, changed
+
+
+@pytest.mark.e2e
+def test_without_environments_no_versions_table_and_the_same_summary(workdir: Path):
+    (workdir / "plain.yaml").write_text(
+        "libraries: [numpy]\noperations:\n  sort:\n    sizes: [1000]\n"
+        + FAST_TIMING
+        + "\nreplicates: {min: 1, max: 1, spread: 0}\n"
+    )
+    proc = snakemake(workdir, "--cores", "1", "--configfile", "plain.yaml")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert not (workdir / "results" / "versions.parquet").exists()
+    assert not (workdir / ".numbench").exists()
+    assert "## Versions" not in (workdir / "results" / "summary.md").read_text()
+
+
+@pytest.mark.e2e
+def test_a_pin_that_cannot_be_installed_fails_its_environment_naming_it(workdir: Path):
+    (workdir / "bad.yaml").write_text(
+        "libraries: [numpy]\noperations:\n  sort:\n    sizes: [1000]\n"
+        + FAST_TIMING
+        + "\nenvironments:\n  nothing: [numpy==0.0.0.1]\n"
+    )
+    proc = snakemake(workdir, "--cores", "1", "--keep-going", "--configfile", "bad.yaml")
+    assert proc.returncode != 0
+    log = (workdir / "logs" / "environments" / "nothing.log").read_text()
+    assert "environment nothing: pip install numpy==0.0.0.1 failed" in log
+    assert not (workdir / ENVS_DIR / "nothing" / READY_FILE).exists()
+    # the base environment's cells were measured all the same
+    assert (workdir / "results/cells/numpy/cpu/float64/t1/sort/1000.parquet").exists()
