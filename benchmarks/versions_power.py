@@ -1,0 +1,172 @@
+"""How large a slowdown does the versions comparison catch, and how often does it cry wolf?
+
+Twins of every library of a grid (the default grid unless ``--configfile`` says otherwise),
+each an environment of the grid's own packages with the test-only slowdown
+(``numbench.libraries.slowed``: every call stretched to ``factor`` times its own duration),
+are measured the way another version of the library would be: each cell in paired lockstep
+rounds against the library in the base environment. The twin with factor 1 is not slowed at
+all: its flags are false alarms.
+
+Per factor it prints the cells compared, the share flagged ``slower`` at ``--margin`` (a
+change counts when the ratio's 95% interval excludes 1 and the ratio passes the margin:
+``numbench.analyse.versions``), a 95% Clopper-Pearson interval for that share, and the
+median measured ratio; for factor 1, the share flagged either way. The figures come from
+one run, so every factor saw the same machine.
+
+    python benchmarks/versions_power.py --directory DIR --run          # measure, then report
+    python benchmarks/versions_power.py --directory DIR --margin 1.05  # report again
+
+``DIR`` is the workflow's working folder for the twins (results/, logs/ and .snakemake/
+go there; the base grid's own cells are not needed and not measured). ``--factors`` picks
+the twins (default 1 1.05 1.1 1.2); a run with some factors can be followed by another with
+more, in the same folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import _report
+import numpy as np
+import yaml
+
+ROOT = _report.ROOT
+FACTORS = (1.0, 1.05, 1.10, 1.20)
+TWIN = "twin-{:.2f}"
+
+
+def twin_name(factor: float) -> str:
+    return TWIN.format(factor)
+
+
+def twin_config(base_config: Path, factors: list[float], out: Path) -> Path:
+    """The grid of ``base_config`` with one twin environment per factor."""
+    cfg = yaml.safe_load(base_config.read_text(encoding="utf-8")) or {}
+    cfg["environments"] = {
+        twin_name(f): {
+            "variables": {"NUMBENCH_TEST_ADAPTERS": "1", "NUMBENCH_TEST_SLOWDOWN": f"{f:g}"}
+        }
+        for f in factors
+    }
+    out.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    return out
+
+
+def run_twins(directory: Path, configfile: Path, factors: list[float], cores: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    config = twin_config(configfile, factors, directory / "twins.yaml")
+    targets = []
+    sys.path.insert(0, str(ROOT / "src"))
+    from numbench.config import grid, resolve
+
+    cfg = resolve(
+        {
+            **yaml.safe_load((ROOT / "config" / "config.yaml").read_text(encoding="utf-8")),
+            **yaml.safe_load(config.read_text(encoding="utf-8")),
+        },
+        ROOT / "workflow" / "schemas" / "config.schema.yaml",
+        [config],
+    )
+    targets = [cell.path for cell in grid(cfg) if cell.environment]
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cmd = [str(bin_dir / "snakemake"), "--snakefile", str(ROOT / "Snakefile")]
+    cmd += ["--directory", str(directory), "--configfile", str(config), "--cores", str(cores)]
+    cmd += ["--keep-going", *targets]
+    print(f"measuring {len(targets)} twin cells in {directory}", flush=True)
+    subprocess.run(cmd, env=env, check=True)
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Exact binomial interval of k successes in n (bisection on the binomial tail)."""
+    if n == 0:
+        return float("nan"), float("nan")
+    alpha = (1 - confidence) / 2
+
+    def tail_ge(p: float) -> float:  # P(X >= k)
+        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+    def solve(f, target: float) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+        return (lo + hi) / 2
+
+    def tail_gt(p: float) -> float:  # P(X > k)
+        return tail_ge(p) - math.comb(n, k) * p**k * (1 - p) ** (n - k)
+
+    # both tails grow with p: the lower end has P(X >= k) = alpha, the upper P(X <= k) = alpha
+    low = 0.0 if k == 0 else solve(tail_ge, alpha)
+    high = 1.0 if k == n else solve(tail_gt, 1 - alpha)
+    return low, high
+
+
+def report(directory: Path, factors: list[float], margin: float) -> str:
+    sys.path.insert(0, str(ROOT / "src"))
+    from numbench.analyse.versions import compute_versions
+
+    rows = []
+    header = (
+        "| twin | cells compared | flagged slower | share | 95% interval | flagged faster "
+        "| median measured ratio | not compared |\n|---|---:|---:|---:|---|---:|---:|---:|"
+    )
+    for factor in factors:
+        folder = directory / "results" / "cells"
+        paths = sorted(folder.glob(f"*@{twin_name(factor)}/**/*.parquet"))
+        if not paths:
+            rows.append(f"| {factor:g} | 0 | | | | | | |")
+            continue
+        cwd = os.getcwd()
+        os.chdir(directory)
+        try:
+            table = compute_versions([str(p.relative_to(directory)) for p in paths], margin)
+        finally:
+            os.chdir(cwd)
+        compared = table[table["ratio"].notna() & (table["status"] == "ok")]
+        n = len(compared)
+        slower = int((compared["change"] == "slower").sum())
+        faster = int((compared["change"] == "faster").sum())
+        lo, hi = clopper_pearson(slower, n)
+        ratio = float(np.median(compared["ratio"])) if n else float("nan")
+        rows.append(
+            f"| {factor:g} | {n} | {slower} | {slower / n:.1%} | {lo:.1%} to {hi:.1%} | "
+            f"{faster} | {ratio:.3f} | {len(table) - n} |"
+        )
+    return (
+        f"Twins paired against their library, margin {margin:g} (a change counts when the "
+        "ratio's 95% interval excludes 1 and the ratio passes the margin). For the twin of "
+        "factor 1 (not slowed) every flag, slower or faster, is a false alarm.\n\n"
+        + header
+        + "\n"
+        + "\n".join(rows)
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--directory", required=True, type=Path)
+    parser.add_argument("--configfile", type=Path, default=ROOT / "config" / "config.yaml")
+    parser.add_argument("--factors", type=float, nargs="+", default=list(FACTORS))
+    parser.add_argument("--margin", type=float, default=1.05)
+    parser.add_argument("--run", action="store_true", help="measure the twins first")
+    parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    if any(f < 1 for f in args.factors):
+        parser.error("a slowdown factor is >= 1")
+    directory = args.directory.resolve()
+    if args.run:
+        run_twins(directory, args.configfile.resolve(), args.factors, args.cores)
+    body = report(directory, args.factors, args.margin)
+    configfile = None if args.configfile == ROOT / "config" / "config.yaml" else args.configfile
+    _report.publish("versions_power.py", body, args.markdown, configfile and str(configfile))
+
+
+if __name__ == "__main__":
+    main()
