@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,7 +17,15 @@ import pytest
 from conftest import REPO, constructed_results
 
 from numbench.analyse.compare import CompareError, check_margin, compare, load
+from numbench.analyse.compare_interval import (
+    DEFAULT_PROCESS_SD,
+    MIN_SPREAD_CELLS,
+    RUN_SD,
+    process_medians,
+    process_spread,
+)
 from numbench.contract import BENCHMARKS_SCHEMA
+from numbench.stats import Z95
 
 
 def write(bench: pd.DataFrame, folder: Path) -> Path:
@@ -258,3 +268,149 @@ def test_markdown_keeps_data_text_inert(bench, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "\\<img" in proc.stdout and "<img" not in proc.stdout.replace("\\<img", "")
     assert "\\[x\\](https://e.x)" in proc.stdout
+
+
+# -- the interval: run-to-run variance --------------------------------------------------------
+def drawn_grid(rng, cells: int = 200, processes: int = 2, spread: float = 0.025, shift=0.0):
+    """A side of ``cells`` cells, each the median of ``processes`` process medians drawn
+    around the cell's true time with a log-normal spread between processes (``spread``)
+    and a whole-run ``shift``; its own interval is the processes' range, as the two-level
+    bootstrap over 2 processes about gives."""
+    true = np.exp(np.linspace(np.log(1e-5), np.log(1e-1), cells))
+    rows = []
+    for i, t in enumerate(true):
+        medians = t * np.exp(shift + rng.normal(0.0, spread, processes))
+        rows.append(
+            {
+                "library": "jax",
+                "device": "cpu",
+                "operation": "op",
+                "size": i + 1,
+                "dtype": "float64",
+                "threads": 1,
+                "status": "ok",
+                "median_s": float(np.exp(np.log(medians).mean())),
+                "ci_low_s": float(medians.min()),
+                "ci_high_s": float(medians.max()),
+                "n_processes": processes,
+                "process_medians_s": json.dumps([float(m) for m in medians]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def with_cell(grid: pd.DataFrame, median: float, half: float, processes: int = 2):
+    """``grid`` with its first cell at ``median``, its interval ``median * (1 +- half)``."""
+    out = grid.copy()
+    out.loc[0, ["median_s", "ci_low_s", "ci_high_s"]] = [
+        median,
+        median / (1 + half),
+        median * (1 + half),
+    ]
+    out.loc[0, "process_medians_s"] = json.dumps([median] * processes)
+    out.loc[0, "n_processes"] = processes
+    return out
+
+
+def first_cell(table: pd.DataFrame) -> pd.Series:
+    return table[table["size"] == 1].iloc[0]
+
+
+def test_the_floor_widens_an_interval_narrower_than_the_runs_spread():
+    rng = np.random.default_rng(5)
+    old = with_cell(drawn_grid(rng), 1e-3, 0.001)
+    new = with_cell(drawn_grid(rng), 1e-3, 0.001)
+    spreads = {"old": process_spread(old)["cpu"], "new": process_spread(new)["cpu"]}
+    assert all(s["source"] == "measured" and 0.015 < s["sd"] < 0.035 for s in spreads.values())
+    cell = first_cell(compare(old, new, margin=1.1))
+    se = math.hypot(*(math.hypot(s["sd"] / math.sqrt(2), RUN_SD) for s in spreads.values()))
+    assert cell["floored"] and cell["ci_floor"] == pytest.approx(math.expm1(Z95 * se))
+    assert cell["ci_low"] == pytest.approx(math.exp(-Z95 * se))
+    assert cell["ci_high"] == pytest.approx(math.exp(Z95 * se))
+    # each side's own interval alone (the rule before) is the narrow one
+    alone = first_cell(compare(old, new, margin=1.1, run_to_run=False))
+    assert alone["ci_high"] < 1.002 and not alone["floored"]
+    assert cell["ci_high"] > 1.02
+
+
+def test_a_cell_whose_own_interval_is_wider_keeps_it():
+    rng = np.random.default_rng(6)
+    old = with_cell(drawn_grid(rng), 1e-3, 0.30)
+    new = with_cell(drawn_grid(rng), 1.3e-3, 0.30)
+    cell = first_cell(compare(old, new, margin=1.1))
+    own = math.log(1.3**2) / (2 * Z95)  # each side's standard error from its interval
+    se = math.hypot(math.hypot(own, RUN_SD), math.hypot(own, RUN_SD))
+    assert not cell["floored"]
+    assert cell["ci_low"] == pytest.approx(1.3 * math.exp(-Z95 * se))
+    assert cell["ci_high"] == pytest.approx(1.3 * math.exp(Z95 * se))
+    assert cell["change"] == "same"  # 1.3x, but its interval holds 1
+
+
+def test_a_table_without_process_medians_takes_the_default_spread():
+    rng = np.random.default_rng(7)
+    old = with_cell(drawn_grid(rng), 1e-3, 0.001).drop(columns=["process_medians_s", "n_processes"])
+    new = with_cell(drawn_grid(rng), 1e-3, 0.001).drop(columns=["process_medians_s"])
+    spread = process_spread(old)["cpu"]
+    assert spread == {"sd": DEFAULT_PROCESS_SD, "cells": 0, "source": "default"}
+    assert process_spread(new)["cpu"]["source"] == "default"
+    cell = first_cell(compare(old, new, margin=1.1))
+    # old: no process count either, so 1 process (the widest floor); new: its n_processes
+    floors = (
+        math.hypot(DEFAULT_PROCESS_SD, RUN_SD),
+        math.hypot(DEFAULT_PROCESS_SD / math.sqrt(2), RUN_SD),
+    )
+    assert cell["floored"]
+    assert cell["ci_high"] == pytest.approx(math.exp(Z95 * math.hypot(*floors)))
+    # so does a side with too few cells of 2 or more processes to measure its own
+    few = drawn_grid(rng, cells=MIN_SPREAD_CELLS - 1)
+    assert process_spread(few)["cpu"]["source"] == "default"
+    assert process_spread(drawn_grid(rng, cells=MIN_SPREAD_CELLS))["cpu"]["source"] == "measured"
+
+
+@pytest.mark.parametrize("value", ["[1e-3, -1]", "not json", '{"a": 1}', "[true, 1e-3]", None])
+def test_process_medians_from_elsewhere_that_are_not_a_list_of_times_are_ignored(value):
+    assert process_medians(value) == []
+    assert process_medians("[1e-3, 2e-3]") == [1e-3, 2e-3]
+
+
+def test_an_a_to_a_with_the_runs_spread_and_drift_gives_no_slowdown():
+    """Two runs of the same code, the second 4% slower as a whole (the machine's drift
+    between runs) with a spread between processes as measured on the default grid: each
+    side's own interval alone calls cells slower; with run-to-run variance, none."""
+    rng = np.random.default_rng(11)
+    old, new = drawn_grid(rng, spread=0.03), drawn_grid(rng, spread=0.03, shift=0.04)
+    before = compare(old, new, margin=1.1, run_to_run=False)
+    after = compare(old, new, margin=1.1)
+    assert (before["change"] == "slower").sum() >= 3
+    assert (after["change"] == "slower").sum() == 0 and (after["change"] == "faster").sum() == 0
+    # what the floor costs: a slowdown of 1.5x of a cell is still found
+    slow = with_cell(new, old.loc[0, "median_s"] * 1.5, 0.02)
+    assert first_cell(compare(old, slow, margin=1.1))["change"] == "slower"
+
+
+def test_the_json_and_markdown_give_the_floor_and_each_sides_spread(tmp_path):
+    rng = np.random.default_rng(12)
+    old = write_any(drawn_grid(rng), tmp_path / "old")
+    new = write_any(drawn_grid(rng).drop(columns=["process_medians_s"]), tmp_path / "new")
+    proc = cmd(str(old), str(new), "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["run_sd"] == RUN_SD and 0.9 < doc["median_ratio"] < 1.1
+    assert doc["median_ratio_cells"] == 200 == len(doc["cells"])
+    measured = doc["process_sd"]["old"]["cpu"]
+    assert measured["source"] == "measured" and measured["cells"] == 200
+    assert 0.015 < measured["sd"] < 0.035
+    assert doc["process_sd"]["new"]["cpu"] == {
+        "sd": DEFAULT_PROCESS_SD,
+        "cells": 0,
+        "source": "default",
+    }
+    cells = doc["cells"]
+    assert all(c["ci_floor"] > 0 and isinstance(c["floored"], bool) for c in cells)
+    assert any(c["floored"] for c in cells)
+    proc = cmd(str(old), str(new))
+    above = proc.stdout[: proc.stdout.index("| library |")]
+    assert "includes run-to-run variance" in above and "A/A" not in above
+    assert f"| old | cpu | {measured['sd']:.4f} | measured over 200 cells |" in above
+    assert "| new | cpu | " + f"{DEFAULT_PROCESS_SD:.4f} | default (0 cells" in above
+    assert "| ratio | 95% CI | floor | change |" in proc.stdout

@@ -131,8 +131,11 @@ def parser() -> argparse.ArgumentParser:
         "compare",
         help="compare two result sets cell by cell (versions, machines, before/after)",
         description="Compare two result sets cell by cell. Prints what differs between the two "
-        "environments, then a Markdown table sorted by change (broken cells first, then the "
-        "largest slowdowns); with --json, the same as one JSON document.",
+        "environments, each side's typical spread between processes, then a Markdown table "
+        "sorted by change (broken cells first, then the largest slowdowns); with --json, the "
+        "same as one JSON document. Each ratio's 95% interval includes run-to-run variance: "
+        "each side's own interval, widened to its typical spread between processes where "
+        "narrower, with a stated drift between runs added (docs/results.md).",
     )
     compare.add_argument("old", help="the reference: a results/ folder or a benchmarks.parquet")
     compare.add_argument("new", help="the one to judge: a results/ folder or a benchmarks.parquet")

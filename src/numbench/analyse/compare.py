@@ -19,10 +19,13 @@ lists what differs between the two sides as a whole (hosts, CPU models, library 
 settings). Comparing two library versions is a legitimate use: the differences say so
 rather than hide it.
 
-The interval comes from each side's own two-level interval of its median
-(``ci_low_s``/``ci_high_s`` in benchmarks.parquet), read as a normal interval on the log
-scale: the log ratio's standard error is the root of the sum of both sides' squares. So a
-``benchmarks.parquet`` alone is enough: no samples are needed.
+The interval includes run-to-run variance (``numbench.analyse.compare_interval``): each
+side's own interval of its median (``ci_low_s``/``ci_high_s``), read as normal on the log
+scale, widened where narrower to that side's typical spread between processes over the
+cell's processes (``s_p / sqrt(n)``, from ``process_medians_s``, or a stated default), with
+a stated term for the drift between runs added; ``ci_floor`` and ``floored`` per cell, the
+s_p used per side and device above the table. A ``benchmarks.parquet`` alone is enough: no
+samples are needed. A/A false-alarm rate: see docs/history.md.
 
 Either side is a ``results/`` folder or a ``benchmarks.parquet`` file, possibly from another
 host: its text is data (``md_text`` escapes it in the Markdown; the JSON escapes itself).
@@ -41,8 +44,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from numbench.analyse.compare_interval import (
+    RUN_SD,
+    overall_ratio,
+    process_spread,
+    processes,
+    ratio_interval,
+    spread_text,
+)
 from numbench.formatting import md_table, md_text, missing
-from numbench.stats import FASTER, SAME, SLOWER, Z95, verdict
+from numbench.stats import FASTER, SAME, SLOWER, verdict
 
 CELL = ["library", "device", "operation", "size", "dtype", "threads"]
 #: exit status of ``--fail-on-slowdown`` when a cell got slower or broke
@@ -84,6 +95,8 @@ PER_LIBRARY_COLUMNS = ("library_version", "blas")
 #: shown by its first ``HASH_SHOWN`` digits
 PER_OPERATION_COLUMNS = ("operation_hash",)
 HASH_SHOWN = 12
+#: what the interval of one side's cell is made of
+SIDE_COLUMNS = ("median_s", "ci_low_s", "ci_high_s", "process_medians_s", "n_processes")
 
 
 class CompareError(ValueError):
@@ -138,25 +151,6 @@ def load(where: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
-def log_se(median: float, lo: float, hi: float) -> float:
-    """Standard error of log(median) read from a 95% interval."""
-    if not all(np.isfinite(v) and v > 0 for v in (median, lo, hi)):
-        return float("nan")
-    return (math.log(hi) - math.log(lo)) / (2 * Z95)
-
-
-def ratio_interval(old: pd.Series, new: pd.Series) -> tuple[float, float, float]:
-    """(new / old, ci_low, ci_high) from each side's median and interval."""
-    ratio = new["median_s"] / old["median_s"]
-    se = math.hypot(
-        log_se(old["median_s"], old["ci_low_s"], old["ci_high_s"]),
-        log_se(new["median_s"], new["ci_low_s"], new["ci_high_s"]),
-    )
-    if not np.isfinite(se):
-        return ratio, float("nan"), float("nan")
-    return ratio, ratio * math.exp(-Z95 * se), ratio * math.exp(Z95 * se)
-
-
 def _same(a, b) -> bool:
     """Two recorded values agree (two missing values agree too)."""
     if missing(a) or missing(b):
@@ -168,15 +162,25 @@ def _differs(r: dict, columns: list[str]) -> list[str]:
     return [c for c in columns if not _same(r[f"{c}_old"], r[f"{c}_new"])]
 
 
-def compare(old: pd.DataFrame, new: pd.DataFrame, margin: float) -> pd.DataFrame:
+def spreads_of(old: pd.DataFrame, new: pd.DataFrame) -> dict[str, dict[str, dict]]:
+    """Each side's s_p per device (``compare_interval.process_spread``)."""
+    return {"old": process_spread(old), "new": process_spread(new)}
+
+
+def compare(
+    old: pd.DataFrame, new: pd.DataFrame, margin: float, run_to_run: bool = True
+) -> pd.DataFrame:
     """One row per cell of either side: its status on each side, ``ratio`` = new / old
     median with its interval, ``change`` (broken, slower, faster, same, not comparable,
     only in old / new), and ``alike`` with ``differs``, the setting columns whose values
-    differ between the two sides of the cell."""
+    differ between the two sides of the cell. ``ci_floor`` and ``floored``: the run-to-run
+    floor of the interval (``compare_interval``); ``run_to_run=False`` leaves it out (each
+    side's own interval alone, the rule before it, kept for contrast)."""
     margin = check_margin(margin, "margin")
+    spreads = spreads_of(old, new)
     settings = [c for c in SETTING_COLUMNS if c in old.columns or c in new.columns]
-    old = old.reindex(columns=list(dict.fromkeys([*old.columns, *settings])))
-    new = new.reindex(columns=list(dict.fromkeys([*new.columns, *settings])))
+    old = old.reindex(columns=list(dict.fromkeys([*old.columns, *settings, *SIDE_COLUMNS])))
+    new = new.reindex(columns=list(dict.fromkeys([*new.columns, *settings, *SIDE_COLUMNS])))
     both = old.merge(new, on=CELL, how="outer", suffixes=("_old", "_new"), indicator=True)
     if not (both["_merge"] == "both").any():
         raise CompareError("the two result sets share no cell: their grids do not overlap")
@@ -184,7 +188,8 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, margin: float) -> pd.DataFrame
     for r in both.to_dict("records"):
         row = {c: r[c] for c in CELL}
         row.update(status_old=r["status_old"], status_new=r["status_new"])
-        row.update(ratio=None, ci_low=None, ci_high=None, alike=None, differs=[])
+        row.update(ratio=None, ci_low=None, ci_high=None, ci_floor=None, floored=None)
+        row.update(alike=None, differs=[])
         if r["_merge"] != "both":
             row["change"] = ONLY_OLD if r["_merge"] == "left_only" else ONLY_NEW
             rows.append(row)
@@ -196,12 +201,16 @@ def compare(old: pd.DataFrame, new: pd.DataFrame, margin: float) -> pd.DataFrame
         elif r["status_old"] != "ok" or r["status_new"] != "ok":
             row["change"] = NOT_COMPARABLE
         else:
-            o = {k: r[f"{k}_old"] for k in ("median_s", "ci_low_s", "ci_high_s")}
-            n = {k: r[f"{k}_new"] for k in ("median_s", "ci_low_s", "ci_high_s")}
-            ratio, lo, hi = ratio_interval(pd.Series(o), pd.Series(n))
+            o, n = ({k: r.get(f"{k}_{side}") for k in SIDE_COLUMNS} for side in ("old", "new"))
+            floors = tuple(
+                (spreads[side][r["device"]]["sd"], processes(cell))
+                for side, cell in (("old", o), ("new", n))
+            )
+            got = ratio_interval(o, n, floors if run_to_run else None)
+            ratio, lo, hi = got["ratio"], got["ci_low"], got["ci_high"]
             # a speedup of new over old is old / new: above 1 is faster
             speed = verdict(1 / ratio, 1 / hi, 1 / lo, margin) if np.isfinite(lo) else SAME
-            row.update(ratio=ratio, ci_low=lo, ci_high=hi, change=speed)
+            row.update(got, change=speed)
             row.update(old_median_s=o["median_s"], new_median_s=n["median_s"])
         rows.append(row)
     out = pd.DataFrame(rows)
@@ -286,6 +295,7 @@ def markdown(
     old_name: str,
     new_name: str,
     differences: list[dict] | None = None,
+    spreads: dict[str, dict[str, dict]] | None = None,
 ) -> str:
     c = counts(table)
     head = (
@@ -303,15 +313,19 @@ def markdown(
     for r in table.itertuples():
         ratio = "" if pd.isna(r.ratio) else f"{r.ratio:.3f}"
         ci = "" if pd.isna(r.ci_low) else f"{r.ci_low:.3f} to {r.ci_high:.3f}"
+        floor = "" if pd.isna(r.ci_floor) else f"±{r.ci_floor:.1%}"
+        floor += " widened" if floor and r.floored else ""
         cell = [r.library, r.device, r.operation, str(r.size), r.dtype, str(int(r.threads))]
         alike = "" if r.alike is None else "yes" if r.alike else "no: " + ", ".join(r.differs)
-        rows.append([*cell, ratio, ci, _change_text(r), alike])
+        rows.append([*cell, ratio, ci, floor, _change_text(r), alike])
     header = ["library", "device", "operation", "size", "dtype", "threads", "ratio", "95% CI"]
-    header += ["change", "alike"]
+    header += ["floor", "change", "alike"]
     parts = [head]
     if differences is not None:
         parts.append(environment_text(differences))
-    parts.append(md_table(header, rows, "lllrlrrrll"))
+    if spreads is not None:
+        parts.append(spread_text(spreads, overall_ratio(table["ratio"])))
+    parts.append(md_table(header, rows, "lllrlrrrrll"))
     return "\n\n".join(parts) + "\n"
 
 
@@ -325,11 +339,16 @@ def _plain(value):
 
 
 def to_json(
-    table: pd.DataFrame, margin: float, old_name: str, new_name: str, differences: list[dict]
+    table: pd.DataFrame,
+    margin: float,
+    old_name: str,
+    new_name: str,
+    differences: list[dict],
+    spreads: dict[str, dict[str, dict]] | None = None,
 ) -> str:
     """The same table and differences for a CI job: one JSON document."""
     columns = [*CELL, "status_old", "status_new", "change", "ratio", "ci_low", "ci_high"]
-    columns += ["old_median_s", "new_median_s", "alike", "differs"]
+    columns += ["ci_floor", "floored", "old_median_s", "new_median_s", "alike", "differs"]
     cells = [{c: _plain(r.get(c)) for c in columns} for r in table.to_dict("records")]
     document = {
         "old": old_name,
@@ -338,6 +357,9 @@ def to_json(
         "counts": counts(table),
         "regressions": len(regressions(table)),
         "environment_differences": differences,
+        "process_sd": spreads,
+        "run_sd": RUN_SD,
+        **overall_ratio(table["ratio"]),
         "cells": cells,
     }
     return json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False)
@@ -351,6 +373,6 @@ def run(
     old_frame, new_frame = load(old), load(new)
     table = compare(old_frame, new_frame, margin)
     differences = environment_differences(old_frame, new_frame)
-    if as_json:
-        return table, to_json(table, margin, str(old), str(new), differences)
-    return table, markdown(table, margin, str(old), str(new), differences)
+    spreads = spreads_of(old_frame, new_frame)
+    text = to_json if as_json else markdown
+    return table, text(table, margin, str(old), str(new), differences, spreads)
