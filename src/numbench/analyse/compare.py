@@ -25,7 +25,7 @@ scale, widened where narrower to that side's typical spread between processes ov
 cell's processes (``s_p / sqrt(n)``, from ``process_medians_s``, or a stated default), with
 a stated term for the drift between runs added; ``ci_floor`` and ``floored`` per cell, the
 s_p used per side and device above the table. A ``benchmarks.parquet`` alone is enough: no
-samples are needed. A/A false-alarm rate: see docs/history.md.
+samples are needed. The A/A false-alarm rate measured with it: docs/history.md, "Versions and the regression gate".
 
 Either side is a ``results/`` folder or a ``benchmarks.parquet`` file, possibly from another
 host: its text is data (``md_text`` escapes it in the Markdown; the JSON escapes itself).
