@@ -50,7 +50,7 @@ import pyarrow as pa
 from numbench.analyse.compare import BROKEN, NOT_COMPARABLE, check_margin
 from numbench.analyse.speedups import cell_seed, floored, round_floor, round_log_ratios
 from numbench.cells import Cell
-from numbench.contract import LATENCY, read_cell, write_atomic
+from numbench.contract import KEY_FIELDS, LATENCY, read_cell, write_atomic
 from numbench.measure.replicates import BASELINE, MEASURED, verdict_settled
 from numbench.spec import STATUSES
 from numbench.stats import SAME, ratio_ci, summarize, verdict
@@ -59,11 +59,7 @@ VERSIONS_SCHEMA = pa.schema(
     [
         # the environment's name in the config (the cell's folder ``LIBRARY@NAME``)
         pa.field("environment", pa.string()),
-        pa.field("library", pa.string()),
-        pa.field("device", pa.string()),
-        pa.field("operation", pa.string()),
-        pa.field("size", pa.int64()),
-        pa.field("dtype", pa.string()),
+        *KEY_FIELDS,
         pa.field("threads", pa.int64()),
         pa.field("host", pa.string()),
         # the environment's status, or the base's where the base processes did not measure

@@ -34,7 +34,7 @@ from numbench.measure.host_lock import cell_label, timing_lock
 from numbench.measure.lockstep import (
     run_lockstep,
 )
-from numbench.measure.process import run_worker
+from numbench.measure.process import run_worker, worker_interpreter
 from numbench.measure.replicates import (
     BASELINE,
     MEASURED,
@@ -91,7 +91,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         timing_settings=json.dumps(asdict(spec.timing), sort_keys=True),
         replicate_settings=json.dumps(asdict(spec.replicates), sort_keys=True),
         python_version=platform.python_version(),
-        python_executable=os.path.abspath(spec.interpreter) if spec.interpreter else sys.executable,
+        python_executable=worker_interpreter(spec),
         platform=platform.platform(),
         params=operations.params_json(params),
         operation_hash=spec.operation_hash,
