@@ -5,7 +5,10 @@ each an environment of the grid's own packages with the test-only slowdown
 (``numbench.libraries.slowed``: every call stretched to ``factor`` times its own duration),
 are measured the way another version of the library would be: each cell in paired lockstep
 rounds against the library in the base environment. The twin with factor 1 is not slowed at
-all: its flags are false alarms.
+all: its flags are false alarms. The twins' cells add rounds while their verdict at
+``--margin`` is unsettled (``replicates.margin`` is set to it, as it should be in a grid made
+to gate versions at that margin), up to ``--max-rounds`` (default: the grid's
+``replicates.max``).
 
 Per factor it prints the cells compared, the share flagged ``slower`` at ``--margin`` (a
 change counts when the ratio's 95% interval excludes 1 and the ratio passes the margin:
@@ -13,7 +16,7 @@ change counts when the ratio's 95% interval excludes 1 and the ratio passes the 
 median measured ratio; for factor 1, the share flagged either way. The figures come from
 one run, so every factor saw the same machine.
 
-    python benchmarks/versions_power.py --directory DIR --run          # measure, then report
+    python benchmarks/versions_power.py --directory DIR --run --max-rounds 6  # measure, report
     python benchmarks/versions_power.py --directory DIR --margin 1.05  # report again
 
 ``DIR`` is the workflow's working folder for the twins (results/, logs/ and .snakemake/
@@ -44,9 +47,17 @@ def twin_name(factor: float) -> str:
     return TWIN.format(factor)
 
 
-def twin_config(base_config: Path, factors: list[float], out: Path) -> Path:
-    """The grid of ``base_config`` with one twin environment per factor."""
+def twin_config(
+    base_config: Path, factors: list[float], out: Path, margin: float, max_rounds: int | None
+) -> Path:
+    """The grid of ``base_config`` with one twin environment per factor. Its cells stop adding
+    rounds once their verdict at the gate's ``margin`` is settled (``replicates.margin``), as
+    a grid made to compare versions at that margin would; ``max_rounds`` raises
+    ``replicates.max``."""
     cfg = yaml.safe_load(base_config.read_text(encoding="utf-8")) or {}
+    cfg["replicates"] = {**(cfg.get("replicates") or {}), "margin": margin}
+    if max_rounds is not None:
+        cfg["replicates"]["max"] = max_rounds
     cfg["environments"] = {
         twin_name(f): {
             "variables": {"NUMBENCH_TEST_ADAPTERS": "1", "NUMBENCH_TEST_SLOWDOWN": f"{f:g}"}
@@ -57,9 +68,16 @@ def twin_config(base_config: Path, factors: list[float], out: Path) -> Path:
     return out
 
 
-def run_twins(directory: Path, configfile: Path, factors: list[float], cores: int) -> None:
+def run_twins(
+    directory: Path,
+    configfile: Path,
+    factors: list[float],
+    cores: int,
+    margin: float,
+    max_rounds: int | None,
+) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    config = twin_config(configfile, factors, directory / "twins.yaml")
+    config = twin_config(configfile, factors, directory / "twins.yaml", margin, max_rounds)
     targets = []
     sys.path.insert(0, str(ROOT / "src"))
     from numbench.config import grid, resolve
@@ -156,13 +174,23 @@ def main() -> None:
     parser.add_argument("--margin", type=float, default=1.05)
     parser.add_argument("--run", action="store_true", help="measure the twins first")
     parser.add_argument("--cores", type=int, default=1)
+    parser.add_argument(
+        "--max-rounds", type=int, help="replicates.max of the twins' cells (default: the grid's)"
+    )
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     if any(f < 1 for f in args.factors):
         parser.error("a slowdown factor is >= 1")
     directory = args.directory.resolve()
     if args.run:
-        run_twins(directory, args.configfile.resolve(), args.factors, args.cores)
+        run_twins(
+            directory,
+            args.configfile.resolve(),
+            args.factors,
+            args.cores,
+            args.margin,
+            args.max_rounds,
+        )
     body = report(directory, args.factors, args.margin)
     configfile = None if args.configfile == ROOT / "config" / "config.yaml" else args.configfile
     _report.publish("versions_power.py", body, args.markdown, configfile and str(configfile))
