@@ -125,27 +125,60 @@ def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     return low, high
 
 
-def report(directory: Path, factors: list[float], margin: float) -> str:
-    sys.path.insert(0, str(ROOT / "src"))
-    from numbench.analyse.versions import compute_versions
+def process_spread(path: Path) -> float:
+    """How far apart a cell's processes landed: on each side, its largest per-process median
+    over its smallest; the larger of the two sides. Near 1 when the processes agree, far
+    from 1 when they land in different modes."""
+    from numbench.analyse.versions import read_side
 
+    side = read_side(path, {})
+    spreads = []
+    for groups in (side["env"], side["base"]):
+        medians = [float(np.median(s)) for s in groups.values() if len(s)]
+        if medians:
+            spreads.append(max(medians) / min(medians))
+    return max(spreads) if spreads else float("nan")
+
+
+def twin_table(directory: Path, factor: float, margin: float):
+    """The versions table of one twin's cells, with each cell's ``process_spread``."""
+    from numbench.analyse.versions import compute_versions
+    from numbench.cells import Cell
+
+    folder = directory / "results" / "cells"
+    paths = sorted(folder.glob(f"*@{twin_name(factor)}/**/*.parquet"))
+    if not paths:
+        return None
+    cwd = os.getcwd()
+    os.chdir(directory)
+    try:
+        relative = [p.relative_to(directory) for p in paths]
+        table = compute_versions([str(p) for p in relative], margin)
+        spread = {}
+        for path in relative:
+            cell = Cell.from_path(str(path))
+            spread[(cell.library, cell.operation, cell.size)] = process_spread(path)
+    finally:
+        os.chdir(cwd)
+    table["process_spread"] = [
+        spread.get((r.library.split("@")[0], r.operation, r.size), float("nan"))
+        for r in table.itertuples()
+    ]
+    return table
+
+
+def report(directory: Path, factors: list[float], margin: float) -> str:
     rows = []
     header = (
         "| twin | cells compared | flagged slower | share | 95% interval | flagged faster "
         "| median measured ratio | not compared |\n|---|---:|---:|---:|---|---:|---:|---:|"
     )
+    misses = []
     for factor in factors:
-        folder = directory / "results" / "cells"
-        paths = sorted(folder.glob(f"*@{twin_name(factor)}/**/*.parquet"))
-        if not paths:
+        table = twin_table(directory, factor, margin)
+        if table is None:
             rows.append(f"| {factor:g} | 0 | | | | | | |")
             continue
-        cwd = os.getcwd()
-        os.chdir(directory)
-        try:
-            table = compute_versions([str(p.relative_to(directory)) for p in paths], margin)
-        finally:
-            os.chdir(cwd)
         compared = table[table["ratio"].notna() & (table["status"] == "ok")]
         n = len(compared)
         slower = int((compared["change"] == "slower").sum())
@@ -156,7 +189,14 @@ def report(directory: Path, factors: list[float], margin: float) -> str:
             f"| {factor:g} | {n} | {slower} | {slower / n:.1%} | {lo:.1%} to {hi:.1%} | "
             f"{faster} | {ratio:.3f} | {len(table) - n} |"
         )
-    return (
+        wrong = compared["change"] != "slower" if factor > 1 else compared["change"] != "same"
+        for r in compared[wrong].itertuples():
+            misses.append(
+                f"| {factor:g} | {r.library} | {r.operation} | {r.size} | {r.ratio:.3f} | "
+                f"{r.ratio_ci_low:.3f} to {r.ratio_ci_high:.3f} | {r.rounds} | {r.change} | "
+                f"{r.process_spread:.2f} |"
+            )
+    text = (
         f"Twins paired against their library, margin {margin:g} (a change counts when the "
         "ratio's 95% interval excludes 1 and the ratio passes the margin). For the twin of "
         "factor 1 (not slowed) every flag, slower or faster, is a false alarm.\n\n"
@@ -164,6 +204,15 @@ def report(directory: Path, factors: list[float], margin: float) -> str:
         + "\n"
         + "\n".join(rows)
     )
+    if misses:
+        text += (
+            "\n\nThe cells a slowed twin did not flag, and those the unslowed twin flagged "
+            "(process spread: on each side of the cell, its largest process median over its "
+            "smallest; the larger side):\n\n| twin | library | operation | size | ratio | 95% interval "
+            "| rounds | change | process spread |\n|---|---|---|---:|---:|---|---:|---|---:|\n"
+            + "\n".join(misses)
+        )
+    return text
 
 
 def main() -> None:
