@@ -44,6 +44,7 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
     unpaired) into ``out`` and return its median latency per call in seconds."""
     import pandas as pd
 
+    from numbench import operations
     from numbench.measure.supervisor import run_cell
     from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
     from numbench.timing import TimingSettings
@@ -52,6 +53,8 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
         library=library,
         device="cpu",
         operation=operation,
+        operation_file=None,
+        operation_hash=operations.load(operation, None).sha256,
         size=int(size),
         dtype="float64",
         threads=threads,
