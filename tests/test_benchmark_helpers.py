@@ -1,0 +1,54 @@
+"""The helpers the benchmark scripts share (benchmarks/_report.py) and the pieces of
+benchmarks/versions_power.py that need no run: the scripts themselves measure whole grids,
+far too long for a test, so a helper that stops matching the package must fail here."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import yaml
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import _report  # noqa: E402
+import versions_power  # noqa: E402
+
+TIMING = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 5, "budget_s": 0.02}
+
+
+def test_cell_median_measures_a_cell_the_workflow_s_way(tmp_path):
+    from numbench.measure import inputs
+
+    path = tmp_path / "inputs.npz"
+    inputs.write("sort", 1000, 7, path)
+    median = _report.cell_median("numpy", "sort", 1000, path, tmp_path / "c.parquet", TIMING)
+    assert 0 < median < 0.1
+
+
+def test_clopper_pearson_matches_the_exact_binomial_interval():
+    # k = 0: the upper end is 1 - (alpha / 2) ** (1 / n)
+    low, high = versions_power.clopper_pearson(0, 221)
+    assert low == 0.0
+    assert math.isclose(high, 1 - 0.025 ** (1 / 221), rel_tol=1e-6)
+    low, high = versions_power.clopper_pearson(221, 221)
+    assert high == 1.0 and math.isclose(low, 0.025 ** (1 / 221), rel_tol=1e-6)
+    # a textbook value: 5 of 20 -> 8.66% to 49.10%
+    low, high = versions_power.clopper_pearson(5, 20)
+    assert round(low, 4) == 0.0866 and round(high, 4) == 0.4910
+
+
+def test_twins_stop_at_the_gate_s_margin_and_are_test_only(tmp_path):
+    out = versions_power.twin_config(
+        REPO / "config" / "config.yaml", [1.0, 1.2], tmp_path / "twins.yaml", 1.05, 6
+    )
+    cfg = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert cfg["replicates"]["margin"] == 1.05 and cfg["replicates"]["max"] == 6
+    assert cfg["replicates"]["min"] == 2  # the grid's other settings are kept
+    twin = cfg["environments"]["twin-1.20"]["variables"]
+    assert twin == {"NUMBENCH_TEST_ADAPTERS": "1", "NUMBENCH_TEST_SLOWDOWN": "1.2"}
+    kept = versions_power.twin_config(
+        REPO / "config" / "config.yaml", [1.1], tmp_path / "kept.yaml", 1.05, None
+    )
+    assert yaml.safe_load(kept.read_text(encoding="utf-8"))["replicates"]["max"] == 4
