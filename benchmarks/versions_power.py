@@ -78,7 +78,6 @@ def run_twins(
 ) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     config = twin_config(configfile, factors, directory / "twins.yaml", margin, max_rounds)
-    targets = []
     sys.path.insert(0, str(ROOT / "src"))
     from numbench.config import grid, resolve
 
@@ -157,13 +156,12 @@ def twin_table(directory: Path, factor: float, margin: float):
         spread = {}
         for path in relative:
             cell = Cell.from_path(str(path))
-            spread[(cell.library, cell.operation, cell.size)] = process_spread(path)
+            key = (cell.library, cell.device, cell.operation, cell.size, cell.dtype, cell.threads)
+            spread[key] = process_spread(path)
     finally:
         os.chdir(cwd)
-    table["process_spread"] = [
-        spread.get((r.library.split("@")[0], r.operation, r.size), float("nan"))
-        for r in table.itertuples()
-    ]
+    key_columns = ["library", "device", "operation", "size", "dtype", "threads"]
+    table["process_spread"] = [spread[key] for key in table[key_columns].itertuples(index=False)]
     return table
 
 
