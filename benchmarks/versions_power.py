@@ -16,7 +16,7 @@ change counts when the ratio's 95% interval excludes 1 and the ratio passes the 
 median measured ratio; for factor 1, the share flagged either way. The figures come from
 one run, so every factor saw the same machine.
 
-    python benchmarks/versions_power.py --directory DIR --run --max-rounds 6  # measure, report
+    python benchmarks/versions_power.py --directory DIR --run --max-rounds 12  # measure, report
     python benchmarks/versions_power.py --directory DIR --margin 1.05  # report again
 
 ``DIR`` is the workflow's working folder for the twins (results/, logs/ and .snakemake/
