@@ -28,7 +28,6 @@ more, in the same folder.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 import _report
 import numpy as np
 import yaml
+from scipy import stats
 
 ROOT = _report.ROOT
 FACTORS = (1.0, 1.05, 1.10, 1.20)
@@ -100,27 +100,13 @@ def run_twins(
 
 
 def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Exact binomial interval of k successes in n (bisection on the binomial tail)."""
+    """Exact (Clopper-Pearson) binomial interval of k successes in n, from the beta
+    distribution's quantiles."""
     if n == 0:
         return float("nan"), float("nan")
     alpha = (1 - confidence) / 2
-
-    def tail_ge(p: float) -> float:  # P(X >= k)
-        return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))
-
-    def solve(f, target: float) -> float:
-        lo, hi = 0.0, 1.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
-        return (lo + hi) / 2
-
-    def tail_gt(p: float) -> float:  # P(X > k)
-        return tail_ge(p) - math.comb(n, k) * p**k * (1 - p) ** (n - k)
-
-    # both tails grow with p: the lower end has P(X >= k) = alpha, the upper P(X <= k) = alpha
-    low = 0.0 if k == 0 else solve(tail_ge, alpha)
-    high = 1.0 if k == n else solve(tail_gt, 1 - alpha)
+    low = 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
+    high = 1.0 if k == n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
     return low, high
 
 
@@ -141,6 +127,7 @@ def process_spread(path: Path) -> float:
 
 def twin_table(directory: Path, factor: float, margin: float):
     """The versions table of one twin's cells, with each cell's ``process_spread``."""
+    from numbench.analyse.compare import CELL
     from numbench.analyse.versions import compute_versions
     from numbench.cells import Cell
 
@@ -156,12 +143,10 @@ def twin_table(directory: Path, factor: float, margin: float):
         spread = {}
         for path in relative:
             cell = Cell.from_path(str(path))
-            key = (cell.library, cell.device, cell.operation, cell.size, cell.dtype, cell.threads)
-            spread[key] = process_spread(path)
+            spread[tuple(getattr(cell, column) for column in CELL)] = process_spread(path)
     finally:
         os.chdir(cwd)
-    key_columns = ["library", "device", "operation", "size", "dtype", "threads"]
-    table["process_spread"] = [spread[key] for key in table[key_columns].itertuples(index=False)]
+    table["process_spread"] = [spread[key] for key in table[CELL].itertuples(index=False)]
     return table
 
 
