@@ -19,7 +19,7 @@ import pandas as pd
 from reproducibility import SPEEDUP_KEY, aa_figures, crossover_figures, speedup_figures
 
 from numbench.config import default_margin
-from numbench.measure.replicates import verdict_settled
+from numbench.stats import verdict_settled
 
 COLUMNS = [
     ("B inside A", "inside"),

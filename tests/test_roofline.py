@@ -22,7 +22,7 @@ from numbench.analyse.roofline import (
 )
 from numbench.analyse.roofline_findings import roofline_findings
 from numbench.contract import BENCHMARKS_SCHEMA, write_atomic
-from numbench.measure.roof_rows import ROOFS_SCHEMA
+from numbench.contract.roofs import ROOFS_SCHEMA, read_roofs
 from numbench.report.charts_roofline import roofline_chart_names, roofline_charts
 from numbench.report.roofline_text import roofline_section
 
@@ -240,7 +240,7 @@ def test_an_unreadable_roofs_file_is_named_with_the_command_that_remakes_it(tmp_
     bad = tmp_path / "roofs.parquet"
     bad.write_bytes(b"not parquet")
     with pytest.raises(CorruptFile, match="roofs file .*roofs.parquet.*--forcerun"):
-        roofline.read_roofs(bad)
+        read_roofs(bad)
 
 
 def test_a_float32_gpu_cell_past_the_vector_peak_is_put_down_to_tf32():

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from numbench.contract import roofs as roofs_table
 from numbench.measure import roof_host, roof_rows, roofs, roofs_gpu
 from numbench.measure.roof_host import Clock, HostFacts
 
@@ -66,7 +67,7 @@ def test_working_sets_are_planned_from_the_cache_sizes():
     [(512 * 1024, "l2"), (MIB, "l2"), (MIB + 1, "l3"), (32 * MIB, "l3"), (40 * MIB, "dram")],
 )
 def test_a_working_set_is_placed_by_the_cache_it_fits_in(working_set, level):
-    assert roof_rows.resident_level(working_set, {"l2": MIB, "l3": 32 * MIB}) == level
+    assert roofs_table.resident_level(working_set, {"l2": MIB, "l3": 32 * MIB}) == level
 
 
 def timed(dtype, level, library, kernel, elements, gb_per_s):
@@ -278,7 +279,7 @@ def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
         say=lambda _: None,
     )
     table = pq.read_table(out).to_pandas()
-    assert list(table.columns) == roof_rows.ROOFS_SCHEMA.names
+    assert list(table.columns) == roofs_table.ROOFS_SCHEMA.names
     got = {(r.device, r.dtype, r.threads, r.roof, r.status) for r in table.itertuples()}
     for dtype, threads in (("float64", 1), ("float32", 2)):
         for roof in ("l2", "l3", "dram", "compute"):

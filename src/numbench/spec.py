@@ -59,7 +59,7 @@ class ReplicateSettings:
     spread: int
     #: after ``min``, a paired cell adds rounds while its speedup's verdict is in doubt: while
     #: its interval, widened to at least ``1.96 * round_sd / sqrt(rounds)`` in log terms,
-    #: holds ``margin`` or ``1 / margin`` (``numbench.measure.replicates.verdict_settled``)
+    #: holds ``margin`` or ``1 / margin`` (``numbench.stats.verdict_settled``)
     round_sd: float
     #: a round with a process whose CPUs other programs used more than this share of while it
     #: measured (``ProcessReport.cpu_taken``) is measured again, up to ``CPU_TAKEN_RETRIES``

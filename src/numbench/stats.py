@@ -275,6 +275,16 @@ def verdict(ratio: float, ci_low: float, ci_high: float, margin: float) -> str:
     return SAME
 
 
+def verdict_settled(point: float, lo: float, hi: float, margin: float, floor: float) -> bool:
+    """True when every speedup in the interval ``(lo, hi)``, widened to at least
+    ``point * exp(+-floor)``, gives the same verdict: it holds neither ``margin`` nor
+    ``1 / margin`` (wholly faster, wholly slower, or wholly the same speed)."""
+    if not all(math.isfinite(v) for v in (point, lo, hi)) or point <= 0:
+        return False
+    lo, hi = min(lo, point * math.exp(-floor)), max(hi, point * math.exp(floor))
+    return not any(lo <= edge <= hi for edge in (margin, 1.0 / margin))
+
+
 def repeat_chance(ratio: float, ci_low: float, ci_high: float, margin: float) -> float:
     """The chance that a rerun gives this ratio's ``verdict`` again, judged from its own
     interval (NaN where the interval is not finite and positive).

@@ -13,12 +13,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from numbench.analyse.roofline import place_rows, read_roofs
+from numbench import inputs_file
+from numbench.analyse.roofline import place_rows
 from numbench.analyse.speedups import cell_seed
 from numbench.contract import (
+    BASELINE,
     BENCHMARKS_SCHEMA,
     KEY_COLUMNS,
     LATENCY,
+    MEASURED,
     META_COLUMNS,
     PIPELINE_FIELDS,
     PIPELINED,
@@ -27,9 +30,8 @@ from numbench.contract import (
     read_cell,
     write_atomic,
 )
+from numbench.contract.roofs import read_roofs
 from numbench.errors import corrupt
-from numbench.measure import inputs as inputs_file
-from numbench.measure.replicates import BASELINE, MEASURED
 from numbench.stats import ratio_ci, summarize
 
 #: How a per-process figure becomes the cell's: typical (median) for what each process pays,

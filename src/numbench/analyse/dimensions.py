@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from numbench.analyse.speedups import cell_seed
-from numbench.contract import write_atomic
+from numbench.contract import MEASURED, write_atomic
 from numbench.formatting import (
     display,
     format_ci,
@@ -29,7 +29,6 @@ from numbench.formatting import (
     md_table,
     md_text,
 )
-from numbench.measure.replicates import MEASURED
 from numbench.stats import FASTER, SLOWER, ratio_ci, verdict
 
 CELL = ["library", "device", "dtype", "threads", "operation", "size", "host"]

@@ -6,7 +6,7 @@ bandwidth roof)``, and ``roof_fraction`` is what it reached (``gflop_per_s``) ov
 ``roof`` names the roof it was held against (``l2``, ``l3``, ``dram`` or ``compute``).
 
 Which bandwidth roof: the one of the cache its working set (those fewest bytes) fits in,
-by the caches' sizes the roofs rule read from the system (``roof_rows.resident_level``).
+by the caches' sizes the roofs rule read from the system (``numbench.contract.roofs.resident_level``).
 A cell is never drawn above its roof as a win. A cell past 100% of its roof is either:
 
 * ``cache-resident``: its working set is within ``PARTLY_RESIDENT_FACTOR`` times a faster
@@ -26,19 +26,9 @@ roofs were not measured has nulls (with a note for the last).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from numbench.errors import corrupt
-from numbench.measure.roof_rows import (
-    BANDWIDTH_ROOFS,
-    COMPUTE_ROOF,
-    ROOFS_SCHEMA,
-    resident_level,
-)
+from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF, resident_level
 
 #: a working set within this many times a cache's size may still find part of itself there
 #: on a repeated call (STREAM's arrays are four times the last-level cache for this reason)
@@ -76,22 +66,6 @@ class RoofSet:
             if name in self.bandwidth_gb_per_s:
                 return name, self.bandwidth_gb_per_s[name]
         return None
-
-
-def read_roofs(path: str | os.PathLike) -> pa.Table:
-    """results/roofs.parquet, checked: a file that cannot be read, or lacks a column, stops
-    the analysis with a ``CorruptFile`` naming it and the command that remakes it."""
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
-        raise corrupt("roofs", path, f"{type(exc).__name__}: {exc}") from exc
-    missing = [name for name in ROOFS_SCHEMA.names if name not in table.column_names]
-    if missing:
-        raise corrupt("roofs", path, f"it lacks the columns {missing}")
-    try:
-        return table.select(ROOFS_SCHEMA.names).cast(ROOFS_SCHEMA)
-    except Exception as exc:  # noqa: BLE001 - wrong column types: unusable as well
-        raise corrupt("roofs", path, f"its columns have the wrong types ({exc})") from exc
 
 
 def _number(value) -> float | None:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from numbench.contract.roofs import COMPUTE_ROOF, ITEMSIZE
 from numbench.libraries.base import STEADY_MALLOC
-from numbench.measure.roof_rows import COMPUTE_ROOF, ITEMSIZE
 
 #: a memory-bound cell below this share of the DRAM roof gets the first-touch estimate
 LOW_DRAM_SHARE = 0.6

@@ -50,9 +50,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from numbench.contract import SPEEDUPS_SCHEMA, write_atomic
-from numbench.measure.replicates import BASELINE, MEASURED, verdict_settled
-from numbench.stats import Z95, ratio_ci, repeat_chance, typical_sd, verdict
+from numbench.contract import BASELINE, MEASURED, SPEEDUPS_SCHEMA, write_atomic
+from numbench.stats import Z95, ratio_ci, repeat_chance, typical_sd, verdict, verdict_settled
 
 CELL_KEY = ["library", "device", "operation", "size", "dtype", "threads", "host"]
 

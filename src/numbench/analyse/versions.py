@@ -30,7 +30,7 @@ one device with 2 or more rounds. ``ci_floor`` is a row's floor (relative half-w
 processes measured but whose environment's did not is *broken*; one whose base processes
 did not measure is *not comparable* (its ``status`` is then the base's). ``settled``: the
 floored interval holds neither the margin nor 1 / margin, so the change would differ only if
-the ratio moved beyond its interval (``numbench.measure.replicates.verdict_settled``).
+the ratio moved beyond its interval (``numbench.stats.verdict_settled``).
 
 A cell that ended before its first round (an environment whose library does not import)
 keeps one row in its file, its own failing process: the base's status and version are then
@@ -50,10 +50,9 @@ import pyarrow as pa
 from numbench.analyse.compare import BROKEN, NOT_COMPARABLE, check_margin
 from numbench.analyse.speedups import cell_seed, floored, round_floor, round_log_ratios
 from numbench.cells import Cell
-from numbench.contract import KEY_FIELDS, LATENCY, read_cell, write_atomic
-from numbench.measure.replicates import BASELINE, MEASURED, verdict_settled
+from numbench.contract import BASELINE, KEY_FIELDS, LATENCY, MEASURED, read_cell, write_atomic
 from numbench.spec import STATUSES
-from numbench.stats import SAME, ratio_ci, summarize, verdict
+from numbench.stats import SAME, ratio_ci, summarize, verdict, verdict_settled
 
 VERSIONS_SCHEMA = pa.schema(
     [

@@ -32,6 +32,8 @@ KEY_FIELDS = [
     pa.field("size", pa.int64()),
     pa.field("dtype", pa.string()),
 ]
+#: the sample roles (``role``): the cell's own library, and the baseline's process run beside it
+MEASURED, BASELINE = "measured", "baseline"
 SAMPLE_FIELDS = [
     # "measured": the cell's own library; "baseline": the baseline's process run beside it
     pa.field("role", pa.string()),

@@ -54,11 +54,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numbench.contract import write_text_atomic
+from numbench.contract import BASELINE, MEASURED, write_text_atomic
 from numbench.spec import CellSpec, ProcessReport
-from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width
+from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
 
-MEASURED, BASELINE = "measured", "baseline"
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
 STOPPING_RESAMPLES = 500
 #: times a round is measured again because other programs took its CPUs (``measure_round``)
@@ -86,16 +85,6 @@ def round_order(spec: CellSpec, replicate: int) -> tuple[str, str]:
     the round, so a rerun keeps the order and neither side is always first."""
     first_baseline = random.Random(round_seed(spec, replicate)).random() < 0.5
     return (BASELINE, MEASURED) if first_baseline else (MEASURED, BASELINE)
-
-
-def verdict_settled(point: float, lo: float, hi: float, margin: float, floor: float) -> bool:
-    """True when every speedup in the interval ``(lo, hi)``, widened to at least
-    ``point * exp(+-floor)``, gives the same verdict: it holds neither ``margin`` nor
-    ``1 / margin`` (wholly faster, wholly slower, or wholly the same speed)."""
-    if not all(math.isfinite(v) for v in (point, lo, hi)) or point <= 0:
-        return False
-    lo, hi = min(lo, point * math.exp(-floor)), max(hi, point * math.exp(floor))
-    return not any(lo <= edge <= hi for edge in (margin, 1.0 / margin))
 
 
 def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:

@@ -44,14 +44,11 @@ import pyarrow as pa
 
 from numbench import libraries
 from numbench.contract import write_atomic
+from numbench.contract.roofs import BANDWIDTH_ROOFS, ROOFS_SCHEMA
 from numbench.measure import roof_rows
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.roof_host import HostFacts, host_facts, peak_check, theoretical_peak
-from numbench.measure.roof_rows import (
-    BANDWIDTH_ROOFS,
-    ROOFS_SCHEMA,
-    plan_working_sets,
-)
+from numbench.measure.roof_rows import plan_working_sets
 
 #: the libraries whose matmul may set the compute roof, where the grid has them
 GEMM_LIBRARIES = ("numpy", "torch", "jax", "tensorflow", "cupy")

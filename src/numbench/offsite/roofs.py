@@ -8,7 +8,7 @@ that host's roofline (a GPU's among them: its device memory, FMA peak and transf
   the same plan is kept.
 * The archive carries them as ``ROOFS_MEMBER`` (and their log as ``ROOFS_LOG``), with their
   size and checksum in the manifest.
-* ``offsite import`` reads them as a roofs table (``numbench.analyse.roofline.read_roofs``
+* ``offsite import`` reads them as a roofs table (``numbench.contract.roofs.read_roofs``
   refuses anything else), checks that every row is of the archive's host and of a
   (device, dtype, threads) of the plan, and merges them into results/roofs.parquet: the
   rows of that host are replaced, every other host's kept.
@@ -41,7 +41,7 @@ def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], Non
     and return the manifest's entry for them."""
     import contextlib
 
-    from numbench.analyse.roofline import read_roofs
+    from numbench.contract.roofs import read_roofs
     from numbench.errors import CorruptFile
     from numbench.measure.roofs import measure_roofs
 
@@ -84,7 +84,7 @@ def staged_roofs(members: dict, manifest: dict, plan: dict, archive) -> pa.Table
 def check_staged(staged_path: Path, recorded: dict | None, plan: dict, host, archive) -> pa.Table:
     """The archive's roofs, once they are a roofs table of the archive's host and of the
     plan's (device, dtype, threads), as the manifest records them."""
-    from numbench.analyse.roofline import read_roofs
+    from numbench.contract.roofs import read_roofs
     from numbench.errors import CorruptFile
 
     if not isinstance(recorded, dict) or recorded.get("sha256") != file_sha256(staged_path):
@@ -112,8 +112,8 @@ def check_staged(staged_path: Path, recorded: dict | None, plan: dict, host, arc
 def merge_into(table: pa.Table, host, destination: str | os.PathLike) -> None:
     """Write ``table`` (one host's roofs) into ``destination``: that host's rows replaced,
     every other host's kept (a roofs file here that cannot be read is replaced whole)."""
-    from numbench.analyse.roofline import read_roofs
     from numbench.contract import write_atomic
+    from numbench.contract.roofs import read_roofs
     from numbench.errors import CorruptFile
 
     destination = Path(destination)

@@ -15,8 +15,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.formatting import series_labels
-from numbench.measure.roof_rows import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.report.style import HEIGHT, WIDTH
 
 #: points along each roof line (it is straight on log-log axes, bent once at the ridge)

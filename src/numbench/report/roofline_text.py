@@ -11,8 +11,8 @@ import pandas as pd
 
 from numbench.analyse.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
 from numbench.analyse.roofline_findings import LOW_DRAM_SHARE, RoofFinding, roofline_findings
+from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.formatting import Markdown, display, format_size, md_table, md_text
-from numbench.measure.roof_rows import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.report.charts_roofline import roofline_chart_names
 from numbench.report.sentences import md_link
 

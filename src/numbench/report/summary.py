@@ -26,9 +26,9 @@ from numbench.analyse.findings import (
 )
 from numbench.analyse.gpu_report import render_gpu_notice
 from numbench.analyse.pipelining import pipeline_findings, pipeline_sections
-from numbench.analyse.roofline import read_roofs
 from numbench.analyse.versions import read_versions
 from numbench.contract import write_text_atomic
+from numbench.contract.roofs import read_roofs
 from numbench.formatting import (
     display,
     md_text,

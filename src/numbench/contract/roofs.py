@@ -1,0 +1,110 @@
+"""The roofs table (results/roofs.parquet): its columns, the names of its roofs, the cache a
+working set is held against, and its reader. measure writes it (``numbench.measure.roof_rows``),
+analyse places every cell on it, report draws and words it; all three take its vocabulary from
+here.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from numbench.errors import corrupt
+
+#: the bandwidth roofs, fastest first; ``compute``; on a GPU the transfers
+BANDWIDTH_ROOFS = ("l2", "l3", "dram")
+COMPUTE_ROOF = "compute"
+TRANSFER_ROOFS = ("h2d", "d2h")
+ROOF_NAMES = (*BANDWIDTH_ROOFS, COMPUTE_ROOF, *TRANSFER_ROOFS)
+ITEMSIZE = {"float32": 4, "float64": 8}
+
+ROOFS_SCHEMA = pa.schema(
+    [
+        pa.field("host", pa.string()),
+        pa.field("device", pa.string()),
+        pa.field("dtype", pa.string()),
+        pa.field("threads", pa.int64()),
+        # l2, l3, dram, compute; on a GPU also h2d, d2h
+        pa.field("roof", pa.string()),
+        # ok, unsupported (no such working set here), unavailable (no device, no library),
+        # failed, timeout: as a cell's statuses
+        pa.field("status", pa.string()),
+        pa.field("error", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("unit", pa.string()),
+        pa.field("kernel", pa.string()),
+        pa.field("library", pa.string()),
+        pa.field("library_version", pa.string()),
+        pa.field("working_set_bytes", pa.int64()),
+        pa.field("trials", pa.int64()),
+        # how ``value`` counts bytes: "stream" (reads + writes, no write-allocate)
+        pa.field("bytes_counted", pa.string()),
+        # the same measurement counting the write-allocate read of every stored line
+        pa.field("value_write_allocate", pa.float64()),
+        # every way measured, as JSON: "library kernel" -> value (or why it did not run)
+        pa.field("candidates", pa.string()),
+        # where the roof looks wrong (a cache roof below DRAM's, a peak passed)
+        pa.field("note", pa.string()),
+        # theoretical peak (GFLOP/s; on a GPU the DRAM's GB/s) and how it was formed
+        pa.field("theoretical_value", pa.float64()),
+        pa.field("theoretical_note", pa.string()),
+        # dram rows: copying into a fresh array against a reused one (page faults)
+        pa.field("first_touch_s_per_gb", pa.float64()),
+        pa.field("first_touch_faults_per_mib", pa.float64()),
+        pa.field("cpu_model", pa.string()),
+        pa.field("device_name", pa.string()),
+        pa.field("cpu_flags", pa.string()),
+        # cache bytes per level for the CPUs the threads ran on, and every instance as JSON
+        pa.field("l1_bytes", pa.int64()),
+        pa.field("l2_bytes", pa.int64()),
+        pa.field("l3_bytes", pa.int64()),
+        pa.field("caches", pa.string()),
+        pa.field("blas", pa.string()),
+        pa.field("threads_used", pa.int64()),
+        # the CPUs the threads were pinned to
+        pa.field("affinity", pa.string()),
+        pa.field("clock_ghz", pa.float64()),
+        pa.field("clock_source", pa.string()),
+        # GPU: NVML's clocks (JSON); each library's own float32 matmul mode (JSON)
+        pa.field("clocks", pa.string()),
+        pa.field("tf32", pa.string()),
+        pa.field("measured_at", pa.string()),
+        # the share of the CPUs' time other programs took while the job that made the row
+        # ran (as a cell's), and the attempts set aside for it (``roofs.undisturbed``)
+        pa.field("cpu_taken", pa.float64()),
+        pa.field("set_aside", pa.int64()),
+        # wall seconds of measuring this (device, threads), every dtype and library
+        pa.field("measure_s", pa.float64()),
+        # when the roofs held the host's timing lock (Unix seconds): no cell ran meanwhile
+        pa.field("locked_from_unix", pa.float64()),
+        pa.field("locked_until_unix", pa.float64()),
+    ]
+)
+
+
+def resident_level(working_set_bytes: float, cache_bytes: dict[str, int]) -> str:
+    """The smallest measured cache a working set fits in (``l2``, ``l3``), else ``dram``.
+    A set that fits the L1 is held against the L2 roof: the L1 has none of its own."""
+    for level in ("l2", "l3"):
+        size = cache_bytes.get(level)
+        if size and working_set_bytes <= size:
+            return level
+    return "dram"
+
+
+def read_roofs(path: str | os.PathLike) -> pa.Table:
+    """results/roofs.parquet, checked: a file that cannot be read, or lacks a column, stops
+    the analysis with a ``CorruptFile`` naming it and the command that remakes it."""
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
+        raise corrupt("roofs", path, f"{type(exc).__name__}: {exc}") from exc
+    missing = [name for name in ROOFS_SCHEMA.names if name not in table.column_names]
+    if missing:
+        raise corrupt("roofs", path, f"it lacks the columns {missing}")
+    try:
+        return table.select(ROOFS_SCHEMA.names).cast(ROOFS_SCHEMA)
+    except Exception as exc:  # noqa: BLE001 - wrong column types: unusable as well
+        raise corrupt("roofs", path, f"its columns have the wrong types ({exc})") from exc

@@ -1,0 +1,49 @@
+"""Reading an inputs file (results/inputs/OPERATION/SIZE.npz) back: the arrays a cell is
+measured on, the float64 reference output, and what made them. ``numbench.measure.inputs``
+makes and writes the file; the worker loads it and the analysis checks it, both from here.
+No pyarrow: the worker loads this module into the process it measures.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from numbench.errors import corrupt
+
+
+def load(
+    path: str | os.PathLike, input_names: tuple[str, ...]
+) -> tuple[list[np.ndarray], Any, str, str]:
+    """Read a cell's inputs, reference output, and the parameters (JSON) and the hash of the
+    operation's code they were made with ("" where the file does not say); raise CorruptFile
+    naming the file and the command that remakes it when it cannot be read."""
+    try:
+        with np.load(path) as data:
+            arrays = [np.array(data[name]) for name in input_names]
+            n_refs = int(data["n_outputs"])
+            refs = tuple(np.array(data[f"ref_{i}"]) for i in range(n_refs))
+            made_with = str(data["params_json"]) if "params_json" in data else ""
+            code = str(data["operation_hash"]) if "operation_hash" in data else ""
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
+        raise corrupt("inputs", path, f"{type(exc).__name__}: {exc}") from exc
+    return arrays, refs[0] if n_refs == 1 else refs, made_with, code
+
+
+def check(path: str | os.PathLike) -> None:
+    """Check every array of an inputs file (CRC of each zip member); raise CorruptFile."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+            if bad is not None:
+                raise ValueError(f"member {bad} fails its CRC check")
+            names = {n.removesuffix(".npy") for n in zf.namelist()}
+        if "n_outputs" not in names:
+            raise ValueError("it lacks the array n_outputs")
+    except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
+        raise corrupt("inputs", path, f"{type(exc).__name__}: {exc}") from exc
