@@ -7,26 +7,23 @@ wheels it needs metadata from, GBs for these sets where the index offers no sepa
 files, so they take minutes: conftest.py leaves them out unless ``-m`` names ``cuda_env``.
 They are skipped when the host is not Linux x86_64 (pip resolves the environment markers of
 the host it runs on) or when no index answers. The unit tests of the report reading run always.
+
+Reading pip's report and a requirements file lives here, beside the only check that needs it,
+rather than in the package: numbench itself never resolves an environment.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
+import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-
-from numbench.config.cuda_env import (
-    cuda_major,
-    cuda_majors,
-    mixed_cuda,
-    pin_differences,
-    pins,
-    public_index_env,
-)
 
 REPO = Path(__file__).resolve().parent.parent
 #: the CUDA major each set is documented for (its header and the README: driver >= 580 for 13)
@@ -49,7 +46,142 @@ PROBE_TIMEOUT_S = 60
 RESOLVE_TIMEOUT_S = 1800
 
 
-# -- reading a pip report (no network) ------------------------------------------------------------
+# -- reading a pip report and a requirements file (no network) ------------------------------------
+#: ``-cu12`` / ``-cu13`` (nvidia-cudnn-cu13), ``cuda13`` (jax-cuda13-plugin), ``cuda13x``
+#: (cupy-cuda13x) as one dash-separated part of a package name
+_NAME_TAG = re.compile(r"(?:^|-)cu(?:da)?(\d{2,3})x?(?:-|$)")
+#: ``+cu130`` (a PyTorch-index torch), ``+cuda12...`` (old jaxlib) in a local version
+_LOCAL_TAG = re.compile(r"^cu(?:da)?(\d{2,3})")
+#: packages whose version is the CUDA release itself (cuda-toolkit 13.0.3, nvidia-cuda-nvcc
+#: 13.0.88); names starting with ``nvidia-cuda-`` count too. Others without a tag in the name
+#: (nvidia-cufft 12.x, nvidia-curand 10.x) carry their own numbering and are not counted.
+_VERSIONED_AS_CUDA = frozenset(
+    {
+        "cuda-toolkit",
+        "cuda-bindings",
+        "cuda-python",
+        "nvidia-cublas",
+        "nvidia-nvjitlink",
+        "nvidia-nvvm",
+        "nvidia-nvtx",
+        "nvidia-nvfatbin",
+        "nvidia-nvptxcompiler",
+    }
+)
+
+#: pip settings that would add or replace an index (or a local wheel folder, or constraints);
+#: dropped so that the resolve sees pip's default index only
+_PIP_SOURCE_VARIABLES = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "PIP_NO_INDEX",
+    "PIP_CONSTRAINT",
+    "PIP_ONLY_BINARY",
+    "PIP_NO_BINARY",
+    "PIP_TARGET",
+    "PIP_PREFIX",
+    "PIP_USER",
+)
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*==\s*([^\s;#]+)")
+
+
+def normalize(name: str) -> str:
+    """A package name as PEP 503 compares it (``tensorflow_cpu`` == ``tensorflow-cpu``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _major(digits: str) -> int:
+    # cu12 / cuda13 -> 12 / 13; cu118 / cu130 -> 11 / 13 (the last digit is the minor)
+    return int(digits if len(digits) == 2 else digits[:-1])
+
+
+def cuda_major(name: str, version: str) -> int | None:
+    """The CUDA major a package is built for, or None when its name and version do not say."""
+    name = normalize(name)
+    tag = _NAME_TAG.search(name)
+    if tag:
+        return _major(tag.group(1))
+    public, _, local = version.partition("+")
+    tag = _LOCAL_TAG.match(local)
+    if tag:
+        return _major(tag.group(1))
+    if name in _VERSIONED_AS_CUDA or name.startswith("nvidia-cuda-"):
+        first = public.split(".")[0]
+        return int(first) if first.isdigit() else None
+    return None
+
+
+def resolved(report: Mapping) -> dict[str, str]:
+    """Normalized name -> version of every package in a pip ``--report``."""
+    return {
+        normalize(item["metadata"]["name"]): item["metadata"]["version"]
+        for item in report.get("install", [])
+    }
+
+
+def cuda_majors(report: Mapping) -> dict[int, list[str]]:
+    """CUDA major -> the packages (``name==version``) of a pip ``--report`` built for it.
+
+    One key is a coherent set; two or more mean two CUDA generations in one environment.
+    """
+    majors: dict[int, list[str]] = {}
+    for name, version in sorted(resolved(report).items()):
+        major = cuda_major(name, version)
+        if major is not None:
+            majors.setdefault(major, []).append(f"{name}=={version}")
+    return dict(sorted(majors.items()))
+
+
+def mixed_cuda(report: Mapping) -> str | None:
+    """None for a report with at most one CUDA major; else a message naming them all."""
+    majors = cuda_majors(report)
+    if len(majors) <= 1:
+        return None
+    return "more than one CUDA major: " + "; ".join(
+        f"CUDA {major}: {', '.join(names)}" for major, names in majors.items()
+    )
+
+
+def pins(path: str | os.PathLike) -> dict[str, str]:
+    """Normalized name -> version of every ``name[extras]==version`` line of a requirements file."""
+    found = {}
+    for line in Path(path).read_text().splitlines():
+        match = _PIN.match(line.strip())
+        if match:
+            found[normalize(match.group(1))] = match.group(3)
+    return found
+
+
+def pin_differences(path: str | os.PathLike, report: Mapping) -> list[str]:
+    """What keeps a requirements file from pinning exactly the set pip resolved from it."""
+    pinned, got = pins(path), resolved(report)
+    problems = [f"{n}=={v} resolved but not pinned" for n, v in got.items() if n not in pinned]
+    problems += [f"{n} pinned but not resolved" for n in pinned if n not in got]
+    problems += [
+        f"{n} pinned {pinned[n]} but resolved {v}"
+        for n, v in got.items()
+        if n in pinned and pinned[n] != v
+    ]
+    return sorted(problems)
+
+
+def public_index_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a pip that sees its default index only.
+
+    No pip configuration file (``PIP_CONFIG_FILE`` set to the null device) and no index, link
+    or constraint variables; proxies, certificates and timeouts are kept.
+    """
+    env = dict(os.environ if environ is None else environ)
+    for key in _PIP_SOURCE_VARIABLES:
+        env.pop(key, None)
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+# -- unit tests of the reading (no network) -------------------------------------------------------
 def _report(*packages: str) -> dict:
     """A pip ``--report`` with these ``name==version`` packages in ``install``."""
     items = []

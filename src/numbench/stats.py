@@ -29,8 +29,6 @@ UNSTABLE_MIN_SPREAD = 1.10
 #: ... and by more than this many times the processes' own relative IQR (their noise).
 UNSTABLE_NOISE_FACTOR = 3.0
 
-Groups = Sequence[np.ndarray]
-
 
 def as_groups(groups) -> list[np.ndarray]:
     """Finite samples of each process; processes without any are dropped."""
