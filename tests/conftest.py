@@ -166,6 +166,39 @@ def not_ok_cells(workdir: Path, bench: pd.DataFrame, expected=()) -> str:
     return "\n".join(parts)
 
 
+# -- a constructed machine: the readings CpuTaken takes, moved by the test ---------------------
+class Machine:
+    """For ``numbench.measure.cpu_taken.CpuTaken``: constructed readings: wall time, this process's CPU time, and the busy time of its
+    CPUs (None: the OS does not tell). ``run`` moves them as a stretch of work would."""
+
+    def __init__(self, cpus: int = 1) -> None:
+        self.wall = self.own = 0.0
+        self.busy: float | None = 0.0
+        self.cpus = list(range(cpus))
+        self.asked: list[list[int]] = []
+
+    def run(self, wall_s: float, own_s: float, others_s: float) -> None:
+        """``wall_s`` pass; this process runs ``own_s`` CPU seconds and others ``others_s``."""
+        self.wall += wall_s
+        self.own += own_s
+        if self.busy is not None:
+            self.busy += own_s + others_s
+
+    def busy_of(self, cpus: list[int]) -> float | None:
+        self.asked.append(list(cpus))
+        return self.busy
+
+    def taken(self):
+        from numbench.measure.cpu_taken import CpuTaken
+
+        return CpuTaken(
+            clock=lambda: self.wall,
+            own_s=lambda: self.own,
+            busy=self.busy_of,
+            cpus=self.cpus,
+        )
+
+
 # -- constructed results: benchmarks, speedups and crossovers without running a cell --------------
 def samples_frame(samples: dict, paired: dict | None = None) -> pd.DataFrame:
     """The long table aggregate writes (results/samples.parquet) from key -> samples; a

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 
 def own_run_s() -> float:
@@ -51,19 +52,36 @@ class CpuTaken:
 
     ``pause()`` and ``resume()`` leave out a stretch in which the process waits for another
     to use the CPUs (its partner's turn in a lockstep round, ``numbench.measure.lockstep``): the share
-    is then over the stretches it ran in."""
+    is then over the stretches it ran in.
 
-    def __init__(self) -> None:
-        try:
-            self.cpus = sorted(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            self.cpus = []
+    The three readings can be handed in (tests give constructed ones): ``clock`` the wall
+    time, ``own_s`` the process's CPU time, ``busy`` the busy time of a list of CPUs (None:
+    unknown); ``cpus`` the CPUs (default: the process's affinity)."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        own_s: Callable[[], float] = own_run_s,
+        busy: Callable[[list[int]], float | None] | None = None,
+        cpus: list[int] | None = None,
+    ) -> None:
+        if cpus is None:
+            try:
+                cpus = sorted(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cpus = []
+        self.cpus = list(cpus)
+        self._clock, self._own_s = clock, own_s
+        # None: the module's busy_s, looked up at each reading
+        self._busy = busy
         self.wall = self.own = 0.0
         self.busy: float | None = 0.0
         self.resume()
 
     def _now(self) -> tuple[float, float, float | None]:
-        return time.perf_counter(), own_run_s(), busy_s(self.cpus) if self.cpus else None
+        busy = busy_s if self._busy is None else self._busy
+        return self._clock(), self._own_s(), busy(self.cpus) if self.cpus else None
 
     def resume(self) -> None:
         self._from = self._now()
