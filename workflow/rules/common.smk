@@ -1,6 +1,6 @@
-# Grid expansion, validated config and the paths rules share. No rule lives here.
+# Grid expansion, validated config and the paths rules share. No rule lives here; what the
+# rules ask of the scheduler is worked out in the package (numbench.config.jobs).
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from numbench.config import (  # noqa: E402
     cell_spec,
     grid,
     input_files,
-    job_order,
+    job_plan,
     operation_file,
     operation_hash,
     operation_params_json,
@@ -58,49 +58,21 @@ INPUT_FILES = input_files(CFG)
 SCRIPTS = Path(workflow.basedir) / "scripts"
 BASELINE = CFG["baseline"]
 CHARTS_DIR = "results/charts"
-# The roofs: measured once per (device, dtype, threads) of the grid (numbench.measure.roofs),
-# on as many CPUs as its most threads, with a GPU where the grid has one.
+
+# What the rules ask of the scheduler (numbench.config.jobs): the roofs job's dimensions,
+# CPUs and GPUs, the timing lock's wait, the wall times a cell and a spread round ask Slurm
+# for, and the priorities that put every inputs job first, then the spread rounds, then the
+# cells' own jobs, each stage in a seeded random order.
+PLAN = job_plan(CFG, GRID)
 ROOFS_FILE = "results/roofs.parquet"
-ROOF_DIMS = sorted({(cell.device, cell.dtype, int(cell.threads)) for cell in GRID})
-ROOF_THREADS = max(threads for _, _, threads in ROOF_DIMS)
-ROOF_GPUS = 1 if any(device == "gpu" for device, _, _ in ROOF_DIMS) else 0
-# A roof disturbed by other programs is measured again, as a cell's round is.
-MAX_CPU_TAKEN = CFG["replicates"]["max_cpu_taken"]
-ROOF_CPU_TAKEN_ARG = "" if MAX_CPU_TAKEN is None else f"--max-cpu-taken {MAX_CPU_TAKEN}"
-# How long a timing job waits for the host's timing lock, in whole seconds (a resource).
-LOCK_TIMEOUT_S = math.ceil(CFG["lock_timeout_s"])
-
-# Scheduler resources of a cell (used by the slurm profile; harmless on one machine).
-# Wall time: the worker's own timeout plus a margin for start-up, the supervisor and the
-# host lock, in whole minutes as Slurm's --time wants them.
-CELL_RUNTIME_MARGIN_MIN = 5
-# A cell runs up to replicates.max processes of its own, and as many baseline processes when
-# paired; each may take up to cell_timeout_s.
-CELL_MAX_PROCESSES = CFG["replicates"]["max"] * (
-    2 if CFG["replicates"]["paired"] else 1
-)
-CELL_RUNTIME_MIN = (
-    math.ceil(CELL_MAX_PROCESSES * CFG["cell_timeout_s"] / 60) + CELL_RUNTIME_MARGIN_MIN
-)
-# A spread round runs one process of its own and, paired, one baseline process.
-ROUND_RUNTIME_MIN = (
-    math.ceil(
-        CELL_MAX_PROCESSES / CFG["replicates"]["max"] * CFG["cell_timeout_s"] / 60
-    )
-    + CELL_RUNTIME_MARGIN_MIN
-)
-
-
-# Job order. Snakemake runs ready jobs by priority: every inputs file first, then the spread
-# rounds (round 0 of every cell, then round 1, ...), then the cells' own jobs, and within each
-# stage the seeded random order of job_order. So a cell's rounds lie minutes apart, and a slow
-# period of the machine spreads over the grid (numbench.measure.replicates). The order is a
-# preference, not a dependency: a cell named on its own runs its rounds back to back, and
-# every round is valid whenever it runs.
-SPREAD = CFG["replicates"]["spread"]
-RANK = job_order(CFG, GRID)
-STAGE = len(GRID)
-INPUTS_PRIORITY = (SPREAD + 1) * STAGE
+ROOF_DIMS = PLAN.roof_dims
+ROOF_THREADS = PLAN.roof_threads
+ROOF_GPUS = PLAN.roof_gpus
+ROOF_CPU_TAKEN_ARG = PLAN.roof_cpu_taken_option
+LOCK_TIMEOUT_S = PLAN.lock_timeout_s
+CELL_RUNTIME_MIN = PLAN.cell_runtime_min
+ROUND_RUNTIME_MIN = PLAN.round_runtime_min
+INPUTS_PRIORITY = PLAN.order.inputs_priority
 
 
 def wildcards_cell(wildcards):
@@ -109,18 +81,18 @@ def wildcards_cell(wildcards):
 
 def cell_priority(wildcards):
     """A cell's job: after every spread round, in the seeded order."""
-    return RANK.get(wildcards_cell(wildcards).path, 0)
+    return PLAN.order.cell_priority(wildcards_cell(wildcards))
 
 
 def spread_round_priority(wildcards):
     """Spread round k: after every round before k, before every cell's job."""
-    return (SPREAD - int(wildcards.round)) * STAGE + cell_priority(wildcards)
+    return PLAN.order.round_priority(wildcards_cell(wildcards), int(wildcards.round))
 
 
 def spread_rounds(wildcards):
     """The cell's spread rounds, which its job continues from."""
     cell = wildcards_cell(wildcards)
-    return [cell.round_path(k) for k in range(SPREAD)]
+    return [cell.round_path(k) for k in range(PLAN.order.spread)]
 
 
 def environment_ready(wildcards):

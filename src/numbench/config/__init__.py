@@ -27,6 +27,7 @@ from numbench.config.grid import (
     operation_params,
     operation_params_json,
 )
+from numbench.config.jobs import JobPlan, job_plan
 from numbench.config.normalise import (
     DEFAULT_CONFIG,
     default_margin,
@@ -35,12 +36,14 @@ from numbench.config.normalise import (
 )
 from numbench.config.operations import check_operations, module_file, operation_found
 
-#: What the workflow, the offsite plan and the tests use of the config: resolve a config and
-#: expand it into cells (``grid``) and specs (``cell_spec``).
+#: What the workflow, the offsite plan and the tests use of the config: resolve a config,
+#: expand it into cells (``grid``) and specs (``cell_spec``), and work out what its jobs ask
+#: of the scheduler (``job_plan``).
 __all__ = [
     "DEFAULT_CONFIG",
     "DEVICES",
     "ConfigError",
+    "JobPlan",
     "built_environments",
     "cell_spec",
     "default_margin",
@@ -49,6 +52,7 @@ __all__ = [
     "grid",
     "input_files",
     "job_order",
+    "job_plan",
     "load_file",
     "module_file",
     "normalise",
