@@ -208,10 +208,9 @@ def thread_environment(threads: int) -> dict[str, str]:
 #: the top of its heap back to the system past a trim threshold; both thresholds rise the
 #: first time the process frees a large ``mmap``-ed block. So whether a call's temporaries
 #: (an 800 KB array for n = 1e5) are fresh pages, faulted in and zeroed on every call, or
-#: reused heap depends on what that process happened to free before: in fresh NumPy
-#: processes on one machine, ``elementwise`` 1e5 took 1.9 to 3.2 ms, and 1.2 to 1.6 ms once
-#: a large block had been freed, and torch's speedup there read 4.25 against 3.08 for NumPy's
-#: page faults alone (docs/history.md, "The allocator"). These settings put every
+#: reused heap depends on what that process happened to free before: the same cell's
+#: processes then differ in time per call, and a speedup moves with the baseline's page
+#: faults alone (the figures: docs/history.md, "The allocator"). These settings put every
 #: process in the same state from its start: blocks up to 32 MiB (glibc's largest mmap
 #: threshold) come from the heap, and the heap is not trimmed below 1 GiB, so freed memory
 #: is reused.

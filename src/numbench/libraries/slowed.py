@@ -9,8 +9,8 @@ library as another environment's version would be.
 Each call of the compiled function is timed, waited for (``sync``, for the libraries that
 return before their work is done) and followed by a busy wait until ``factor`` times its
 duration has passed: a slowdown in proportion to the call, whatever its size, spent on the
-CPU as a slower library would spend it. The two clock reads add some 0.1 microsecond per
-call on top of the factor, which only the smallest cells notice. A factor of 1 changes
+CPU as a slower library would spend it. The two clock reads add a small fixed cost per call
+on top of the factor, which only the smallest cells notice. A factor of 1 changes
 nothing (the library is not wrapped). Without ``NUMBENCH_TEST_ADAPTERS=1`` the variable is
 refused, so no real measurement can be slowed by a stray setting.
 """

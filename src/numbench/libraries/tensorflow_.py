@@ -71,8 +71,8 @@ class TensorflowAdapter(Adapter):
 
     @property
     def asynchronous(self) -> bool:
-        # On the CPU a tf.function call returns once its outputs are computed (a 1000x1000
-        # matmul: 69 ms to return, 0.2 ms to sync after); on the GPU kernels are queued.
+        # On the CPU a tf.function call returns once its outputs are computed, so a sync
+        # after it finds nothing left to wait for; on the GPU kernels are queued.
         return self.device == "gpu"
 
     def sync(self, result):  # type: ignore[override]
