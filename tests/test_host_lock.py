@@ -135,28 +135,44 @@ def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path
 
 def test_the_holder_s_note_says_who_holds_it_and_goes_with_it(tmp_path):
     path = tmp_path / "lock"
+    before = time.time()
     with timing_lock(path, holder="torch/cpu matmul 64 float64 t1"):
         note = json.loads(path.read_text())
         assert note["pid"] == os.getpid() and note["cell"] == "torch/cpu matmul 64 float64 t1"
-        assert abs(note["since_unix"] - time.time()) < 60 and note["cwd"] == os.getcwd()
+        assert before <= note["since_unix"] <= time.time() and note["cwd"] == os.getcwd()
     assert path.read_text() == ""  # released: no stale holder for the next waiter
 
 
+class StepClock:
+    """A constructed clock: each reading is ``step`` seconds after the last."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
 def test_a_waiting_cell_says_who_holds_the_lock_and_gives_up(tmp_path, holder, monkeypatch):
-    monkeypatch.setattr(cell_module, "LOCK_REPORT_S", 0.2)
+    # the real waits between reports are short; the seconds waited are read on a clock
+    # that moves a quarter second a reading, so the cell gives up after 1 s of it
+    monkeypatch.setattr(cell_module, "LOCK_REPORT_S", 0.05)
     path = tmp_path / "lock"
     proc = holder(path, "jax/cpu fft 4096 float32 t2")
     lines: list[str] = []
-    t0 = time.monotonic()
-    with pytest.raises(LockError) as err, timing_lock(path, timeout_s=1.0, say=lines.append):
-        pass
-    waited = time.monotonic() - t0
-    assert 1.0 <= waited < 5.0
+    clock = StepClock(0.25)
+    with pytest.raises(LockError) as err:
+        with timing_lock(path, timeout_s=1.0, say=lines.append, clock=clock):
+            pass
     message = str(err.value)
     assert "gave up waiting" in message and "lock_timeout_s = 1" in message
+    assert "after 1 s" in message
     assert f"pid {proc.pid}" in message and "jax/cpu fft 4096 float32 t2" in message
     assert lines[0].startswith(f"waiting for the host's timing lock {path}, held by pid")
-    assert sum("still waiting" in line and f"pid {proc.pid}" in line for line in lines) >= 3
+    still = [line for line in lines[1:] if "still waiting" in line]
+    assert still and len(still) == len(lines) - 1
+    assert all(f"pid {proc.pid}" in line for line in still)
     assert proc.poll() is None  # the holder goes on
 
 
@@ -176,11 +192,11 @@ def test_a_lock_file_removed_while_waiting_is_not_a_second_lock(tmp_path, monkey
     path = tmp_path / "lock"
     real_take, calls = cell_module._take, []
 
-    def take_after_removal(fd, lock, timeout_s, say):
+    def take_after_removal(fd, lock, timeout_s, say, clock):
         calls.append(os.fstat(fd).st_ino)
         if len(calls) == 1:
             lock.unlink()
-        real_take(fd, lock, timeout_s, say)
+        real_take(fd, lock, timeout_s, say, clock)
 
     monkeypatch.setattr(cell_module, "_take", take_after_removal)
     with timing_lock(path, holder="me"):

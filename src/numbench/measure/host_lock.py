@@ -177,6 +177,7 @@ def _take(
     path: Path,
     timeout_s: float | None,
     say: Callable[[str], None],
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Take the lock on ``fd``, saying who holds it every ``LOCK_REPORT_S`` while waiting,
     and giving up after ``timeout_s`` (None: never).
@@ -185,6 +186,7 @@ def _take(
     report: nothing wakes in between, so a waiting cell costs the cell that measures no CPU
     (polling would wake it several times a second). A thread given up on is left blocked:
     once the descriptor is closed, the lock it may still get is dropped as it returns.
+    ``clock`` reads the seconds waited (tests hand in a constructed one).
     """
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -205,14 +207,14 @@ def _take(
 
     limit = "no limit" if timeout_s is None else f"lock_timeout_s = {timeout_s:g} s"
     say(f"waiting for the host's timing lock {path}, held by {holder_of(fd)} ({limit})")
-    t0 = time.monotonic()
+    t0 = clock()
     waiter = threading.Thread(target=block, name="numbench-timing-lock", daemon=True)
     waiter.start()
     while True:
-        left = None if timeout_s is None else timeout_s - (time.monotonic() - t0)
+        left = None if timeout_s is None else timeout_s - (clock() - t0)
         if taken.wait(LOCK_REPORT_S if left is None else max(0.0, min(LOCK_REPORT_S, left))):
             break
-        waited = time.monotonic() - t0
+        waited = clock() - t0
         if timeout_s is not None and waited >= timeout_s:
             raise LockError(
                 f"gave up waiting for the host's timing lock {path} after {waited:.0f} s "
@@ -222,7 +224,7 @@ def _take(
     waiter.join()  # ended with the flock: no thread outlives the wait to see the workers' fork
     if failed:
         raise LockError(f"cannot take the timing lock {path}: {os_error_reason(failed[0])}")
-    say(f"took the timing lock after {time.monotonic() - t0:.0f} s")
+    say(f"took the timing lock after {clock() - t0:.0f} s")
 
 
 @contextlib.contextmanager
@@ -232,6 +234,7 @@ def timing_lock(
     holder: str = "",
     timeout_s: float | None = None,
     say: Callable[[str], None] = lambda line: print(line, flush=True),
+    clock: Callable[[], float] = time.monotonic,
 ):
     """Hold the host's timing lock (an exclusive ``flock``) for the block.
 
@@ -239,7 +242,8 @@ def timing_lock(
     checked (``_open_folder``). The file is opened with ``O_NOFOLLOW`` and must be this
     user's regular file. Once taken, the holder writes its note (pid, ``holder``: the cell,
     since when) into the file for the cells that wait (``_take``). Every failure is a
-    ``LockError``: the cell's job fails, the library is not blamed.
+    ``LockError``: the cell's job fails, the library is not blamed. ``clock``: the seconds
+    waited are read on it (``_take``).
     """
     chosen = path or os.environ.get(LOCK_ENV)
     lock = Path(chosen) if chosen else default_lock_path()
@@ -248,7 +252,7 @@ def timing_lock(
         while True:
             fd = _open_lock_file(folder_fd, lock.name, lock)
             try:
-                _take(fd, lock, timeout_s, say)
+                _take(fd, lock, timeout_s, say, clock)
                 if _same_file(fd, folder_fd, lock.name):
                     break
             except BaseException:
