@@ -4,8 +4,8 @@ slowdown, and the worker's interpreter. The workflow runs them in test_environme
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -133,20 +133,34 @@ class _Adapter:
         return fn
 
 
-def _busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+class TickingClock:
+    """A constructed ``perf_counter``: each reading is a millisecond after the last, and a
+    call of the library moves it by its own duration."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1e-3
+        return self.now
 
 
 def test_the_slowdown_stretches_each_call_by_its_factor(monkeypatch):
+    clock = TickingClock()
+    monkeypatch.setattr(slowed, "time", SimpleNamespace(perf_counter=clock))
     monkeypatch.setenv(slowed.SLOWDOWN_ENV, "1.5")
     monkeypatch.setenv("NUMBENCH_TEST_ADAPTERS", "1")
-    fn = slowed.slowed_if_asked(_Adapter()).compile(lambda: _busy(0.02))
-    t0 = time.perf_counter()
+
+    def call():
+        clock.now += 0.02  # the library's own 20 ms
+
+    fn = slowed.slowed_if_asked(_Adapter()).compile(call)
+    t0 = clock.now
     fn()
-    took = time.perf_counter() - t0
-    assert 0.029 < took < 0.045  # 1.5 x 20 ms, on a shared machine
+    # the call, 21 ms from its first reading to its second, then a busy wait to 1.5 times
+    # that, read a millisecond at a time
+    took = clock.now - t0
+    assert 1.5 * 0.021 + 1e-3 <= took < 1.5 * 0.021 + 3e-3
     synced = []
     adapter = _Adapter()
     adapter.sync = synced.append

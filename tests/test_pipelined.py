@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import gc
-import time
+import threading
 import weakref
 
 import numpy as np
@@ -122,28 +122,45 @@ def test_a_pipelined_loop_needs_a_sync():
 
 
 def test_thread_pool_futures_overlap_dispatch_and_work():
-    """Real time: dispatch sleeps 2 ms in the caller, the work 2 ms in a worker thread.
-    Waited for, a call takes about 4 ms; queued, about 2 ms."""
+    """Real threads, a constructed clock: each call is dispatched (1 ms on the clock) to a
+    worker thread whose work waits for a gate that only the sync opens. Waited for, each
+    sync finds its one call still queued; pipelined, the loop dispatches every call of the
+    sample before its one sync, which finds them all still queued: dispatch never waited
+    for work. (The real ratio of the two, about 2 for 2 ms of each: benchmarks/timing_checks.py.)
+    """
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    gate = threading.Event()
+    clock = {"now": 0.0}
+    pending_at_sync: list[int] = []
 
     def call():
-        time.sleep(0.002)
-        return pool.submit(time.sleep, 0.002)
+        clock["now"] += 1e-3
+        return pool.submit(gate.wait)
 
     def sync(result):
-        for f in result if isinstance(result, list) else [result]:
-            if f is not None:
-                f.result()
+        futures = [f for f in (result if isinstance(result, list) else [result]) if f is not None]
+        pending_at_sync.append(sum(not f.done() for f in futures))
+        gate.set()
+        for f in futures:
+            f.result()
+        gate.clear()
 
-    settings = TimingSettings(min_sample_time_s=0.03, min_samples=5, max_samples=7, budget_s=0.2)
+    settings = TimingSettings(min_sample_time_s=0.01, min_samples=3, max_samples=3, budget_s=1e-9)
     try:
-        timer = Timer(call, (), sync)
+        timer = Timer(call, (), sync, clock=lambda: clock["now"])
         latency = timer.measure(settings)
+        del pending_at_sync[:]
         pipelined = timer.measure_pipelined(settings, loops_from=latency.loops)
     finally:
+        gate.set()
         pool.shutdown()
-    ratio = np.median(latency.samples_s) / np.median(pipelined.samples_s)
-    assert 1.5 < ratio < 2.5, (latency.samples_s, pipelined.samples_s)
+    loops = pipelined.loops
+    assert loops == latency.loops > 1  # calibrated per call: 1 ms a call on the clock
+    assert pipelined.samples_s == pytest.approx([1e-3] * 3)
+    # the probe call alone, then one sync per loop (calibration's, then the 3 samples'),
+    # each finding every call of its loop still queued
+    assert pending_at_sync[0] == 1 and pending_at_sync[1:] == [loops] * (len(pending_at_sync) - 1)
+    assert len(pending_at_sync) >= 4
 
 
 # -- every result alive until its sync; a bounded window -------------------------------------
