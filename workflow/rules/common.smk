@@ -24,14 +24,6 @@ from numbench.config import (  # noqa: E402
     snakemake_runs_cells_here,
 )
 from numbench.config import environments  # noqa: E402
-from numbench.measure.snakemake_timers import limit_reevaluation_timers  # noqa: E402
-
-# One pending wake-up timer in Snakemake's scheduler instead of a chain per finished job,
-# which made the main process spin a CPU beside the cell being timed.
-try:
-    limit_reevaluation_timers()
-except RuntimeError as exc:
-    raise WorkflowError(str(exc)) from None
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 try:
