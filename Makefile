@@ -11,7 +11,7 @@ CONFIG ?=
 ARGS ?=
 SNAKEMAKE_CONFIG := $(if $(CONFIG),--configfile '$(CONFIG)')
 
-.PHONY: run report test check-cuda-env lint venv clean
+.PHONY: run report test check-cuda-env readme-table lint venv clean
 
 venv: $(STAMP)
 
@@ -38,6 +38,12 @@ test: $(STAMP)
 # one CUDA major each, every package pinned. Minutes; skipped when no index answers.
 check-cuda-env: $(STAMP)
 	$(BIN)/python -m pytest -m cuda_env tests/test_cuda_env.py $(PYTEST_ARGS)
+
+# The README's first table ("What an answer looks like"), rewritten from a run's results
+# folder (benchmarks/readme_table.py): its speedups, intervals, verdicts, date and machine.
+RESULTS ?= results
+readme-table: $(STAMP)
+	$(BIN)/python benchmarks/readme_table.py '$(RESULTS)' --write README.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check src scripts tests benchmarks examples
