@@ -55,13 +55,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from numbench.contract import BASELINE, MEASURED, write_text_atomic
+from numbench.measure.disturbed import LAST, taken_beyond, undisturbed
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
 
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
 STOPPING_RESAMPLES = 500
-#: times a round is measured again because other programs took its CPUs (``measure_round``)
-CPU_TAKEN_RETRIES = 2
 
 
 @dataclass
@@ -124,25 +123,34 @@ def measure_round(
     A round in which something else took more than ``replicates.max_cpu_taken`` of a
     process's CPUs while it measured (another program, or the host of a virtual machine:
     ``numbench.measure.cpu_taken``) is measured again, both processes, up to ``CPU_TAKEN_RETRIES``
-    times: its samples timed the other program too, and would weigh on one side of the
-    ratio only. The attempt kept says how many were set aside (``ProcessReport.set_aside``);
-    the last is kept, busy or not.
+    times (the rule the roofs follow too: ``numbench.measure.disturbed``): its samples timed
+    the other program too, and would weigh on one side of the ratio only. The attempt kept
+    says how many were set aside (``ProcessReport.set_aside``); the last is kept, busy or not.
     """
     limit = spec.replicates.max_cpu_taken
-    for attempt in range(CPU_TAKEN_RETRIES + 1):
-        runs = _attempt(spec, replicate, attempt, run_worker, paired, run_pair)
-        busy = [r for r in runs if _taken_beyond(r.report, limit)]
-        if not busy or attempt == CPU_TAKEN_RETRIES:
-            break
+
+    def attempt(number: int) -> list[ProcessRun]:
+        return _attempt(spec, replicate, number, run_worker, paired, run_pair)
+
+    def again(runs: list[ProcessRun]) -> None:
+        busy = [r for r in runs if taken_beyond(_shares([r]), limit)]
         said = ", ".join(f"{r.report.cpu_taken:.0%} of the {r.role} process's" for r in busy)
         print(
             f"round {replicate}: other programs took {said} CPU time while it measured "
             f"(over replicates.max_cpu_taken = {limit:g}); measuring the round again",
             flush=True,
         )
+
+    runs, set_aside = undisturbed(attempt, _shares, limit, again, keep=LAST)
     for run in runs:
-        run.report.set_aside = attempt
+        run.report.set_aside = set_aside
     return runs
+
+
+def _shares(runs: list[ProcessRun]) -> list[float | None]:
+    """The CPU shares others took of a round's processes that ended ``ok`` (the others'
+    samples end the cell or the pairing, disturbed or not)."""
+    return [r.report.cpu_taken for r in runs if r.report.status == "ok"]
 
 
 def _attempt(
@@ -170,11 +178,6 @@ def _attempt(
         if role == MEASURED and report.status != "ok":
             break
     return runs
-
-
-def _taken_beyond(report: ProcessReport, limit: float | None) -> bool:
-    taken = report.cpu_taken
-    return limit is not None and report.status == "ok" and taken is not None and taken > limit
 
 
 def measure_replicates(
