@@ -12,8 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from numbench.contract import roofs as roofs_table
-from numbench.measure import roof_host, roof_rows, roofs, roofs_gpu
-from numbench.measure.roof_host import Clock, HostFacts
+from numbench.measure import process, roofs
+from numbench.measure.disturbed import CPU_TAKEN_RETRIES
+from numbench.measure.roofs import gpu as roofs_gpu
+from numbench.measure.roofs import host as roof_host
+from numbench.measure.roofs import rows as roof_rows
+from numbench.measure.roofs.host import Clock, HostFacts
+from numbench.measure.roofs.jobs import RoofJobs
 
 MIB = 2**20
 
@@ -242,7 +247,9 @@ def fake_runner(lock: Path, jobs: list):
     """A roof worker that records its jobs, checks that the host's timing lock is held
     while it runs, and returns synthetic timings (or no GPU)."""
 
-    def run(job: dict, env: dict) -> dict:
+    def run(worker: process.WorkerJob) -> dict:
+        job, env = json.loads(worker.job_text), process.job_environment(worker)
+        assert worker.module == "numbench.measure.roofs.kernels"
         with open(lock, "a+") as fh:
             with pytest.raises(BlockingIOError):
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -264,7 +271,7 @@ def fake_runner(lock: Path, jobs: list):
 def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(roofs, "host_facts", fake_facts)
+    monkeypatch.setattr(roof_host, "host_facts", fake_facts)
     lock, jobs = tmp_path / "timing.lock", []
     out = tmp_path / "roofs.parquet"
     dims = [("cpu", "float64", 1), ("cpu", "float32", 2), ("gpu", "float32", 1)]
@@ -299,29 +306,32 @@ def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
 
 def test_a_job_other_programs_disturbed_is_measured_again_and_the_quietest_kept():
     taken = iter([0.45, 0.30, 0.05, 0.0])
-    attempts = []
+    attempts, said = [], []
 
-    def runner(job, env):
-        attempts.append(job)
+    def runner(worker):
+        attempts.append(json.loads(worker.job_text))
         return {"status": "ok", "cpu_taken": next(taken), "attempt": len(attempts)}
 
-    kept = roofs.undisturbed(runner, {"kind": "gemm"}, {}, 0.1, lambda _: None)
+    jobs = RoofJobs("steady", 0.1, said.append, runner)
+    kept = jobs.measure({"kind": "gemm", "threads": 1})
     assert len(attempts) == 3 and kept["attempt"] == 3 and kept["set_aside"] == 2
+    assert said[0] == "roofs: other programs took 45% of the CPUs during gemm: again"
     # never more than CPU_TAKEN_RETRIES again: the least disturbed of them is kept
     taken = iter([0.5, 0.2, 0.4])
     attempts.clear()
-    kept = roofs.undisturbed(runner, {"kind": "gemm"}, {}, 0.1, lambda _: None)
-    assert len(attempts) == 1 + roofs.CPU_TAKEN_RETRIES and kept["cpu_taken"] == 0.2
+    kept = jobs.measure({"kind": "gemm", "threads": 1})
+    assert len(attempts) == 1 + CPU_TAKEN_RETRIES and kept["cpu_taken"] == 0.2
     # no limit (max_cpu_taken: null): measured once
     taken = iter([0.9])
     attempts.clear()
-    assert roofs.undisturbed(runner, {"kind": "gemm"}, {}, None, lambda _: None)["set_aside"] == 0
+    once = RoofJobs("steady", None, said.append, runner).measure({"kind": "gemm", "threads": 1})
+    assert once["set_aside"] == 0 and len(attempts) == 1
 
 
 def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
     """A BLAS peaks at a size of its own: the GEMM job measures every size and reports the
     fastest, so no cell of another size lies above a roof measured at one size only."""
-    from numbench.measure import roof_kernels
+    from numbench.measure.roofs import kernels as roof_kernels
 
     rate_by_n = {16: 10e9, 32: 40e9, 64: 20e9}  # flop/s: the middle size is fastest
 

@@ -2,6 +2,11 @@
 the library's own settings, set before anything is imported), its start, and every way it can
 end turned into a status (``ProcessReport``).
 
+A worker is a ``WorkerJob``: a cell's (``cell_job``, ``run_worker``: the module
+``numbench.measure.worker``) or a roof's (``numbench.measure.roofs.jobs``). Both are made,
+started and watched here, by the same code (``job_environment``, ``prepare``, ``run_job``),
+so a roof is measured in the environment and under the limits a cell is measured in.
+
 Its report, a timeout past ``cell_timeout_s`` (``timeout``), memory beyond
 ``cell_memory_limit_mb`` (``crashed``, said as out of memory), death by a signal (``crashed``,
 the signal named), or an exit without a report (``failed``) are the library's outcomes. A
@@ -24,29 +29,93 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from numbench import libraries
 from numbench.errors import MachineryFault, machinery
 from numbench.spec import MACHINERY_FAULT_EXIT, STATUSES, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 POLL_S = 0.05
+T = TypeVar("T")
 
 
-def worker_environment(spec: CellSpec) -> dict[str, str]:
-    adapter = libraries.get(spec.library)(spec.device, spec.dtype, spec.threads)
+@dataclass(frozen=True)
+class WorkerJob:
+    """One worker process of any kind (a cell's, a roof's): the module it runs, the job it
+    reads, and what its environment and its supervision are made from.
+
+    The worker runs ``INTERPRETER -m MODULE JOB RESULT`` in a temporary folder of its own:
+    it reads ``JOB`` (``job_text``, written to ``job_file``) and writes its ``RESULT``.
+    """
+
+    #: the module the worker runs (``python -m``)
+    module: str
+    #: the job's file name in the worker's folder, and its text
+    job_file: str
+    job_text: str
+    threads: int
+    allocator: str
+    #: killed past this many seconds (status ``timeout``), the limit named in the error so
+    timeout_s: float
+    limit_name: str = "cell_timeout_s"
+    #: killed past this resident memory (status ``crashed``); None: no limit
+    memory_limit_mb: float | None = None
+    #: the library whose own variables the worker needs (``Adapter.environment``), if one
+    library: str | None = None
+    device: str = "cpu"
+    dtype: str = "float64"
+    #: an environment's own variables (``Environment.variables``), set last
+    variables: Mapping[str, str] = field(default_factory=dict)
+    #: the ``python`` it runs; None: this one
+    interpreter: str | None = None
+    #: how its temporary folder's name begins
+    scratch_prefix: str = "numbench-worker-"
+
+
+def job_environment(job: WorkerJob) -> dict[str, str]:
+    """A worker's environment, set before anything is imported: the threads' limits, the
+    allocator's settings, the library's own variables, an environment's variables, and the
+    ``PYTHONPATH`` by which it imports numbench, installed or not."""
     env = dict(os.environ)
-    env.update(libraries.thread_environment(spec.threads))
-    env.update(libraries.allocator_environment(spec.allocator))
-    env.update(adapter.environment())
-    if spec.environment is not None:
-        env.update(spec.environment.variables)
+    env.update(libraries.thread_environment(job.threads))
+    env.update(libraries.allocator_environment(job.allocator))
+    if job.library is not None:
+        adapter = libraries.get(job.library)(job.device, job.dtype, job.threads)
+        env.update(adapter.environment())
+    env.update(job.variables)
     env["PYTHONUNBUFFERED"] = "1"
     env[SUPERVISOR_ENV] = str(os.getpid())
-    # The worker imports numbench too, installed or not.
     src = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def cell_job(spec: CellSpec, interpreter: str | None = None) -> WorkerJob:
+    """A cell's worker (``numbench.measure.worker``) as a job: its spec, its limits, its
+    library's and its environment's settings, and the ``interpreter`` it runs."""
+    return WorkerJob(
+        module="numbench.measure.worker",
+        job_file="spec.json",
+        job_text=spec.to_json(),
+        threads=spec.threads,
+        allocator=spec.allocator,
+        timeout_s=spec.timeout_s,
+        memory_limit_mb=spec.memory_limit_mb,
+        library=spec.library,
+        device=spec.device,
+        dtype=spec.dtype,
+        variables=spec.environment.variables if spec.environment is not None else {},
+        interpreter=interpreter,
+        scratch_prefix="numbench-cell-",
+    )
+
+
+def worker_environment(spec: CellSpec) -> dict[str, str]:
+    """A cell's worker's environment (``job_environment``)."""
+    return job_environment(cell_job(spec))
 
 
 def worker_interpreter(spec: CellSpec) -> str:
@@ -128,7 +197,10 @@ def kill_over_memory(proc: subprocess.Popen, memory_limit_mb: float | None) -> P
 
 
 def supervise(
-    proc: subprocess.Popen, timeout_s: float, memory_limit_mb: float | None
+    proc: subprocess.Popen,
+    timeout_s: float,
+    memory_limit_mb: float | None,
+    limit_name: str = "cell_timeout_s",
 ) -> ProcessReport | None:
     """Wait for the worker; kill its whole session past the time or memory limit.
 
@@ -148,28 +220,25 @@ def supervise(
             kill_group(proc)
             return ProcessReport(
                 status="timeout",
-                error=f"no result within cell_timeout_s = {timeout_s:g} s; worker killed",
+                error=f"no result within {limit_name} = {timeout_s:g} s; worker killed",
             )
 
 
-def prepare_worker(spec: CellSpec, tmp: str) -> tuple[list[str], dict[str, str], Path]:
-    """The worker's command, environment and result file, in the temporary folder ``tmp``.
+def prepare(job: WorkerJob, tmp: str) -> tuple[list[str], dict[str, str], Path]:
+    """The worker's command, environment and result file, in the temporary folder ``tmp``
+    (its job file is written there).
 
-    The worker is the ``python`` of the environment the rule runs in (the one first on
-    ``PATH``, as a venv or Snakemake's ``--sdm conda`` arranges): the supervisor's own
-    interpreter, which the rule started the same way. A cell of one of the config's
-    ``environments`` runs that environment's interpreter instead; one that is not there is
-    a fault of the machinery (its ``environment`` job has not made it), not the library's.
+    The worker gets its own temporary folder too, removed with this one: a cell's worker
+    leaves without the interpreter's teardown (worker.leave), so the temporary files
+    libraries delete at exit (TensorFlow's autograph modules, one per tf.function) would
+    stay in /tmp, and compiler caches there (torch.compile's) would carry over from other
+    processes.
     """
-    spec_path, result_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
-    spec_path.write_text(spec.to_json(), encoding="utf-8")
-    python = worker_interpreter(spec)
-    cmd = [python, "-m", "numbench.measure.worker", str(spec_path), str(result_path)]
-    # The worker's own temporary folder, removed with this one: a worker leaves without
-    # the interpreter's teardown (worker.leave), so the temporary files libraries delete
-    # at exit (TensorFlow's autograph modules, one per tf.function) would stay in /tmp,
-    # and compiler caches there (torch.compile's) would carry over from other processes.
-    env = worker_environment(spec)
+    job_path, result_path = Path(tmp, job.job_file), Path(tmp, "result.json")
+    job_path.write_text(job.job_text, encoding="utf-8")
+    python = job.interpreter or sys.executable
+    cmd = [python, "-m", job.module, str(job_path), str(result_path)]
+    env = job_environment(job)
     env["TMPDIR"] = str(Path(tmp, "tmp"))
     Path(env["TMPDIR"]).mkdir()
     sys.stdout.flush()
@@ -177,28 +246,49 @@ def prepare_worker(spec: CellSpec, tmp: str) -> tuple[list[str], dict[str, str],
     return cmd, env, result_path
 
 
-def scratch_folder(stack: contextlib.ExitStack) -> str:
+def prepare_worker(spec: CellSpec, tmp: str) -> tuple[list[str], dict[str, str], Path]:
+    """A cell's worker prepared (``prepare``), in the temporary folder ``tmp``.
+
+    The worker is the ``python`` of the environment the rule runs in (the one first on
+    ``PATH``, as a venv or Snakemake's ``--sdm conda`` arranges): the supervisor's own
+    interpreter, which the rule started the same way. A cell of one of the config's
+    ``environments`` runs that environment's interpreter instead; one that is not there is
+    a fault of the machinery (its ``environment`` job has not made it), not the library's.
+    """
+    return prepare(cell_job(spec, worker_interpreter(spec)), tmp)
+
+
+def scratch_folder(stack: contextlib.ExitStack, prefix: str = "numbench-cell-") -> str:
     """A temporary folder for one worker, removed when ``stack`` closes."""
     with machinery("the worker cannot start: no temporary folder"):
-        return stack.enter_context(tempfile.TemporaryDirectory(prefix="numbench-cell-"))
+        return stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
 
 
-def run_worker(spec: CellSpec) -> ProcessReport:
-    """Run one worker in its own session; return its report or a status for how it ended.
-    A worker that cannot start is a ``MachineryFault``."""
+def run_job(job: WorkerJob, read: Callable[[int, Path], T]) -> T | ProcessReport:
+    """Run one worker of any kind in its own session, under its time and memory limits:
+    the status of a kill (a ``ProcessReport``), or what ``read`` makes of how it ended (its
+    exit status and its result file). A worker that cannot start is a ``MachineryFault``."""
     with contextlib.ExitStack() as stack:
-        tmp = scratch_folder(stack)
+        tmp = scratch_folder(stack, job.scratch_prefix)
         with machinery("the worker cannot start"):
-            cmd, env, result_path = prepare_worker(spec, tmp)
+            cmd, env, result_path = prepare(job, tmp)
             proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         try:
-            killed = supervise(proc, spec.timeout_s, spec.memory_limit_mb)
+            killed = supervise(proc, job.timeout_s, job.memory_limit_mb, job.limit_name)
         except BaseException:
             kill_group(proc)  # the supervisor itself is stopped: take the worker along
             raise
         if killed is not None:
             return killed
-        return ended_report(proc.returncode, result_path)
+        return read(proc.returncode, result_path)
+
+
+def run_worker(spec: CellSpec) -> ProcessReport:
+    """Run one cell's worker (``run_job``); return its report or a status for how it ended.
+    A worker that cannot start is a ``MachineryFault``."""
+    with machinery("the worker cannot start"):
+        job = cell_job(spec, worker_interpreter(spec))
+    return run_job(job, ended_report)
 
 
 def ended_report(returncode: int, result_path: Path) -> ProcessReport:
@@ -219,6 +309,12 @@ def ended_report(returncode: int, result_path: Path) -> ProcessReport:
             "the worker could not read its spec or write its report, or found its "
             f"operation's code changed (exit {returncode}); its reason is in the cell log"
         )
+    return ended_without_report(returncode, "the cell log")
+
+
+def ended_without_report(returncode: int, log: str) -> ProcessReport:
+    """The status of a worker that ended without a result: ``crashed`` by a signal (named),
+    ``failed`` by an exit status (its output is in ``log``)."""
     if returncode < 0:
         name = _signal_name(returncode)
         hint = ""
@@ -229,5 +325,5 @@ def ended_report(returncode: int, result_path: Path) -> ProcessReport:
         )
     return ProcessReport(
         status="failed",
-        error=f"worker exited with status {returncode} without a result; see the cell log",
+        error=f"worker exited with status {returncode} without a result; see {log}",
     )

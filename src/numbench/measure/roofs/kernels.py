@@ -1,9 +1,10 @@
 """The kernels that measure a roof, run in a fresh worker process of their own.
 
-``python -m numbench.measure.roof_kernels JOB RESULT`` reads one job (JSON) and writes its
-result (JSON). The process that starts it (``numbench.measure.roofs``) has set the threads'
-environment and the allocator's before this interpreter started; here the process pins
-itself to its CPUs, as a cell's worker does, before any numerical library is imported.
+``python -m numbench.measure.roofs.kernels JOB RESULT`` reads one job (JSON) and writes its
+result (JSON). The process that starts it (``numbench.measure.roofs.jobs``, through the
+cells' process machinery) has set the threads' environment and the allocator's before this
+interpreter started; here the process pins itself to its CPUs, as a cell's worker does,
+before any numerical library is imported.
 
 Two kinds of job:
 
@@ -248,9 +249,9 @@ def measure_gemm(job: dict) -> dict:
         return {"status": "unavailable", "error": str(exc)}
     before = {}
     if device == "gpu":
-        from numbench.measure import roofs_gpu
+        from numbench.measure.roofs import gpu
 
-        before = roofs_gpu.vector_precision(library, adapter)
+        before = gpu.vector_precision(library, adapter)
     rng = np.random.default_rng(0)
     fn = adapter.compile(operations.get("matmul").build(adapter.family, adapter.xp, dtype))
     rates: dict[int, float] = {}
@@ -295,9 +296,9 @@ def run(job: dict) -> dict:
     elif job["kind"] == "gemm":
         out = measure_gemm(job)
     elif job["kind"] == "gpu":
-        from numbench.measure import roofs_gpu
+        from numbench.measure.roofs import gpu
 
-        out = roofs_gpu.measure(job)
+        out = gpu.measure(job)
     else:
         raise ValueError(f"unknown roof job kind {job['kind']!r}")
     out["cpus"] = cpus

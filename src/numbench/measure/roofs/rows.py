@@ -1,6 +1,7 @@
-"""The roofs table (``ROOFS_SCHEMA``), the working sets a roof is measured at, the cache a
-working set fits in, and how a roof worker's timings become rows. Pure functions: the tests
-drive them with synthetic timings.
+"""The rows of the roofs table (``numbench.contract.roofs.ROOFS_SCHEMA``): the working sets a
+roof is measured at, the cache a working set fits in, and how a roof worker's timings become
+rows (bandwidth, compute, a GPU's, and the host's columns). Pure functions: the tests drive
+them with synthetic timings.
 
 A bandwidth roof is labelled by the working set it was measured at against the caches'
 sizes read from the system (``plan_working_sets``, ``resident_level``), never by the order or
@@ -13,13 +14,15 @@ from __future__ import annotations
 
 import json
 
+from numbench import libraries
 from numbench.contract.roofs import (
     BANDWIDTH_ROOFS,
     COMPUTE_ROOF,
     ITEMSIZE,
     TRANSFER_ROOFS,
 )
-from numbench.measure.roof_kernels import STREAM_ARRAYS, WRITE_ALLOCATE_ARRAYS
+from numbench.measure.roofs.host import HostFacts, peak_check, theoretical_peak
+from numbench.measure.roofs.kernels import STREAM_ARRAYS, WRITE_ALLOCATE_ARRAYS
 
 #: share of its cache a cache-resident triad fills (the rest: code, stack, the other data)
 CACHE_FILL = 0.5
@@ -165,7 +168,7 @@ def note_missing_plateaus(by_level: dict[str, dict]) -> None:
 def gpu_rows(dtypes, gpu: dict, gemms: dict[str, dict[str, dict]]) -> list[dict]:
     """A GPU's roofs of each dtype: the copies and the fastest GEMM or FMA kernel, with the
     memory's peak from NVML and the clocks; ``unavailable`` rows where there is no GPU."""
-    from numbench.measure.roofs_gpu import peak_bandwidth_gb_per_s
+    from numbench.measure.roofs.gpu import peak_bandwidth_gb_per_s
 
     roofs = ("dram", *TRANSFER_ROOFS)
     if gpu.get("status") != "ok":
@@ -258,4 +261,78 @@ def gpu_compute_row(base: dict, dtype: str, gpu: dict, gemms: dict[str, dict]) -
         "trials": result.get("trials"),
         "cpu_taken": result.get("cpu_taken"),
         "set_aside": result.get("set_aside"),
+    }
+
+
+def host_columns(host: str, facts: HostFacts | None, threads: int) -> dict:
+    """What every row of one thread count records about the host (``HostFacts``; a GPU's
+    rows have none but the CPU's model)."""
+    caches = facts.cache_bytes if facts else {}
+    return {
+        "host": host,
+        "threads": threads,
+        "cpu_model": facts.cpu_model if facts else libraries.cpu_model(),
+        "cpu_flags": facts.cpu_flags if facts else None,
+        "l1_bytes": caches.get("l1"),
+        "l2_bytes": caches.get("l2"),
+        "l3_bytes": caches.get("l3"),
+        "caches": facts.caches_json if facts else None,
+        "affinity": ",".join(map(str, facts.cpus)) if facts else None,
+        "clock_ghz": facts.clock.ghz if facts else None,
+        "clock_source": facts.clock.source if facts else None,
+    }
+
+
+def cpu_rows(
+    dtypes, memory: dict, gemms: dict[str, dict[str, dict]], facts: HostFacts, plan, reasons
+) -> list[dict]:
+    """The CPU's rows for one thread count: the bandwidth roofs (``bandwidth_rows``) and, per
+    dtype, the fastest GEMM beside the theoretical peak."""
+    rows = bandwidth_rows(dtypes, memory, plan, reasons)
+    for dtype in dtypes:
+        rows.append(compute_row(dtype, gemms.get(dtype, {}), facts, len(facts.cpus)))
+    return rows
+
+
+def compute_row(dtype: str, gemms: dict[str, dict], facts: HostFacts, cores: int) -> dict:
+    """The compute roof of one dtype: the fastest library's GEMM, every library's in
+    ``candidates``, the theoretical peak beside it (and a note where it would be passed)."""
+    candidates: dict[str, float | str] = {}
+    best = None
+    for library, result in sorted(gemms.items()):
+        if result.get("status") != "ok":
+            candidates[library] = f"{result.get('status')}: {result.get('error')}"
+            continue
+        gflops = 2.0 * result["n"] ** 3 / result["seconds"] / 1e9
+        candidates[library] = gflops
+        if best is None or gflops > best[0]:
+            best = (gflops, library, result)
+    peak = theoretical_peak(cores, facts.cpu_flags.split(), dtype, facts.clock)
+    row = {
+        "device": "cpu",
+        "dtype": dtype,
+        "roof": "compute",
+        "unit": "GFLOP/s",
+        "candidates": json.dumps(candidates, sort_keys=True),
+        "theoretical_value": peak.gflop_per_s,
+        "theoretical_note": peak.note,
+    }
+    if best is None:
+        return {**row, "status": "failed", "error": "no library's GEMM ran: " + str(candidates)}
+    value, library, result = best
+    blas = {lib: r["blas"] for lib, r in gemms.items() if r.get("blas")}
+    return {
+        **row,
+        "status": "ok",
+        "value": value,
+        "kernel": f"matmul n={result['n']} ({library})",
+        "library": library,
+        "library_version": result.get("version"),
+        "blas": json.dumps(blas, sort_keys=True) if blas else None,
+        "threads_used": result.get("threads_used"),
+        "working_set_bytes": 3 * result["n"] ** 2 * (4 if dtype == "float32" else 8),
+        "trials": result.get("trials"),
+        "cpu_taken": result.get("cpu_taken"),
+        "set_aside": sum(r.get("set_aside") or 0 for r in gemms.values()),
+        "note": peak_check(value, peak, facts.clock),
     }

@@ -1,0 +1,110 @@
+"""A roof's jobs: each runs in a fresh worker process (``python -m
+numbench.measure.roofs.kernels JOB RESULT``), made, started and watched by the cells' own
+process machinery (``numbench.measure.process``: the same threads' limits, allocator,
+library variables, interpreter, private temporary folder, time limit and kill of the whole
+session), and measured again when other programs disturbed it, by the rule a cell's round
+follows (``numbench.measure.disturbed``).
+
+A job is a mapping, written to the worker as JSON: its ``kind`` (``memory``, ``gemm`` or
+``gpu``), its ``threads`` and what the kind needs (a GEMM's ``library``, ``device``,
+``dtype`` and ``sizes``; the memory job's ``dtypes`` and ``working_sets``). Its result is the
+mapping the worker wrote, or a ``status`` and an ``error`` where it wrote none.
+
+``RoofJobs`` holds how jobs run (the allocator, the disturbance limit, where to say what
+happens, the runner) apart from what they measure, so a run may measure its roofs again
+later with the same settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from numbench.errors import MachineryFault
+from numbench.measure import process
+from numbench.measure.disturbed import QUIETEST, undisturbed
+from numbench.spec import ProcessReport
+
+#: the module a roof's worker runs
+KERNELS_MODULE = "numbench.measure.roofs.kernels"
+#: a roof's worker process still running after this long is killed (status ``timeout``)
+ROOF_JOB_TIMEOUT_S = 300.0
+#: how the time limit is named in a killed job's error
+LIMIT_NAME = "a roof job's limit"
+
+
+def worker_job(job: dict, allocator: str, timeout_s: float = ROOF_JOB_TIMEOUT_S):
+    """A roof job as a worker of the process machinery (``process.WorkerJob``): the cells'
+    thread limits and allocator, and a GEMM's library's own variables
+    (``Adapter.environment``), in this interpreter."""
+    return process.WorkerJob(
+        module=KERNELS_MODULE,
+        job_file="job.json",
+        job_text=json.dumps(job),
+        threads=int(job["threads"]),
+        allocator=allocator,
+        timeout_s=timeout_s,
+        limit_name=LIMIT_NAME,
+        library=job.get("library"),
+        device=job.get("device", "cpu"),
+        dtype=job.get("dtype", "float64"),
+        scratch_prefix="numbench-roof-",
+    )
+
+
+def read_result(returncode: int, result_path: Path) -> dict:
+    """What a roof worker that ended by itself wrote, or, without it, the status of how it
+    ended (``process.ended_without_report``). A result that cannot be read is a
+    ``MachineryFault``."""
+    if result_path.exists():
+        try:
+            return json.loads(result_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            why = f"the roof worker's result {result_path} is unreadable: {exc}"
+            raise MachineryFault(why) from exc
+    ended = process.ended_without_report(returncode, "the roofs' log")
+    return {"status": ended.status, "error": ended.error}
+
+
+def run_job(job: process.WorkerJob) -> dict:
+    """Run one roof worker (``process.run_job``) and return its result; a worker killed past
+    its limits returns the kill's status and error instead."""
+    out = process.run_job(job, read_result)
+    if isinstance(out, ProcessReport):
+        return {"status": out.status, "error": out.error}
+    return out
+
+
+def _shares(result: dict) -> list[float | None]:
+    return [result.get("cpu_taken")]
+
+
+@dataclass(frozen=True)
+class RoofJobs:
+    """How the roof jobs of one measurement run: the config's ``allocator``, its
+    ``replicates.max_cpu_taken`` (None: every job once), where progress is said, and the
+    runner (``run_job``; the tests give their own)."""
+
+    allocator: str
+    max_cpu_taken: float | None = None
+    say: Callable[[str], None] = print
+    runner: Callable[[process.WorkerJob], dict] = run_job
+
+    def measure(self, job: dict) -> dict:
+        """Run ``job``; while other programs took more than ``max_cpu_taken`` of its CPUs,
+        run it again (``disturbed.undisturbed``). The quietest attempt is kept, with the
+        number of the others (``set_aside``)."""
+        worker = worker_job(job, self.allocator)
+
+        def again(result: dict) -> None:
+            taken = result["cpu_taken"]
+            self.say(
+                f"roofs: other programs took {taken:.0%} of the CPUs during {job['kind']}: again"
+            )
+
+        kept, set_aside = undisturbed(
+            lambda _: self.runner(worker), _shares, self.max_cpu_taken, again, keep=QUIETEST
+        )
+        return {**kept, "set_aside": set_aside}
