@@ -9,10 +9,7 @@ from numbench.report.summary import write_summary
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--benchmarks", required=True)
 parser.add_argument("--speedups", required=True)
-parser.add_argument("--crossovers", required=True)
-parser.add_argument("--baseline-library", required=True)
-parser.add_argument("--baseline-device", required=True)
-parser.add_argument("--margin", type=float, required=True, help="the config's margin")
+parser.add_argument("--findings", required=True, help="results/findings.parquet")
 parser.add_argument("--precision", help="results/precision.parquet")
 parser.add_argument("--scaling", help="results/scaling.parquet")
 parser.add_argument("--roofs", help="results/roofs.parquet: the roofline section")
@@ -24,12 +21,9 @@ args = parser.parse_args()
 write_summary(
     args.benchmarks,
     args.speedups,
-    args.crossovers,
+    args.findings,
     args.output,
     args.charts_dir,
-    args.baseline_library,
-    args.baseline_device,
-    args.margin,
     html_output=args.html_output,
     precision=args.precision,
     scaling=args.scaling,

@@ -1,4 +1,5 @@
-"""numbench.analyse.dimensions on constructed samples: float32 against float64, N threads against 1."""
+"""numbench.analyse.dimensions on constructed samples: float32 against float64, N threads against
+1; and their words (numbench.report.dimensions_text)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from numbench.analyse.dimensions import (
-    PRECISION_COLUMNS,
-    SCALING_COLUMNS,
+from numbench.analyse.dimensions import precision, precision_gaps, scaling, scaling_gaps
+from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.report.dimensions_text import (
     dimension_findings,
     dimension_sections,
-    precision,
-    precision_sentences,
-    scaling,
-    scaling_sentences,
+    precision_sentence,
+    scaling_sentence,
 )
+
+
+def findings_of(prec: pd.DataFrame, scal: pd.DataFrame):
+    """The precision and scaling findings as ``numbench.analyse.findings.decide`` makes them."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        precision=None if prec.empty else precision_gaps(prec),
+        scaling=None if scal.empty else scaling_gaps(scal),
+    )
 
 
 def frame(cells: dict) -> pd.DataFrame:
@@ -82,7 +91,8 @@ def test_one_dtype_or_one_thread_count_gives_empty_tables_with_their_columns():
     prec, scal = precision(frame(only), 1.1), scaling(frame(only), 1.1)
     assert prec.empty and list(prec.columns) == PRECISION_COLUMNS
     assert scal.empty and list(scal.columns) == SCALING_COLUMNS
-    assert dimension_findings(prec, scal) == []
+    assert precision_gaps(prec) == () and scaling_gaps(scal) == ()
+    assert dimension_findings(findings_of(prec, scal)) == []
     text = "\n".join(dimension_sections(prec, scal))
     assert "Only one dtype was measured" in text and "Only one thread count" in text
 
@@ -90,14 +100,16 @@ def test_one_dtype_or_one_thread_count_gives_empty_tables_with_their_columns():
 def test_sentences_name_operation_library_and_size_only_when_clear():
     prec, scal = precision(frame(CELLS), 1.1), scaling(frame(CELLS), 1.1)
     # at 2000 float32 is the same speed: the sentence is the clear size, 100
-    assert precision_sentences(prec) == [
+    assert [precision_sentence(g) for g in precision_gaps(prec)] == [
         "float32 is 2× faster than float64 for matmul with PyTorch at n = 100 (1 thread(s))."
     ]
-    said = scaling_sentences(scal)
+    said = [scaling_sentence(g) for g in scaling_gaps(scal)]
     assert len(said) == 1 and said[0].startswith("2 threads are 2")
     assert "faster than 1 for matmul with PyTorch at n = 2,000" in said[0]
     text = "\n".join(dimension_sections(prec, scal))
     assert "## Precision" in text and "## Parallel scaling" in text
+    lines = dimension_findings(findings_of(prec, scal))
+    assert "### float32 against float64" in lines and "### Parallel scaling" in lines
 
 
 # -- a mixed grid elsewhere: series, and the fastest library compared like with like ----------

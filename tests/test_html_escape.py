@@ -16,10 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import MARGIN, REPO, constructed_results, snakemake
 from markdown_it import MarkdownIt
+from summarise import summarise
 
+from numbench.analyse.findings import write_findings
 from numbench.contract import BENCHMARKS_SCHEMA
 from numbench.formatting import Markdown, md_code, md_table, md_text
-from numbench.report.summary import render, to_html, write_summary
+from numbench.report.summary import to_html, write_summary
 
 TAG = "<img src=x onerror=alert(1)>"
 ESCAPED_TAG = html.escape(TAG, quote=False)  # &lt;img src=x onerror=alert(1)&gt;
@@ -77,7 +79,7 @@ def live_tags(page: str) -> list[str]:
 
 
 def test_a_tag_in_host_cpu_model_and_error_is_text_in_summary_html():
-    page = to_html(render(*hostile_results(), "numpy", "cpu", MARGIN))
+    page = to_html(summarise(*hostile_results(), "numpy", "cpu", MARGIN))
     assert "<img" not in page.lower()
     assert ESCAPED_TAG in page
     assert live_tags(page) == []
@@ -85,7 +87,7 @@ def test_a_tag_in_host_cpu_model_and_error_is_text_in_summary_html():
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_no_hostile_text_becomes_markup_in_summary_html(text):
-    page = to_html(render(*hostile_results(text, text, text), "numpy", "cpu", MARGIN))
+    page = to_html(summarise(*hostile_results(text, text, text), "numpy", "cpu", MARGIN))
     assert live_tags(page) == []
     hrefs = re.findall(r'href="([^"]*)"', page)
     assert all(h.startswith("charts/") for h in hrefs), hrefs
@@ -95,7 +97,7 @@ def test_no_hostile_text_becomes_markup_in_summary_html(text):
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_no_hostile_text_becomes_markup_in_the_gpu_notice(text):
     results = hostile_results(text, text, text, gpu="unavailable")
-    page = to_html(render(*results, "numpy", "cpu", MARGIN))
+    page = to_html(summarise(*results, "numpy", "cpu", MARGIN))
     assert "No GPU was found" in page
     assert live_tags(page) == []
     hrefs = re.findall(r'(?:href|src)="([^"]*)"', page)
@@ -122,17 +124,17 @@ def test_the_summary_html_file_holds_the_tag_as_text(tmp_path):
         table = pa.Table.from_pandas(frame, schema=schema, preserve_index=False)
         pq.write_table(table, paths[name])
     md, page = tmp_path / "summary.md", tmp_path / "summary.html"
-    write_summary(
+    findings = tmp_path / "findings.parquet"
+    write_findings(
         paths["benchmarks"],
         paths["speedups"],
         paths["crossovers"],
-        md,
-        tmp_path / "charts",
+        findings,
         "numpy",
         "cpu",
         MARGIN,
-        html_output=page,
     )
+    write_summary(paths["benchmarks"], paths["speedups"], findings, md, tmp_path / "charts", page)
     text = page.read_text()
     assert ESCAPED_TAG in text and "<img" not in text.lower()
     # the Markdown twin keeps the tag inert too, for any renderer that allows raw HTML
@@ -206,8 +208,9 @@ rule summary:
         ),
     run:
         from test_html_escape import MARGIN, hostile_results
-        from numbench.report.summary import render, to_html
-        page = to_html(render(*hostile_results(), "numpy", "cpu", MARGIN))
+        from numbench.report.summary import to_html
+        from summarise import summarise
+        page = to_html(summarise(*hostile_results(), "numpy", "cpu", MARGIN))
         open(output[0], "w", encoding="utf-8").write(page)
 """
 
@@ -258,7 +261,8 @@ def test_a_chart_page_keeps_data_as_script_text(tmp_path):
 
 
 def test_sentences_built_from_data_escape_it():
-    from numbench.analyse.dimensions import precision_sentences
+    from numbench.analyse.dimensions import precision_gaps
+    from numbench.report.dimensions_text import precision_sentence
 
     rows = pd.DataFrame(
         [
@@ -273,5 +277,5 @@ def test_sentences_built_from_data_escape_it():
             }
         ]
     )
-    text = " ".join(precision_sentences(rows))
+    text = " ".join(precision_sentence(g) for g in precision_gaps(rows))
     assert "\\*bold\\*" in text and "\\[x\\]" in text and "\\<b>op\\</b>" in text

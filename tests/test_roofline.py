@@ -175,7 +175,7 @@ def test_the_fastest_library_at_the_largest_size_gets_its_share_and_first_touch(
 
 def test_the_summary_has_a_roofline_section_with_the_roofs_and_the_shares():
     bench, roofs = placed_bench(), roof_table()
-    text = "\n".join(roofline_section(bench, roofs, "charts"))
+    text = "\n".join(roofline_section(bench, roofs, "charts", roofline_findings(bench, roofs)))
     assert "## Roofline" in text
     assert "| testhost | cpu | float64 | 1 | 250 | 120 | 40 | 100 (JAX) | 120 |" in text
     assert "[roofline_cpu_float64_t1](charts/roofline_cpu_float64_t1.html)" in text

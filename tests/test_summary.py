@@ -6,10 +6,11 @@ import re
 
 import pytest
 from conftest import MARGIN, constructed_results
+from summarise import summarise
 
 from numbench.analyse.crossovers import find_crossovers
 from numbench.formatting import format_size
-from numbench.report.summary import render, to_html
+from numbench.report.summary import to_html
 
 
 def section(text: str, title: str) -> str:
@@ -22,7 +23,7 @@ def section(text: str, title: str) -> str:
 @pytest.fixture(scope="module")
 def text():
     bench, speedups, crossovers = constructed_results()
-    return render(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    return summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
 
 
 def test_format_size():
@@ -124,7 +125,7 @@ def test_a_cell_measured_on_a_busy_machine_is_said_in_the_warnings():
     bench["cpu_taken"], bench["set_aside"] = 0.0, 0
     busy = (bench["library"] == "torch") & (bench["operation"] == "fft") & (bench["size"] == 1000)
     bench.loc[busy, ["cpu_taken", "set_aside"]] = [0.38, 4]
-    warn = section(render(bench, speedups, crossovers, "numpy", "cpu", MARGIN), "Warnings")
+    warn = section(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN), "Warnings")
     assert "Cells measured on a busy machine" in warn
     assert "- torch (cpu) fft n = 10^3: 38% of a process's CPU time taken; 4 attempt(s) set" in warn
 
@@ -136,7 +137,7 @@ def test_a_verdict_in_doubt_is_marked_in_its_table_and_listed_in_the_warnings(te
     doubt = (speedups["library"] == "torch") & (speedups["operation"] == "fft")
     speedups.loc[doubt & (speedups["size"] == 10_000), "settled"] = False
     crossovers = find_crossovers(speedups)
-    page = render(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    page = summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
     warn = section(page, "Warnings")
     assert "Verdicts in doubt: the speedup's 95% interval holds the margin (1.1x or 1/1.1x)" in warn
     assert re.search(
@@ -176,7 +177,7 @@ def test_no_gpu_notice_without_gpu_cells(text):
 
 
 def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
-    text = render(*constructed_results(gpu="unavailable"), "numpy", "cpu", MARGIN)
+    text = summarise(*constructed_results(gpu="unavailable"), "numpy", "cpu", MARGIN)
     top = text.split("## Key findings")[0]
     assert top.startswith("# numbench summary\n\n**No GPU was found on this host (testhost).**")
     assert "All 6 GPU cells asked for" in top
@@ -186,7 +187,7 @@ def test_gpu_notice_at_the_top_when_every_gpu_cell_is_unavailable():
 
 
 def test_no_gpu_notice_when_a_gpu_cell_ran():
-    text = render(*constructed_results(gpu="ok"), "numpy", "cpu", MARGIN)
+    text = summarise(*constructed_results(gpu="ok"), "numpy", "cpu", MARGIN)
     assert "No GPU was found" not in text
     assert "| GPU | Test GPU 80GB |" in text
 
@@ -226,14 +227,14 @@ def test_ties_are_named_as_the_same_speed_in_words():
 
 def test_the_baseline_given_is_named_even_without_speedups():
     bench, speedups, crossovers = constructed_results()
-    text = render(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "cpu", MARGIN)
+    text = summarise(bench, speedups.iloc[0:0], crossovers.iloc[0:0], "torch", "cpu", MARGIN)
     assert "Baseline: PyTorch on cpu;" in text
     assert "- No library is faster than PyTorch beyond the margin anywhere." in text
 
 
 def test_tables_computed_against_another_baseline_are_refused():
     with pytest.raises(ValueError, match="computed against numpy on cpu, not the baseline"):
-        render(*constructed_results(), "torch", "cpu", MARGIN)
+        summarise(*constructed_results(), "torch", "cpu", MARGIN)
 
 
 @pytest.mark.parametrize(

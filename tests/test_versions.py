@@ -14,20 +14,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import MARGIN, constructed_results
+from summarise import summarise
 from test_html_escape import HOSTILE, live_tags
 
+from numbench.analyse.findings import write_findings
 from numbench.analyse.versions import (
-    VERSIONS_COLUMNS,
-    VERSIONS_SCHEMA,
     compute_versions,
     environment_cell,
 )
 from numbench.cells import cell_path
 from numbench.contract import cell_table, write_atomic
+from numbench.contract.versions import VERSIONS_COLUMNS, VERSIONS_SCHEMA
 from numbench.measure.replicates import BASELINE, MEASURED, ProcessRun
 from numbench.report.charts import build_charts, chart_names, save_chart
 from numbench.report.charts_versions import versions_chart, versions_chart_name
-from numbench.report.summary import render, to_html, write_summary
+from numbench.report.summary import to_html, write_summary
 from numbench.spec import CellMeta, ProcessReport
 from numbench.stats import Z95, typical_sd
 
@@ -284,7 +285,7 @@ def versions_part(text: str) -> str:
 
 
 def test_the_versions_section(results, table):
-    text = render(*results, "numpy", "cpu", MARGIN, versions=table)
+    text = summarise(*results, "numpy", "cpu", MARGIN, versions=table)
     part = versions_part(text)
     assert (
         "a change counts when its interval excludes 1 and the ratio passes the margin of 1.1x"
@@ -305,10 +306,10 @@ def test_the_versions_section(results, table):
 
 
 def test_without_the_table_the_summary_is_unchanged(results, table):
-    without = render(*results, "numpy", "cpu", MARGIN)
+    without = summarise(*results, "numpy", "cpu", MARGIN)
     assert "## Versions" not in without
-    assert render(*results, "numpy", "cpu", MARGIN, versions=None) == without
-    with_it = render(*results, "numpy", "cpu", MARGIN, versions=table)
+    assert summarise(*results, "numpy", "cpu", MARGIN, versions=None) == without
+    with_it = summarise(*results, "numpy", "cpu", MARGIN, versions=table)
     assert with_it.replace(versions_part(with_it), "") == without
 
 
@@ -324,13 +325,13 @@ def test_broken_cells_are_listed_with_what_they_said(results, tmp_path):
         ]
     )
     table = compute_versions(paths, MARGIN, bench)
-    part = versions_part(render(*results, "numpy", "cpu", MARGIN, versions=table))
+    part = versions_part(summarise(*results, "numpy", "cpu", MARGIN, versions=table))
     assert "1 the same, 1 broken." in part
     assert "| broken (failed) |" in part
     assert "- numpy cpu matmul 100: ImportError: no module" in part
     # without the base cell's status, the failed cell is not comparable, still quoted
     part = versions_part(
-        render(*results, "numpy", "cpu", MARGIN, versions=compute_versions(paths, MARGIN))
+        summarise(*results, "numpy", "cpu", MARGIN, versions=compute_versions(paths, MARGIN))
     )
     assert "0 broken, 1 not comparable (" in part and "ended before they ran" in part
     assert "- numpy cpu matmul 100: ImportError: no module" in part
@@ -343,22 +344,25 @@ def test_the_summary_script_takes_the_versions(tmp_path, results, table):
         paths[name] = tmp_path / f"{name}.parquet"
         frame.to_parquet(paths[name])
     md = tmp_path / "summary.md"
-    write_summary(
-        paths["benchmarks"],
-        paths["speedups"],
-        paths["crossovers"],
-        md,
-        tmp_path / "charts",
+    paths["findings"] = tmp_path / "findings.parquet"
+    write_findings(
+        *(paths[name] for name in ("benchmarks", "speedups", "crossovers", "findings")),
         "numpy",
         "cpu",
         MARGIN,
+    )
+    write_summary(
+        paths["benchmarks"],
+        paths["speedups"],
+        paths["findings"],
+        md,
+        tmp_path / "charts",
         versions=paths["versions"],
     )
     assert "## Versions" in md.read_text()
     cmd = [sys.executable, str(REPO / "scripts" / "summary.py")]
-    for name in ("benchmarks", "speedups", "crossovers"):
+    for name in ("benchmarks", "speedups", "findings"):
         cmd += [f"--{name}", str(paths[name])]
-    cmd += ["--baseline-library", "numpy", "--baseline-device", "cpu", "--margin", str(MARGIN)]
     cmd += ["--charts-dir", str(tmp_path / "charts"), "--output", str(tmp_path / "s.md")]
     for extra in ([], ["--versions", str(paths["versions"])]):
         proc = subprocess.run(cmd + extra, capture_output=True, text=True)
@@ -377,7 +381,9 @@ def hostile_versions(text: str, table: pd.DataFrame) -> pd.DataFrame:
 
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
 def test_hostile_text_in_the_table_stays_text(results, table, text):
-    page = to_html(render(*results, "numpy", "cpu", MARGIN, versions=hostile_versions(text, table)))
+    page = to_html(
+        summarise(*results, "numpy", "cpu", MARGIN, versions=hostile_versions(text, table))
+    )
     assert live_tags(page) == []
     hrefs = re.findall(r'(?:href|src)="([^"]*)"', page)
     assert all(h.startswith("charts/") for h in hrefs), hrefs
@@ -438,8 +444,8 @@ def test_a_change_in_doubt_is_marked(results, table):
     doubt = table.copy()
     slower = doubt.index[(doubt["change"] == "slower") & (doubt["size"] == 100)]
     doubt.loc[slower, "settled"] = False
-    part = versions_part(render(*results, "numpy", "cpu", MARGIN, versions=doubt))
+    part = versions_part(summarise(*results, "numpy", "cpu", MARGIN, versions=doubt))
     assert "| slower ? |" in part and "?: in doubt" in part
     assert "?: in doubt" not in versions_part(
-        render(*results, "numpy", "cpu", MARGIN, versions=table)
+        summarise(*results, "numpy", "cpu", MARGIN, versions=table)
     )

@@ -18,8 +18,16 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-#: The order of a cell's fields in its paths (and in every table's key).
+#: The order of a cell's fields in its paths.
 FIELDS = ("library", "device", "dtype", "threads", "operation", "size")
+#: A cell's key in the tables, in the order their key columns are written (speedups.parquet,
+#: ``compare``); the cell files and benchmarks.parquet write the first five, as contract 1 did.
+KEY = ("library", "device", "operation", "size", "dtype", "threads")
+#: A measurement's key: the cell on one host (results from several hosts keep both).
+KEY_WITH_HOST = (*KEY, "host")
+#: The order the tables' rows are sorted in (speedups, precision, scaling): by operation,
+#: then library and device, then size; a stable sort keeps the rest as it was.
+SORT = ("operation", "library", "device", "size")
 
 #: What an environment's name may hold (``environments`` in the config).
 ENVIRONMENT_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]*"

@@ -1,13 +1,13 @@
-"""The facts the summary tells, as typed data (``numbench.analyse.findings`` decides them;
-``numbench.report`` words them): the fastest library per operation, the largest speedups and
-slowdowns, each crossover's kind, the cells to look at, and how firm the verdicts are."""
+"""The facts the summary tells, as typed data, no sentences: ``numbench.analyse.findings``
+decides them, ``numbench.contract.findings`` writes them to results/findings.parquet and back,
+``numbench.report`` words them. On the ground floor, so neither stage imports the other."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from numbench.analyse.gpu_report import GpuNotice
+from numbench.contract.roofs import COMPUTE_ROOF
 from numbench.stats import FASTER, SAME, SLOWER
 
 NOISY_IQR_FRACTION = 0.10
@@ -236,6 +236,142 @@ class Firmness:
     expected: float | None
 
 
+# -- GPU cells that could not run ---------------------------------------------------------------
+#: longest reason quoted in a GPU notice; the full text stays in benchmarks.parquet
+MAX_REASON_CHARS = 240
+
+
+@dataclass(frozen=True)
+class SkippedGpuCells:
+    """Unavailable GPU cells of one library for one (cleaned) reason."""
+
+    library: str
+    reason: str
+    count: int
+    sizes: tuple[tuple[str, tuple[int, ...]], ...]  # (operation, its sizes), by operation
+
+
+@dataclass(frozen=True)
+class GpuNotice:
+    """GPU cells were asked for and some could not run. ``none_found``: every one was
+    unavailable (no GPU on the host); otherwise some ran and ``skipped`` lists the gaps.
+    ``cpu_baseline`` names the baseline library when it is among the CPU cells."""
+
+    none_found: bool
+    gpu_cells: int
+    skipped: tuple[SkippedGpuCells, ...]
+    skipped_cells: int
+    hosts: tuple[str, ...]
+    cpu_cells: int
+    cpu_baseline: str | None = None
+
+
+# -- the dtype and threads dimensions -----------------------------------------------------------
+@dataclass(frozen=True)
+class PrecisionGap:
+    """Per operation, float32 against float64 at the largest size where they clearly differ
+    (precision.parquet's row; ``ratio`` is float32 time / float64 time)."""
+
+    operation: str
+    library: str
+    size: int
+    threads: int
+    ratio: float
+
+
+@dataclass(frozen=True)
+class ScalingGap:
+    """Per operation, the most threads against 1 at the largest size where they clearly
+    differ (scaling.parquet's row; ``speedup`` is the time at 1 thread over the time at
+    ``threads``)."""
+
+    operation: str
+    library: str
+    size: int
+    threads: int
+    dtype: str
+    speedup: float
+    efficiency: float
+
+
+# -- queued calls against waited-for calls -------------------------------------------------------
+@dataclass(frozen=True)
+class PipelineGap:
+    """Where a library's queued calls differ from its waited-for calls beyond the margin."""
+
+    library: str
+    device: str
+    #: the dtype and threads of these cells, on a grid of several ("float32, 2 threads")
+    setting: str
+    #: faster (queued calls take less time per call) or slower
+    direction: str
+    cells: int
+    of_cells: int
+    #: the cell with the largest difference: operation, size, speedup and its CI
+    operation: str
+    size: int
+    speedup: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class QueuedSameSpeed:
+    """A library timed both ways, its queued calls within the margin in every cell."""
+
+    library: str
+    device: str
+
+
+@dataclass(frozen=True)
+class Synchronous:
+    """A library whose calls finish before they return: latency and throughput are one."""
+
+    library: str
+    device: str
+
+
+# -- the roofline ------------------------------------------------------------------------------
+#: a memory-bound cell below this share of the DRAM roof gets the first-touch estimate
+LOW_DRAM_SHARE = 0.6
+
+
+@dataclass(frozen=True)
+class FirstTouch:
+    """Touching a fresh output, as the roofs rule measured it on the cell's host."""
+
+    output_bytes: float
+    seconds: float
+    s_per_gb: float
+    faults_per_mib: float | None
+    share_of_time: float
+    fraction_without: float
+
+
+@dataclass(frozen=True)
+class RoofFinding:
+    """The fastest library of one (host, device, dtype, threads) and operation at the largest
+    size placed on the roofline: its share of the roof it was held against."""
+
+    host: str
+    device: str
+    dtype: str
+    threads: int
+    operation: str
+    size: int
+    library: str
+    median_s: float
+    gflop_per_s: float
+    roof: str
+    roof_fraction: float
+    roof_note: str | None
+    first_touch: FirstTouch | None
+
+    @property
+    def bound(self) -> str:
+        return "arithmetic" if self.roof == COMPUTE_ROOF else "memory"
+
+
 # -- all of it ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Findings:
@@ -250,3 +386,14 @@ class Findings:
     crossovers: tuple[Crossover, ...]  # in KIND_ORDER, then by operation and library
     warnings: tuple[CellWarning, ...]  # noisy cells, then unmeasured cells, then no baseline
     firmness: Firmness | None = None  # how many verdicts should hold on a rerun
+    #: float32 against float64 per operation; None when the grid has one dtype
+    precision: tuple[PrecisionGap, ...] | None = None
+    #: the most threads against 1 per operation; None when the grid has one thread count
+    scaling: tuple[ScalingGap, ...] | None = None
+    #: queued calls against waited-for calls (asynchronous libraries only)
+    pipeline_gaps: tuple[PipelineGap, ...] = ()
+    queued_same_speed: tuple[QueuedSameSpeed, ...] = ()
+    #: synchronous libraries, told only where an asynchronous one was timed both ways
+    synchronous: tuple[Synchronous, ...] = ()
+    #: per (host, device, dtype, threads) and operation, sorted so
+    roofline: tuple[RoofFinding, ...] = ()

@@ -8,6 +8,7 @@ localrules:
     crossovers,
     dimensions,
     charts,
+    findings,
     summary,
 
 
@@ -142,11 +143,40 @@ rule charts:
         " --roofs {input.roofs} {params.versions} --outdir {output} > {log} 2>&1"
 
 
-rule summary:
+# What the summary will say, decided from the tables: the summary only words it.
+rule findings:
     input:
         benchmarks="results/benchmarks.parquet",
         speedups="results/speedups.parquet",
         crossovers="results/crossovers.parquet",
+        precision="results/precision.parquet",
+        scaling="results/scaling.parquet",
+        roofs=ROOFS_FILE,
+    output:
+        "results/findings.parquet",
+    log:
+        "logs/findings.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        script=SCRIPTS / "findings.py",
+        baseline_library=BASELINE["library"],
+        baseline_device=BASELINE["device"],
+        margin=CFG["margin"],
+    shell:
+        "python {params.script:q} --benchmarks {input.benchmarks}"
+        " --speedups {input.speedups} --crossovers {input.crossovers}"
+        " --baseline-library {params.baseline_library}"
+        " --baseline-device {params.baseline_device} --margin {params.margin}"
+        " --precision {input.precision} --scaling {input.scaling} --roofs {input.roofs}"
+        " --output {output} > {log} 2>&1"
+
+
+rule summary:
+    input:
+        benchmarks="results/benchmarks.parquet",
+        speedups="results/speedups.parquet",
+        findings="results/findings.parquet",
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
         roofs=ROOFS_FILE,
@@ -166,16 +196,11 @@ rule summary:
     params:
         script=SCRIPTS / "summary.py",
         charts=CHARTS_DIR,
-        baseline_library=BASELINE["library"],
-        baseline_device=BASELINE["device"],
-        margin=CFG["margin"],
         versions=versions_option,
     shell:
         "python {params.script:q} --benchmarks {input.benchmarks}"
-        " --baseline-library {params.baseline_library}"
-        " --baseline-device {params.baseline_device} --margin {params.margin}"
         " {params.versions}"
-        " --speedups {input.speedups} --crossovers {input.crossovers}"
+        " --speedups {input.speedups} --findings {input.findings}"
         " --precision {input.precision} --scaling {input.scaling} --roofs {input.roofs}"
         " --charts-dir {params.charts} --output {output.markdown}"
         " --html-output {output.html} > {log} 2>&1"

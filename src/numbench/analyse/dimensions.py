@@ -10,6 +10,9 @@ dimensions of the grid show, from every cell's own measured samples (results/sam
 Each ratio comes with a 95% two-level bootstrap interval (``numbench.stats.ratio_ci``, the
 two sides' processes drawn on their own: they ran in different cells) and its verdict against
 the config's margin (``numbench.stats.verdict``, where above 1 is "faster").
+
+``precision_gaps`` and ``scaling_gaps`` are the findings of each (``numbench.facts``): per
+operation, the largest size where the two sides clearly differ; ``numbench.report`` words them.
 """
 
 from __future__ import annotations
@@ -19,48 +22,17 @@ import os
 import numpy as np
 import pandas as pd
 
+from numbench import cells
 from numbench.analyse.speedups import cell_seed
+from numbench.cells import FIELDS
 from numbench.contract import MEASURED, write_atomic
-from numbench.formatting import (
-    display,
-    format_ci,
-    format_size,
-    format_speedup,
-    md_table,
-    md_text,
-)
+from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.facts import PrecisionGap, ScalingGap
 from numbench.stats import FASTER, SLOWER, ratio_ci, verdict
 
-CELL = ["library", "device", "dtype", "threads", "operation", "size", "host"]
-PRECISION_COLUMNS = [
-    "library",
-    "device",
-    "threads",
-    "operation",
-    "size",
-    "host",
-    "ratio",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "margin",
-]
-SCALING_COLUMNS = [
-    "library",
-    "device",
-    "dtype",
-    "operation",
-    "size",
-    "host",
-    "threads",
-    "speedup",
-    "ci_low",
-    "ci_high",
-    "efficiency",
-    "verdict",
-    "margin",
-]
-SORT = ["operation", "library", "device", "size"]
+#: a cell on its host, in the order of its path's fields (the bootstrap's seed is made of it)
+CELL = [*FIELDS, "host"]
+SORT = list(cells.SORT)
 
 
 def measured_groups(samples: pd.DataFrame) -> dict[tuple, list[np.ndarray]]:
@@ -169,7 +141,7 @@ def write_dimensions(
     return prec, scal
 
 
-# -- the summary's words and tables --------------------------------------------------------------
+# -- the findings ------------------------------------------------------------------------------
 def _largest_per_operation(frame: pd.DataFrame) -> pd.DataFrame:
     """Per operation, the clear row (verdict not "same") of the largest size, then library."""
     clear = frame[frame["verdict"].isin([FASTER, SLOWER])]
@@ -179,104 +151,25 @@ def _largest_per_operation(frame: pd.DataFrame) -> pd.DataFrame:
     return clear.groupby("operation", sort=True).head(1)
 
 
-def precision_sentences(prec: pd.DataFrame) -> list[str]:
-    """One sentence per operation where float32 and float64 clearly differ."""
-    out = []
-    for r in _largest_per_operation(prec).itertuples(index=False):
-        if r.ratio < 1:
-            how = f"{format_speedup(1 / r.ratio)} faster"
-        else:
-            how = f"{format_speedup(r.ratio)} slower"
-        out.append(
-            f"float32 is {how} than float64 for {md_text(r.operation)} "
-            f"with {md_text(display(r.library))} at n = {format_size(r.size, mark=False)} ({r.threads} thread(s))."
-        )
-    return out
+def precision_gaps(prec: pd.DataFrame) -> tuple[PrecisionGap, ...]:
+    """One fact per operation where float32 and float64 clearly differ."""
+    return tuple(
+        PrecisionGap(r.operation, r.library, int(r.size), int(r.threads), float(r.ratio))
+        for r in _largest_per_operation(prec).itertuples(index=False)
+    )
 
 
-def scaling_sentences(scal: pd.DataFrame) -> list[str]:
-    """One sentence per operation where the largest thread count clearly differs from 1."""
-    out = []
-    for r in _largest_per_operation(scal).itertuples(index=False):
-        how = "faster" if r.speedup >= 1 else "slower"
-        out.append(
-            f"{r.threads} threads are {format_speedup(r.speedup)} {how} than 1 for "
-            f"{md_text(r.operation)} with {md_text(display(r.library))} "
-            f"at n = {format_size(r.size, mark=False)} "
-            f"({r.dtype}; efficiency {r.efficiency:.0%})."
-        )
-    return out
-
-
-def precision_table(prec: pd.DataFrame) -> str:
-    if prec.empty:
-        return "Only one dtype was measured: no precision comparison."
-    header = ["operation", "library", "device", "threads", "size", "float32 / float64", "95% CI"]
-    rows = [
-        [
+def scaling_gaps(scal: pd.DataFrame) -> tuple[ScalingGap, ...]:
+    """One fact per operation where the largest thread count clearly differs from 1."""
+    return tuple(
+        ScalingGap(
             r.operation,
-            display(r.library),
-            r.device,
-            str(r.threads),
-            format_size(r.size, mark=False),
-            f"{r.ratio:.3g}",
-            format_ci(r.ci_low, r.ci_high),
-        ]
-        for r in prec.itertuples(index=False)
-    ]
-    return md_table(header, rows)
-
-
-def scaling_table(scal: pd.DataFrame) -> str:
-    if scal.empty:
-        return "Only one thread count was measured: no parallel scaling."
-    header = ["operation", "library", "device", "dtype", "size", "threads", "speedup", "95% CI"]
-    header.append("efficiency")
-    rows = [
-        [
-            r.operation,
-            display(r.library),
-            r.device,
+            r.library,
+            int(r.size),
+            int(r.threads),
             r.dtype,
-            format_size(r.size, mark=False),
-            str(r.threads),
-            format_speedup(r.speedup),
-            format_ci(r.ci_low, r.ci_high),
-            f"{r.efficiency:.0%}",
-        ]
-        for r in scal.itertuples(index=False)
-    ]
-    return md_table(header, rows)
-
-
-def _given(frame: pd.DataFrame | None) -> bool:
-    return frame is not None and not frame.empty
-
-
-def dimension_findings(prec: pd.DataFrame | None, scal: pd.DataFrame | None) -> list[str]:
-    """The key findings' lines about dtype and threads (none when the grid has neither)."""
-    lines = []
-    if _given(prec):
-        said = precision_sentences(prec)
-        lines += ["### float32 against float64", ""]
-        lines += [f"- {s}" for s in said] or ["- No clear difference beyond the margin."]
-        lines.append("")
-    if _given(scal):
-        said = scaling_sentences(scal)
-        lines += ["### Parallel scaling", ""]
-        lines += [f"- {s}" for s in said] or ["- No clear difference beyond the margin."]
-        lines.append("")
-    return lines
-
-
-def dimension_sections(prec: pd.DataFrame | None, scal: pd.DataFrame | None) -> list[str]:
-    """The summary's precision and scaling sections, with their tables."""
-    lines = []
-    if prec is not None:
-        lines += ["## Precision", "", "float32 time / float64 time (below 1: float32 is faster)"]
-        lines += ["and its 95% CI; chart: `precision`.", "", precision_table(prec), ""]
-    if scal is not None:
-        lines += ["## Parallel scaling", "", "Median time at 1 thread / median time at the most"]
-        lines += ["threads, its 95% CI, and the efficiency (speedup / threads); chart: `scaling`."]
-        lines += ["", scaling_table(scal), ""]
-    return lines
+            float(r.speedup),
+            float(r.efficiency),
+        )
+        for r in _largest_per_operation(scal).itertuples(index=False)
+    )

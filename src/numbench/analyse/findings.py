@@ -1,22 +1,35 @@
-"""What the summary says, decided as data: typed facts, no sentences.
+"""What the summary says, decided as data: typed facts (``numbench.facts``), no sentences.
 
-``decide(benchmarks, speedups, crossovers, baseline_library, baseline_device)`` reads the three
-tables and returns ``Findings``: the fastest library per operation at its smallest and largest
-size (a ``Winner``, a ``Tie`` within noise, or ``NotMeasured``), the largest significant
-speedups and slowdowns over the baseline, one ``Crossover`` per group with its kind, the
-warnings (``NoisyCell``, ``UnmeasuredCell``, ``NoBaseline``, ``UnstableCell``, ``BusyCell``,
-``DoubtfulVerdict``), the ``Firmness`` of the verdicts and the ``GpuNotice``. The
-renderer (``numbench.report.summary``) turns them into Markdown; nothing here is worded.
+``decide(benchmarks, speedups, crossovers, baseline_library, baseline_device, margin, ...)``
+reads the tables and returns ``Findings``: the fastest library per operation at its smallest
+and largest size (a ``Winner``, a ``Tie`` within noise, or ``NotMeasured``), the largest
+significant speedups and slowdowns over the baseline, one ``Crossover`` per group with its
+kind, the warnings (``NoisyCell``, ``UnmeasuredCell``, ``NoBaseline``, ``UnstableCell``,
+``BusyCell``, ``DoubtfulVerdict``), the ``Firmness`` of the verdicts, the ``GpuNotice``, and,
+from the tables given, what the dtype and threads dimensions show, what queuing calls
+changes and each operation's place on the roofline. ``write_findings`` writes them to
+results/findings.parquet (``numbench.contract.findings``), which the summary words
+(``numbench.report.summary``): nothing here is worded.
 
 The baseline is always given: the tables are checked against it, never the other way round.
 """
 
 from __future__ import annotations
 
+import os
+
 import pandas as pd
 
 from numbench.analyse.crossovers import GROUP_COLUMNS
-from numbench.analyse.facts import (
+from numbench.analyse.dimensions import precision_gaps, scaling_gaps
+from numbench.analyse.gpu_report import gpu_notice
+from numbench.analyse.grid_settings import settings
+from numbench.analyse.pipelining import pipeline_facts
+from numbench.analyse.roofline_findings import roofline_findings
+from numbench.contract.findings import write_findings as write_findings_table
+from numbench.contract.roofs import read_roofs
+from numbench.contract.speedups import check_baseline, in_doubt
+from numbench.facts import (
     BUSY_CPU_TAKEN,
     KIND_ORDER,
     NOISY_IQR_FRACTION,
@@ -42,8 +55,6 @@ from numbench.analyse.facts import (
     UnstableCell,
     Winner,
 )
-from numbench.analyse.gpu_report import gpu_notice
-from numbench.analyse.speedups import check_baseline, in_doubt
 from numbench.formatting import missing
 from numbench.stats import FASTER, SLOWER
 
@@ -88,23 +99,6 @@ def fastest_at(
         lead = timed[1].median_s / timed[0].median_s
         return Winner(operation, size, timed[0], timed[1], lead, setting)
     return Winner(operation, size, timed[0], setting=setting)
-
-
-def settings(bench: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The grid split by (dtype, threads), each part named ("float32, 2 threads"); one
-    unnamed part when the grid has one of each. Libraries are only compared like with like."""
-    dims = [c for c in ("dtype", "threads") if c in bench and bench[c].nunique() > 1]
-    if not dims:
-        return [("", bench)]
-    parts = []
-    for key, part in bench.groupby(dims, sort=True):
-        values = key if isinstance(key, tuple) else (key,)
-        words = [
-            str(v) if d == "dtype" else f"{int(v)} thread" + ("" if int(v) == 1 else "s")
-            for d, v in zip(dims, values, strict=True)
-        ]
-        parts.append((", ".join(words), part))
-    return parts
 
 
 def fastest(bench: pd.DataFrame, margin: float) -> tuple[Fastest, ...]:
@@ -200,15 +194,21 @@ def decide(
     baseline_library: str,
     baseline_device: str,
     margin: float,
+    precision: pd.DataFrame | None = None,
+    scaling: pd.DataFrame | None = None,
+    roofs: pd.DataFrame | None = None,
 ) -> Findings:
-    """The findings of the three tables, against the baseline they were computed for; a
-    ratio within ``margin`` of 1 is the same speed."""
+    """The findings of the tables, against the baseline they were computed for; a ratio
+    within ``margin`` of 1 is the same speed. A dimension whose table is not given, or
+    empty (the grid has one dtype, or one thread count), has None for its findings."""
     check_baseline(baseline_library, baseline_device, speedups, crossovers)
+    multi_device = measured_on_several_devices(bench)
+    gaps, same, sync = pipeline_facts(bench, margin)
     return Findings(
         baseline_library=baseline_library,
         baseline_device=baseline_device,
         margin=margin,
-        multi_device=measured_on_several_devices(bench),
+        multi_device=multi_device,
         gpu_notice=gpu_notice(bench, baseline_library, baseline_device),
         fastest=fastest(bench, margin),
         speedups=largest_speedups(speedups),
@@ -216,4 +216,38 @@ def decide(
         crossovers=crossover_facts(crossovers, speedups),
         warnings=warnings(bench, speedups),
         firmness=firmness(speedups),
+        precision=None if precision is None or precision.empty else precision_gaps(precision),
+        scaling=None if scaling is None or scaling.empty else scaling_gaps(scaling),
+        pipeline_gaps=gaps,
+        queued_same_speed=same,
+        synchronous=sync,
+        roofline=tuple(roofline_findings(bench, roofs)),
     )
+
+
+def write_findings(
+    benchmarks: str | os.PathLike,
+    speedups: str | os.PathLike,
+    crossovers: str | os.PathLike,
+    output: str | os.PathLike,
+    baseline_library: str,
+    baseline_device: str,
+    margin: float,
+    precision: str | os.PathLike | None = None,
+    scaling: str | os.PathLike | None = None,
+    roofs: str | os.PathLike | None = None,
+) -> Findings:
+    """Decide the findings of the tables at these paths and write results/findings.parquet."""
+    findings = decide(
+        pd.read_parquet(benchmarks),
+        pd.read_parquet(speedups),
+        pd.read_parquet(crossovers),
+        baseline_library,
+        baseline_device,
+        margin,
+        precision=None if precision is None else pd.read_parquet(precision),
+        scaling=None if scaling is None else pd.read_parquet(scaling),
+        roofs=None if roofs is None else read_roofs(roofs).to_pandas(),
+    )
+    write_findings_table(findings, output)
+    return findings

@@ -1,7 +1,7 @@
-"""What per-call timing leaves out, in the summary: pipelined throughput against per-call
-latency, and the time to move data to the device against the time to compute on it.
+"""What per-call timing leaves out, as findings: pipelined throughput against per-call
+latency (``numbench.report.pipelining_text`` words them, and tables the transfers).
 
-Read from results/benchmarks.parquet (``tables.PIPELINE_FIELDS`` and the transfer columns).
+Read from results/benchmarks.parquet (``contract.PIPELINE_FIELDS``).
 ``pipelined_speedup`` is latency / pipelined time per call: above 1, queuing calls back to
 back hides part of each call's cost (dispatch behind work). A library whose calls finish
 before they return (``dispatch == "synchronous"``) has one figure for both, and is named as
@@ -10,50 +10,12 @@ such rather than tabled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 
-from numbench.analyse.findings import settings
-from numbench.formatting import (
-    format_ci,
-    format_seconds,
-    format_size,
-    format_speedup,
-    md_table,
-    md_text,
-    series_labels,
-    who,
-)
+from numbench.analyse.grid_settings import settings
+from numbench.contract.benchmarks import pipelined_cells
+from numbench.facts import PipelineGap, QueuedSameSpeed, Synchronous
 from numbench.stats import FASTER, SLOWER, verdict
-
-
-@dataclass(frozen=True)
-class PipelineGap:
-    """Where a library's queued calls differ from its waited-for calls beyond the margin."""
-
-    library: str
-    device: str
-    #: the dtype and threads of these cells, on a grid of several ("float32, 2 threads")
-    setting: str
-    #: faster (queued calls take less time per call) or slower
-    direction: str
-    cells: int
-    of_cells: int
-    #: the cell with the largest difference: operation, size, speedup and its CI
-    operation: str
-    size: int
-    speedup: float
-    ci_low: float
-    ci_high: float
-
-
-def pipelined_cells(bench: pd.DataFrame) -> pd.DataFrame:
-    """The ok cells timed both ways (asynchronous libraries)."""
-    if "pipelined_n_samples" not in bench:
-        return bench.iloc[0:0]
-    ok = (bench["status"] == "ok") & (bench["pipelined_n_samples"].fillna(0) > 0)
-    return bench[ok]
 
 
 def synchronous_libraries(bench: pd.DataFrame) -> list[tuple[str, str]]:
@@ -109,139 +71,17 @@ def _gaps(d: pd.DataFrame, setting: str) -> list[PipelineGap]:
     return facts
 
 
-def gap_sentence(g: PipelineGap, multi_device: bool) -> str:
-    name = md_text(who(g.library, g.device, multi_device)) + (
-        f" ({md_text(g.setting)})" if g.setting else ""
-    )
-    where = f"{md_text(g.operation)} at n = {format_size(g.size)}"
-    value = f"{format_speedup(g.speedup)} {format_ci(g.ci_low, g.ci_high)}"
-    if g.direction == FASTER:
-        return (
-            f"{name}: calls queued back to back take less time per call than calls waited for "
-            f"one by one in {g.cells} of {g.of_cells} cells, most on {where} ({value} the "
-            "throughput of the per-call latency): dispatch hides behind work there."
-        )
-    return (
-        f"{name}: calls queued back to back take longer per call than calls waited for one by "
-        f"one in {g.cells} of {g.of_cells} cells, most on {where} ({value})."
-    )
-
-
-def pipeline_findings(bench: pd.DataFrame, margin: float, multi_device: bool) -> list[str]:
-    """The key findings' lines (none when no asynchronous library was measured)."""
+def pipeline_facts(
+    bench: pd.DataFrame, margin: float
+) -> tuple[tuple[PipelineGap, ...], tuple[QueuedSameSpeed, ...], tuple[Synchronous, ...]]:
+    """The gaps, the libraries timed both ways without one, and the synchronous libraries;
+    nothing at all when no asynchronous library was timed both ways."""
     timed = pipelined_cells(bench)
     if timed.empty:
-        return []
+        return (), (), ()
     gaps = pipeline_gaps(bench, margin)
-    lines = ["### Queued calls against waited-for calls", ""]
-    lines += [f"- {gap_sentence(g, multi_device)}" for g in gaps]
     told = {(g.library, g.device) for g in gaps}
     quiet = sorted(set(zip(timed["library"], timed["device"], strict=True)) - told)
-    if quiet:
-        names = ", ".join(md_text(who(lib, dev, multi_device)) for lib, dev in quiet)
-        lines.append(
-            f"- {names}: queued calls are the same speed as waited-for ones (within the "
-            f"margin of {margin:g}x) in every cell."
-        )
-    sync = synchronous_libraries(bench)
-    if sync:
-        names = ", ".join(md_text(who(lib, dev, multi_device)) for lib, dev in sync)
-        lines.append(
-            f"- {names}: calls finish before they return (synchronous), so latency and "
-            "throughput are one figure, measured once."
-        )
-    return lines + [""]
-
-
-def _ends(d: pd.DataFrame) -> pd.DataFrame:
-    """The smallest and the largest size of each series and operation."""
-    keep = []
-    for _, part in d.groupby(["series", "operation"], sort=True):
-        sizes = sorted(part["size"].unique())
-        keep.append(part[part["size"].isin({sizes[0], sizes[-1]})])
-    return pd.concat(keep).sort_values(["series", "operation", "size"])
-
-
-def pipeline_table(bench: pd.DataFrame) -> str:
-    """Per asynchronous library and operation, at its smallest and largest size: latency,
-    pipelined time per call, and pipelined speedup with its CI."""
-    d = pipelined_cells(bench).copy()
-    if d.empty:
-        return "No asynchronous library was measured: every figure is a per-call latency."
-    d["series"] = series_labels(d)
-    rows = [
-        [
-            r.series,
-            r.operation,
-            format_size(r.size),
-            format_seconds(r.median_s),
-            format_seconds(r.pipelined_median_s),
-            f"{format_speedup(r.pipelined_speedup)} "
-            f"{format_ci(r.pipelined_speedup_ci_low, r.pipelined_speedup_ci_high)}",
-        ]
-        for r in _ends(d).itertuples()
-    ]
-    header = ["library", "operation", "n", "latency", "pipelined", "latency / pipelined (CI)"]
-    return md_table(header, rows, align="lllrrr")
-
-
-def transfer_table(bench: pd.DataFrame) -> str | None:
-    """Per device cell (smallest and largest size of each library and operation): the time
-    to place the inputs, one call, the time to read the result back, and what share of the
-    end-to-end time the transfers take. None when no cell moved data (a CPU grid)."""
-    if "h2d_s" not in bench:
-        return None
-    d = bench[(bench["status"] == "ok") & bench["h2d_s"].notna()].copy()
-    if d.empty:
-        return None
-    d["series"] = series_labels(d, with_device=True)
-    rows = []
-    for r in _ends(d).itertuples():
-        moved = r.h2d_s + r.d2h_s
-        share = moved / r.end_to_end_s if r.end_to_end_s else float("nan")
-        mb = (r.h2d_bytes + r.d2h_bytes) / 1e6
-        rows.append(
-            [
-                r.series,
-                r.operation,
-                format_size(r.size),
-                format_seconds(r.h2d_s),
-                format_seconds(r.median_s),
-                format_seconds(r.d2h_s),
-                format_seconds(r.end_to_end_s),
-                f"{share:.0%}",
-                f"{mb:.3g}",
-            ]
-        )
-    header = ["library", "operation", "n", "to device", "one call", "back to host"]
-    header += ["end to end", "transfers' share", "MB moved"]
-    return md_table(header, rows, align="lllrrrrrr")
-
-
-def pipeline_sections(bench: pd.DataFrame) -> list[str]:
-    """The summary's sections: pipelined throughput (when an asynchronous library was
-    measured), and transfers (when a cell moved data to a device)."""
-    lines: list[str] = []
-    if not pipelined_cells(bench).empty:
-        lines += [
-            "## Pipelined throughput",
-            "",
-            "Latency: the time per call when each call is waited for. Pipelined: the time per",
-            "call when calls are queued back to back with one wait at the end. Their ratio",
-            "above 1 is what queuing gains; chart: `pipelined`.",
-            "",
-            pipeline_table(bench),
-            "",
-        ]
-    moved = transfer_table(bench)
-    if moved is not None:
-        lines += [
-            "## Transfers",
-            "",
-            "Placing every input on the device, one call, and reading the result back, each",
-            "waited for and timed apart from the samples (medians over the processes).",
-            "",
-            moved,
-            "",
-        ]
-    return lines
+    same = tuple(QueuedSameSpeed(lib, dev) for lib, dev in quiet)
+    sync = tuple(Synchronous(lib, dev) for lib, dev in synchronous_libraries(bench))
+    return gaps, same, sync

@@ -28,16 +28,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from numbench.contract.roofline import (
+    CACHE_RESIDENT,
+    COST_MODEL_ERROR,
+    ROOF_NOISE_FACTOR,
+    WITHIN_NOISE,
+)
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF, resident_level
 
 #: a working set within this many times a cache's size may still find part of itself there
 #: on a repeated call (STREAM's arrays are four times the last-level cache for this reason)
 PARTLY_RESIDENT_FACTOR = 4
-#: how far past its roof a cell may be before it is called a cost-model error
-ROOF_NOISE_FACTOR = 1.1
-CACHE_RESIDENT = "cache-resident"
-WITHIN_NOISE = "within noise"
-COST_MODEL_ERROR = "cost-model error"
 NO_ROOFS = "no roofs measured for this host, device, dtype and threads"
 #: a float32 GPU cell past the compute roof (the float32 vector peak, TF32 off): tensor cores
 #: in TF32, a library's default (TensorFlow's), are the likelier cause than the cost model

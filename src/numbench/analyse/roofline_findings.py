@@ -1,4 +1,4 @@
-"""What the roofline says about each operation, as typed facts for the summary.
+"""What the roofline says about each operation, as typed facts (``numbench.facts``).
 
 For each (host, device, dtype, threads) and operation: the fastest library at the largest
 size that has a place on the roofline, its share of its roof, and whether memory or
@@ -13,53 +13,18 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 
 import pandas as pd
 
-from numbench.contract.roofs import COMPUTE_ROOF, ITEMSIZE
+from numbench.contract.roofs import ITEMSIZE
+from numbench.facts import LOW_DRAM_SHARE, FirstTouch, RoofFinding
 from numbench.libraries.base import STEADY_MALLOC
 
-#: a memory-bound cell below this share of the DRAM roof gets the first-touch estimate
-LOW_DRAM_SHARE = 0.6
 #: glibc hands a block at least this large to ``mmap`` whatever it freed before (its largest
 #: threshold on 64 bits, which ``allocator: steady`` sets from the start): such an output is
 #: fresh memory, faulted in on every call
 FRESH_OUTPUT_BYTES = int(STEADY_MALLOC["MALLOC_MMAP_THRESHOLD_"])
 GROUP = ["host", "device", "dtype", "threads"]
-
-
-@dataclass(frozen=True)
-class FirstTouch:
-    """Touching a fresh output, as the roofs rule measured it on the cell's host."""
-
-    output_bytes: float
-    seconds: float
-    s_per_gb: float
-    faults_per_mib: float | None
-    share_of_time: float
-    fraction_without: float
-
-
-@dataclass(frozen=True)
-class RoofFinding:
-    host: str
-    device: str
-    dtype: str
-    threads: int
-    operation: str
-    size: int
-    library: str
-    median_s: float
-    gflop_per_s: float
-    roof: str
-    roof_fraction: float
-    roof_note: str | None
-    first_touch: FirstTouch | None
-
-    @property
-    def bound(self) -> str:
-        return "arithmetic" if self.roof == COMPUTE_ROOF else "memory"
 
 
 def output_bytes(operation: str, size: int, dtype: str, params: str | None) -> float | None:

@@ -50,10 +50,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from numbench.cells import KEY_WITH_HOST, SORT
 from numbench.contract import BASELINE, MEASURED, SPEEDUPS_SCHEMA, write_atomic
+from numbench.contract.speedups import check_baseline, in_doubt  # noqa: F401 - re-exported
 from numbench.stats import Z95, ratio_ci, repeat_chance, typical_sd, verdict, verdict_settled
 
-CELL_KEY = ["library", "device", "operation", "size", "dtype", "threads", "host"]
+CELL_KEY = list(KEY_WITH_HOST)
 
 
 def is_significant(ci_low: float, ci_high: float) -> bool:
@@ -79,14 +81,6 @@ def group_samples(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarra
         cell = (*cell[:3], int(cell[3]), cell[4], int(cell[5]), *cell[6:])
         out.setdefault(cell, {}).setdefault(key[-2], []).append(part["seconds"].to_numpy())
     return out
-
-
-def in_doubt(speedups: pd.DataFrame) -> pd.Series:
-    """Per row, whether its verdict is in doubt (``settled`` false); nothing is in doubt in
-    speedups from before the ``settled`` column, which have nothing to say either way."""
-    if "settled" not in speedups:
-        return pd.Series(False, index=speedups.index)
-    return ~speedups["settled"].astype(bool)
 
 
 def round_log_ratios(base: list[np.ndarray], lib: list[np.ndarray]) -> np.ndarray:
@@ -183,7 +177,7 @@ def compute_speedups(
             }
         )
     table = pa.Table.from_pylist(rows, schema=SPEEDUPS_SCHEMA)
-    return table.to_pandas().sort_values(["operation", "library", "device", "size"], kind="stable")
+    return table.to_pandas().sort_values(list(SORT), kind="stable")
 
 
 def write_speedups(
@@ -203,17 +197,3 @@ def write_speedups(
     )
     write_atomic(pa.Table.from_pandas(result, schema=SPEEDUPS_SCHEMA, preserve_index=False), output)
     return result
-
-
-def check_baseline(baseline_library: str, baseline_device: str, *tables: pd.DataFrame) -> None:
-    """Raise ValueError unless every row of ``tables`` (speedups, crossovers) was computed
-    against this baseline: a report must not name one baseline and show another's numbers."""
-    found = set()
-    for table in tables:
-        found |= set(zip(table["baseline_library"], table["baseline_device"], strict=True))
-    if found - {(baseline_library, baseline_device)}:
-        against = ", ".join(f"{lib} on {dev}" for lib, dev in sorted(found))
-        raise ValueError(
-            f"the tables were computed against {against}, not the baseline given "
-            f"({baseline_library} on {baseline_device}): recompute them"
-        )

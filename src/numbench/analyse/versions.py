@@ -47,48 +47,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from numbench.analyse.compare import BROKEN, NOT_COMPARABLE, check_margin
+from numbench.analyse.compare import check_margin
 from numbench.analyse.speedups import cell_seed, floored, round_floor, round_log_ratios
 from numbench.cells import Cell
-from numbench.contract import BASELINE, KEY_FIELDS, LATENCY, MEASURED, read_cell, write_atomic
+from numbench.contract import BASELINE, LATENCY, MEASURED, read_cell, write_atomic
+from numbench.contract.versions import BROKEN, NOT_COMPARABLE, VERSIONS_SCHEMA
 from numbench.spec import STATUSES
 from numbench.stats import SAME, ratio_ci, summarize, verdict, verdict_settled
 
-VERSIONS_SCHEMA = pa.schema(
-    [
-        # the environment's name in the config (the cell's folder ``LIBRARY@NAME``)
-        pa.field("environment", pa.string()),
-        *KEY_FIELDS,
-        pa.field("threads", pa.int64()),
-        pa.field("host", pa.string()),
-        # the environment's status, or the base's where the base processes did not measure
-        pa.field("status", pa.string()),
-        # the base environment's processes' status (null: unknown)
-        pa.field("base_status", pa.string()),
-        # the environment cell's error, if any (a failed pairing's reason included)
-        pa.field("error", pa.string()),
-        # library_version of the environment's processes and of the base's
-        pa.field("version", pa.string()),
-        pa.field("base_version", pa.string()),
-        pa.field("median_s", pa.float64()),
-        pa.field("base_median_s", pa.float64()),
-        # environment median / base median: above 1, the environment is slower
-        pa.field("ratio", pa.float64()),
-        pa.field("ratio_ci_low", pa.float64()),
-        pa.field("ratio_ci_high", pa.float64()),
-        # the environment's processes (one per round)
-        pa.field("rounds", pa.int64()),
-        # true when the interval drew the same rounds on both sides
-        pa.field("paired", pa.bool_()),
-        pa.field("ci_floor", pa.float64()),
-        pa.field("floored", pa.bool_()),
-        # slower / faster / same / broken / not comparable
-        pa.field("change", pa.string()),
-        pa.field("margin", pa.float64()),
-        pa.field("settled", pa.bool_()),
-    ]
-)
-VERSIONS_COLUMNS = VERSIONS_SCHEMA.names
 #: where a cell's file names start, for paths given below another folder
 CELLS_FOLDER = "results/cells/"
 #: the reason the supervisor records when a base process ended the pairing
@@ -264,12 +230,3 @@ def write_versions(
     result = compute_versions(cell_paths, margin, bench)
     write_atomic(pa.Table.from_pandas(result, schema=VERSIONS_SCHEMA, preserve_index=False), output)
     return result
-
-
-def read_versions(path: str | os.PathLike) -> pd.DataFrame:
-    """results/versions.parquet, every column of VERSIONS_SCHEMA present (ValueError if not)."""
-    table = pd.read_parquet(path)
-    missing = [c for c in VERSIONS_COLUMNS if c not in table.columns]
-    if missing:
-        raise ValueError(f"{path} lacks the columns {missing}: remake it (rule versions)")
-    return table

@@ -31,11 +31,11 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from numbench.analyse.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
-from numbench.analyse.speedups import check_baseline, in_doubt
-from numbench.analyse.versions import read_versions
 from numbench.contract import write_text_atomic
+from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.contract.roofs import read_roofs
+from numbench.contract.speedups import check_baseline, in_doubt
+from numbench.contract.versions import read_versions
 from numbench.formatting import series_label, series_labels
 from numbench.report.charts_dimensions import precision_chart, scaling_chart
 from numbench.report.charts_overview import first_call_chart, heatmap_chart

@@ -7,7 +7,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from numbench.analyse.speedups import in_doubt
+from numbench.contract.speedups import in_doubt
 from numbench.formatting import series_labels
 from numbench.report.style import color, log_y, no_data
 

@@ -1,5 +1,6 @@
 """The summary's "Roofline" section: the roofs measured on each host, and per operation the
-fastest library's share of its roof at the largest size, and what bounds it.
+fastest library's share of its roof at the largest size, and what bounds it (the findings
+``numbench.analyse.roofline_findings`` decided, read back from results/findings.parquet).
 
 Every value from the tables enters through ``md_text`` or a table cell (``md_table``), as
 in the rest of the summary.
@@ -9,9 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from numbench.analyse.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
-from numbench.analyse.roofline_findings import LOW_DRAM_SHARE, RoofFinding, roofline_findings
+from numbench.contract.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
+from numbench.facts import LOW_DRAM_SHARE, RoofFinding
 from numbench.formatting import Markdown, display, format_size, md_table, md_text
 from numbench.report.charts_roofline import roofline_chart_names
 from numbench.report.sentences import md_link
@@ -126,8 +127,13 @@ def first_touch_lines(findings: list[RoofFinding]) -> list[str]:
     return lines
 
 
-def roofline_section(bench: pd.DataFrame, roofs: pd.DataFrame | None, charts_dir: str) -> list[str]:
-    """The section's lines (none without a roofs table)."""
+def roofline_section(
+    bench: pd.DataFrame,
+    roofs: pd.DataFrame | None,
+    charts_dir: str,
+    findings: tuple[RoofFinding, ...] | list[RoofFinding] = (),
+) -> list[str]:
+    """The section's lines (none without a roofs table); ``findings``: ``Findings.roofline``."""
     if roofs is None:
         return []
     lines = [
@@ -149,7 +155,6 @@ def roofline_section(bench: pd.DataFrame, roofs: pd.DataFrame | None, charts_dir
     if names:
         links = [md_link(name, f"{charts_dir}/{name}.html") for name in sorted(names.values())]
         lines += ["Charts: " + ", ".join(links) + ".", ""]
-    findings = roofline_findings(bench, roofs)
     if not findings:
         return lines + ["No cell has a place on a roofline (no cost model, or no roofs).", ""]
     for (host, device, dtype, threads), group in _by_dims(findings):

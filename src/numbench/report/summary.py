@@ -1,9 +1,10 @@
 """results/summary.md: the human answer, written from the data.
 
-The summary reads the three tables (benchmarks, speedups, crossovers), and the optional ones
-it is given (precision, scaling, roofs, versions), and nothing else, so it can be re-rendered
-without re-running a cell. ``numbench.analyse.findings`` decides what to say; this
-module words it. ``render`` returns Markdown; ``to_html`` turns it into the standalone page the
+The summary reads the findings (results/findings.parquet: what ``numbench.analyse.findings``
+decided, read back by ``numbench.contract.findings``), the tables it shows (benchmarks,
+speedups) and the optional ones it is given (precision, scaling, roofs, versions), and nothing
+else, so it can be re-rendered without re-running a cell. It decides nothing: it words the
+findings and tables the tables. ``render`` returns Markdown; ``to_html`` turns it into the standalone page the
 Snakemake report shows; ``write_summary`` writes both.
 
 Every value read from the tables is data, not markup: a cell file from another host may name
@@ -20,19 +21,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from numbench.analyse.dimensions import dimension_findings, dimension_sections
-from numbench.analyse.findings import (
-    decide,
-)
-from numbench.analyse.gpu_report import render_gpu_notice
-from numbench.analyse.pipelining import pipeline_findings, pipeline_sections
-from numbench.analyse.versions import read_versions
 from numbench.contract import write_text_atomic
+from numbench.contract.findings import read_findings
 from numbench.contract.roofs import read_roofs
+from numbench.contract.speedups import check_baseline
+from numbench.contract.versions import read_versions
+from numbench.facts import Findings
 from numbench.formatting import (
     display,
     md_text,
 )
+from numbench.report.dimensions_text import dimension_findings, dimension_sections
+from numbench.report.gpu_text import render_gpu_notice
+from numbench.report.pipelining_text import pipeline_findings, pipeline_sections
 from numbench.report.roofline_text import roofline_section
 from numbench.report.sentences import (
     chart_links,
@@ -109,17 +110,15 @@ def pairing_text(bench: pd.DataFrame) -> str:
 def render(
     bench: pd.DataFrame,
     speedups: pd.DataFrame,
-    crossovers: pd.DataFrame,
-    baseline_library: str,
-    baseline_device: str,
-    margin: float,
+    f: Findings,
     charts_dir: str = "charts",
     precision: pd.DataFrame | None = None,
     scaling: pd.DataFrame | None = None,
     roofs: pd.DataFrame | None = None,
     versions: pd.DataFrame | None = None,
 ) -> str:
-    f = decide(bench, speedups, crossovers, baseline_library, baseline_device, margin)
+    """The summary's Markdown: the findings ``f`` worded, the tables tabled."""
+    baseline_library, baseline_device, margin = f.baseline_library, f.baseline_device, f.margin
     base_name = who_md(baseline_library, baseline_device, f.multi_device)
     counts = bench["status"].value_counts().to_dict()
     status_line = ", ".join(f"{counts[s]} {md_text(s)}" for s in sorted(counts))
@@ -136,8 +135,8 @@ def render(
         "",
         key_findings(f, base_name),
         "",
-        *dimension_findings(precision, scaling),
-        *pipeline_findings(bench, margin, f.multi_device),
+        *dimension_findings(f),
+        *pipeline_findings(f),
         "## Environment",
         "",
         environment_table(bench),
@@ -156,7 +155,7 @@ def render(
         ]
     parts += dimension_sections(precision, scaling)
     parts += pipeline_sections(bench)
-    parts += roofline_section(bench, roofs, charts_dir)
+    parts += roofline_section(bench, roofs, charts_dir, f.roofline)
     parts += versions_section(versions, margin, charts_dir)
     parts += [
         "## Crossovers",
@@ -226,39 +225,27 @@ def to_html(markdown: str) -> str:
 def write_summary(
     benchmarks: str | os.PathLike,
     speedups: str | os.PathLike,
-    crossovers: str | os.PathLike,
+    findings: str | os.PathLike,
     output: str | os.PathLike,
     charts_dir: str | os.PathLike,
-    baseline_library: str,
-    baseline_device: str,
-    margin: float,
     html_output: str | os.PathLike | None = None,
     precision: str | os.PathLike | None = None,
     scaling: str | os.PathLike | None = None,
     roofs: str | os.PathLike | None = None,
     versions: str | os.PathLike | None = None,
 ) -> str:
+    """Write results/summary.md (and its HTML twin) from the files at these paths."""
     bench = pd.read_parquet(benchmarks)
     sp = pd.read_parquet(speedups)
-    cr = pd.read_parquet(crossovers)
+    f = read_findings(findings)
+    # the speedups tabled must be those the findings name the baseline of
+    check_baseline(f.baseline_library, f.baseline_device, sp)
     prec = None if precision is None else pd.read_parquet(precision)
     scal = None if scaling is None else pd.read_parquet(scaling)
     rel = os.path.relpath(Path(charts_dir), Path(output).parent).replace(os.sep, "/")
     roof_table = None if roofs is None else read_roofs(roofs).to_pandas()
     vers = None if versions is None else read_versions(versions)
-    text = render(
-        bench,
-        sp,
-        cr,
-        baseline_library,
-        baseline_device,
-        margin,
-        rel,
-        prec,
-        scal,
-        roof_table,
-        versions=vers,
-    )
+    text = render(bench, sp, f, rel, prec, scal, roof_table, versions=vers)
     write_text_atomic(text, output)
     if html_output is not None:
         write_text_atomic(to_html(text), html_output)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from numbench.analyse.facts import Crossover
-from numbench.analyse.speedups import in_doubt
+from numbench.contract.speedups import in_doubt
+from numbench.facts import Crossover
 from numbench.formatting import (
     Markdown,
     display,

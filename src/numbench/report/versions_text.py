@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from numbench.analyse.compare import BROKEN, NOT_COMPARABLE
+from numbench.contract.versions import BROKEN, NOT_COMPARABLE
 from numbench.formatting import format_ci, format_size, format_speedup, md_table, md_text
 from numbench.report.charts_versions import versions_chart_name
 from numbench.report.sentences import md_link
