@@ -123,27 +123,27 @@ def time_chart(bench: pd.DataFrame, operation: str) -> alt.TopLevelMixin:
     )
 
 
-def speedup_chart(
-    speedups: pd.DataFrame, crossovers: pd.DataFrame, operation: str, baseline: str
-) -> alt.TopLevelMixin:
-    title = f"{operation}: speedup over {baseline}"
+VERDICT_WORDS = {
+    "faster": "faster",
+    "slower": "slower",
+    "same": "same speed (CI holds 1, or within the margin)",
+}
+
+
+def speedup_frame(speedups: pd.DataFrame, operation: str) -> pd.DataFrame:
+    """The operation's speedups with a series label, the verdict in words and ``in_doubt``."""
     d = speedups[(speedups["operation"] == operation) & speedups["speedup"].notna()].copy()
     if d.empty:
-        return no_data(title, f"no speedups for {operation}")
+        return d
     d["series"] = series_labels(d)
-    d["verdict"] = d["verdict"].map(
-        {
-            "faster": "faster",
-            "slower": "slower",
-            "same": "same speed (CI holds 1, or within the margin)",
-        }
-    )
+    d["verdict"] = d["verdict"].map(VERDICT_WORDS)
     d["in_doubt"] = in_doubt(d)
     d.loc[d["in_doubt"], "verdict"] += ", in doubt (CI holds the margin)"
-    domain = sorted(d["series"].unique())
-    lo = min(d["speedup_ci_low"].min(), d["speedup"].min(), 1.0)
-    hi = max(d["speedup_ci_high"].max(), d["speedup"].max(), 1.0)
-    yscale = alt.Scale(type="log", domain=[lo / 1.2, hi * 1.2])
+    return d
+
+
+def speedup_layers(d: pd.DataFrame, yscale: alt.Scale, baseline: str, domain: list) -> list:
+    """The CI band, the speedup line, the 1x rule and a ring on each verdict in doubt."""
     base = alt.Chart(d).encode(x=log_x(d["size"]), color=color(domain))
     band = base.mark_area(opacity=0.2).encode(
         y=alt.Y("speedup_ci_low:Q", scale=yscale),
@@ -177,30 +177,48 @@ def speedup_chart(
             .mark_point(shape="circle", size=220, filled=False, stroke="black", strokeWidth=1.5)
             .encode(x=log_x(d["size"]), y=alt.Y("speedup:Q", scale=yscale))
         )
+    return layers
+
+
+def crossover_layers(crossovers: pd.DataFrame, operation: str, domain: list) -> list:
+    """Each crossover of the operation as a diamond on the 1x line, its CI as a bar."""
     c = crossovers[
         (crossovers["operation"] == operation) & (crossovers["kind"] == "crosses")
     ].copy()
-    if not c.empty:
-        c["series"] = series_labels(c)
-        c["y"] = 1.0
-        cbase = alt.Chart(c).encode(color=color(domain))
-        layers.append(
-            cbase.mark_rule(strokeWidth=3, opacity=0.7).encode(
-                x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q", y="y:Q"
-            )
-        )
-        layers.append(
-            cbase.mark_point(shape="diamond", size=160, filled=True, stroke="black").encode(
-                x=alt.X("crossover_size:Q", scale=alt.Scale(type="log")),
-                y="y:Q",
-                tooltip=[
-                    alt.Tooltip("series:N", title="library"),
-                    alt.Tooltip("crossover_size:Q", title="crossover n", format=".3~s"),
-                    alt.Tooltip("ci_low:Q", title="CI low", format=".3~s"),
-                    alt.Tooltip("ci_high:Q", title="CI high", format=".3~s"),
-                ],
-            )
-        )
+    if c.empty:
+        return []
+    c["series"] = series_labels(c)
+    c["y"] = 1.0
+    cbase = alt.Chart(c).encode(color=color(domain))
+    bar = cbase.mark_rule(strokeWidth=3, opacity=0.7).encode(
+        x=alt.X("ci_low:Q", scale=alt.Scale(type="log")), x2="ci_high:Q", y="y:Q"
+    )
+    diamond = cbase.mark_point(shape="diamond", size=160, filled=True, stroke="black").encode(
+        x=alt.X("crossover_size:Q", scale=alt.Scale(type="log")),
+        y="y:Q",
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            alt.Tooltip("crossover_size:Q", title="crossover n", format=".3~s"),
+            alt.Tooltip("ci_low:Q", title="CI low", format=".3~s"),
+            alt.Tooltip("ci_high:Q", title="CI high", format=".3~s"),
+        ],
+    )
+    return [bar, diamond]
+
+
+def speedup_chart(
+    speedups: pd.DataFrame, crossovers: pd.DataFrame, operation: str, baseline: str
+) -> alt.TopLevelMixin:
+    title = f"{operation}: speedup over {baseline}"
+    d = speedup_frame(speedups, operation)
+    if d.empty:
+        return no_data(title, f"no speedups for {operation}")
+    domain = sorted(d["series"].unique())
+    lo = min(d["speedup_ci_low"].min(), d["speedup"].min(), 1.0)
+    hi = max(d["speedup_ci_high"].max(), d["speedup"].max(), 1.0)
+    yscale = alt.Scale(type="log", domain=[lo / 1.2, hi * 1.2])
+    layers = speedup_layers(d, yscale, baseline, domain)
+    layers += crossover_layers(crossovers, operation, domain)
     return alt.layer(*layers).properties(
         title=alt.Title(
             title,

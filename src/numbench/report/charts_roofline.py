@@ -69,41 +69,34 @@ def roof_lines(
     return pd.DataFrame(lines), pd.DataFrame(ridges)
 
 
-def roofline_chart(
-    bench: pd.DataFrame, roofs: pd.DataFrame, key: tuple
-) -> alt.TopLevelMixin | None:
-    """The roofline of one (host, device, dtype, threads), or None without a roof."""
+def _of_group(frame: pd.DataFrame, key: tuple) -> pd.Series:
+    """Rows of ``frame`` of one (host, device, dtype, threads)."""
     host, device, dtype, threads = key
-    mine = roofs[
-        (roofs["host"] == host)
-        & (roofs["device"] == device)
-        & (roofs["dtype"] == dtype)
-        & (roofs["threads"] == threads)
-    ]
-    cells = bench[
+    return (
+        (frame["host"] == host)
+        & (frame["device"] == device)
+        & (frame["dtype"] == dtype)
+        & (frame["threads"] == threads)
+    )
+
+
+def placed_cells(bench: pd.DataFrame, key: tuple) -> pd.DataFrame:
+    """The group's ok cells with an intensity and a positive GFLOP/s: the points drawn."""
+    return bench[
         (bench["status"] == "ok")
-        & (bench["host"] == host)
-        & (bench["device"] == device)
-        & (bench["dtype"] == dtype)
-        & (bench["threads"] == threads)
+        & _of_group(bench, key)
         & bench["arithmetic_intensity"].notna()
         & bench["gflop_per_s"].notna()
         & (bench["gflop_per_s"] > 0)
     ].copy()
-    bandwidth = mine[mine["roof"].isin(BANDWIDTH_ROOFS) & (mine["status"] == "ok")]
-    compute = mine[(mine["roof"] == COMPUTE_ROOF) & (mine["status"] == "ok")]
-    if bandwidth.empty and compute.empty:
-        return None
-    ridges = [
-        float(c) / float(b) for c in compute["value"].dropna() for b in bandwidth["value"].dropna()
-    ]
-    xs = list(cells["arithmetic_intensity"]) + ridges
-    lo = min(xs, default=0.1) / AXIS_MARGIN
-    hi = max(xs, default=10.0) * AXIS_MARGIN
-    lines, ridge_points = roof_lines(mine, lo, hi)
-    x_scale = alt.Scale(type="log", domain=[lo, hi], nice=False)
-    x = alt.X("x:Q", scale=x_scale, title="arithmetic intensity (flop per byte, cost model)")
+
+
+def roof_layers(
+    lines: pd.DataFrame, ridge_points: pd.DataFrame, compute: pd.DataFrame, x: alt.X, hi: float
+) -> list:
+    """The roofs: each bandwidth roof's line and label, the compute roof's label, the ridges."""
     y_title = "GFLOP/s (cost model / median time)"
+    log_y = alt.Y("y:Q", scale=alt.Scale(type="log"))
     layers = [
         alt.Chart(lines)
         .mark_line(color="#555", strokeDash=[4, 2])
@@ -119,7 +112,7 @@ def roofline_chart(
         layers.append(
             alt.Chart(ends)
             .mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#333")
-            .encode(x=x, y=alt.Y("y:Q", scale=alt.Scale(type="log")), text="roof:N")
+            .encode(x=x, y=log_y, text="roof:N")
         )
     if not compute.empty and compute["value"].notna().any():
         peak = float(compute["value"].dropna().iloc[0])
@@ -127,7 +120,7 @@ def roofline_chart(
         layers.append(
             alt.Chart(label)
             .mark_text(align="right", dx=-4, dy=-8, fontSize=10, color="#333")
-            .encode(x=x, y=alt.Y("y:Q", scale=alt.Scale(type="log")), text="text:N")
+            .encode(x=x, y=log_y, text="text:N")
         )
     if not ridge_points.empty:
         layers.append(
@@ -135,38 +128,69 @@ def roofline_chart(
             .mark_point(shape="diamond", size=70, filled=True, color="black")
             .encode(
                 x=x,
-                y=alt.Y("y:Q", scale=alt.Scale(type="log")),
+                y=log_y,
                 tooltip=["roof:N", alt.Tooltip("x:Q", title="ridge (flop/byte)", format=".3g")],
             )
         )
-    if not cells.empty:
-        cells["series"] = series_labels(cells)
-        cells["x"] = cells["arithmetic_intensity"]
-        cells["above"] = cells["roof_fraction"].fillna(0) > 1
-        cells["share"] = cells["roof_fraction"]
-        domain = sorted(cells["series"].unique())
-        encode = dict(
-            x=x,
-            y=alt.Y("gflop_per_s:Q", scale=alt.Scale(type="log")),
-            color=alt.Color("series:N", title="library", scale=alt.Scale(domain=domain)),
-            shape=alt.Shape("operation:N", title="operation"),
-            tooltip=[
-                alt.Tooltip("series:N", title="library"),
-                alt.Tooltip("operation:N"),
-                alt.Tooltip("size:Q"),
-                alt.Tooltip("gflop_per_s:Q", title="GFLOP/s", format=".3g"),
-                alt.Tooltip("roof:N", title="held against"),
-                alt.Tooltip("share:Q", title="share of its roof", format=".0%"),
-                alt.Tooltip("roof_note:N", title="note"),
-            ],
+    return layers
+
+
+def cell_layers(cells: pd.DataFrame, x: alt.X) -> list:
+    """Every placed cell: filled below its roof, open past it (never drawn as a win)."""
+    if cells.empty:
+        return []
+    cells["series"] = series_labels(cells)
+    cells["x"] = cells["arithmetic_intensity"]
+    cells["above"] = cells["roof_fraction"].fillna(0) > 1
+    cells["share"] = cells["roof_fraction"]
+    domain = sorted(cells["series"].unique())
+    encode = dict(
+        x=x,
+        y=alt.Y("gflop_per_s:Q", scale=alt.Scale(type="log")),
+        color=alt.Color("series:N", title="library", scale=alt.Scale(domain=domain)),
+        shape=alt.Shape("operation:N", title="operation"),
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            alt.Tooltip("operation:N"),
+            alt.Tooltip("size:Q"),
+            alt.Tooltip("gflop_per_s:Q", title="GFLOP/s", format=".3g"),
+            alt.Tooltip("roof:N", title="held against"),
+            alt.Tooltip("share:Q", title="share of its roof", format=".0%"),
+            alt.Tooltip("roof_note:N", title="note"),
+        ],
+    )
+    below, above = cells[~cells["above"]], cells[cells["above"]]
+    layers = []
+    if not below.empty:
+        layers.append(alt.Chart(below).mark_point(filled=True, size=60).encode(**encode))
+    if not above.empty:
+        layers.append(
+            alt.Chart(above).mark_point(filled=False, size=90, strokeWidth=2).encode(**encode)
         )
-        below, above = cells[~cells["above"]], cells[cells["above"]]
-        if not below.empty:
-            layers.append(alt.Chart(below).mark_point(filled=True, size=60).encode(**encode))
-        if not above.empty:
-            layers.append(
-                alt.Chart(above).mark_point(filled=False, size=90, strokeWidth=2).encode(**encode)
-            )
+    return layers
+
+
+def roofline_chart(
+    bench: pd.DataFrame, roofs: pd.DataFrame, key: tuple
+) -> alt.TopLevelMixin | None:
+    """The roofline of one (host, device, dtype, threads), or None without a roof."""
+    host, device, dtype, threads = key
+    mine = roofs[_of_group(roofs, key)]
+    cells = placed_cells(bench, key)
+    bandwidth = mine[mine["roof"].isin(BANDWIDTH_ROOFS) & (mine["status"] == "ok")]
+    compute = mine[(mine["roof"] == COMPUTE_ROOF) & (mine["status"] == "ok")]
+    if bandwidth.empty and compute.empty:
+        return None
+    ridges = [
+        float(c) / float(b) for c in compute["value"].dropna() for b in bandwidth["value"].dropna()
+    ]
+    xs = list(cells["arithmetic_intensity"]) + ridges
+    lo = min(xs, default=0.1) / AXIS_MARGIN
+    hi = max(xs, default=10.0) * AXIS_MARGIN
+    lines, ridge_points = roof_lines(mine, lo, hi)
+    x_scale = alt.Scale(type="log", domain=[lo, hi], nice=False)
+    x = alt.X("x:Q", scale=x_scale, title="arithmetic intensity (flop per byte, cost model)")
+    layers = roof_layers(lines, ridge_points, compute, x, hi) + cell_layers(cells, x)
     threads_word = "thread" if int(threads) == 1 else "threads"
     return alt.layer(*layers).properties(
         title=alt.Title(
