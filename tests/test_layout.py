@@ -67,6 +67,31 @@ def test_no_module_imports_from_a_floor_above_its_own():
     assert upward == []
 
 
+#: the workflow's stages: each imports the ground floor (and the floors between), never another
+#: stage's modules; what one stage concludes travels to the next as a file
+STAGES = ("measure", "analyse", "report")
+
+
+def stage_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def test_no_stage_imports_another_stage():
+    """measure, analyse and report meet through files, so none imports another's modules
+    (a test of this file's own rule: every import inside a function counts too)."""
+    across = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = stage_of(module_name(path))
+        if me is None:
+            continue
+        for line, target in imports_of(path):
+            other = stage_of(target)
+            if other is not None and other != me:
+                across.append(f"{path.relative_to(REPO)}:{line} {me} imports {target}")
+    assert across == []
+
+
 def test_no_module_is_over_the_line_limit():
     long = {
         str(p.relative_to(REPO)): n
