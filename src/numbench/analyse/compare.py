@@ -28,7 +28,9 @@ s_p used per side and device above the table. A ``benchmarks.parquet`` alone is 
 samples are needed. The A/A false-alarm rate measured with it: docs/history.md, "Versions and the regression gate".
 
 Either side is a ``results/`` folder or a ``benchmarks.parquet`` file, possibly from another
-host: its text is data (``md_text`` escapes it in the Markdown; the JSON escapes itself).
+host: its text is data (``numbench.report.compare_text`` escapes it in the Markdown; the JSON
+escapes itself). ``comparison`` gives the ``Comparison`` (``numbench.contract.compare``) that
+the Markdown is worded from, and ``comparison_json`` its JSON.
 Bad input gets a ``CompareError`` naming the file and the problem; the command turns it
 into a message and exit status 2. ``--fail-on-slowdown`` makes the command exit 1 when any
 cell is slower or broken.
@@ -45,27 +47,26 @@ import numpy as np
 import pandas as pd
 
 from numbench.analyse.compare_interval import (
+    MIN_SPREAD_CELLS,
     RUN_SD,
     overall_ratio,
     process_spread,
     processes,
     ratio_interval,
-    spread_text,
 )
-from numbench.formatting import md_table, md_text, missing
+from numbench.cells import KEY
+from numbench.contract.compare import ONLY_NEW, ONLY_OLD, Comparison
+from numbench.contract.versions import BROKEN, NOT_COMPARABLE
+from numbench.formatting import missing
 from numbench.stats import FASTER, SAME, SLOWER, verdict
 
-CELL = ["library", "device", "operation", "size", "dtype", "threads"]
+#: a cell's key in either side's table (``numbench.cells.KEY``)
+CELL = list(KEY)
 #: exit status of ``--fail-on-slowdown`` when a cell got slower or broke
 EXIT_SLOWER = 1
 #: the margin is a factor: 1 is "any significant change", below 1 means nothing
 MIN_MARGIN = 1.0
 
-#: ``ok`` in old, another status in new: a regression, whatever the times say
-BROKEN = "broken"
-#: neither side ``ok``, or only new: no ratio, and nothing lost
-NOT_COMPARABLE = "not comparable"
-ONLY_OLD, ONLY_NEW = "only in old", "only in new"
 #: changes the gate counts: ``--fail-on-slowdown`` fails on any of them
 REGRESSIONS = (BROKEN, SLOWER)
 
@@ -270,65 +271,7 @@ def environment_differences(old: pd.DataFrame, new: pd.DataFrame) -> list[dict]:
     return out
 
 
-def environment_text(differences: list[dict]) -> str:
-    if not differences:
-        return "The two environments are alike: same hosts, CPU models, versions and settings."
-    rows = [
-        [d["what"], ", ".join(d["old"]) or "–", ", ".join(d["new"]) or "–"] for d in differences
-    ]
-    return (
-        "The two environments differ (a cell measured differently is marked in `alike`):\n\n"
-        + md_table(["", "old", "new"], rows)
-    )
-
-
 # -- output -------------------------------------------------------------------------------------
-def _change_text(r) -> str:
-    if r.change in (BROKEN, NOT_COMPARABLE):
-        return f"{r.change} ({r.status_old} -> {r.status_new})"
-    return r.change
-
-
-def markdown(
-    table: pd.DataFrame,
-    margin: float,
-    old_name: str,
-    new_name: str,
-    differences: list[dict] | None = None,
-    spreads: dict[str, dict[str, dict]] | None = None,
-) -> str:
-    c = counts(table)
-    head = (
-        f"Comparing {md_text(new_name)} (new) against {md_text(old_name)} (old): ratio = new "
-        f"median / old median, 95% interval; margin {margin:g}x. "
-        f"{c.get(BROKEN, 0)} broken (ok before, not now), {c.get(SLOWER, 0)} slower, "
-        f"{c.get(FASTER, 0)} faster, {c.get(SAME, 0)} the same"
-    )
-    others = {k: v for k, v in c.items() if k not in (BROKEN, SLOWER, FASTER, SAME)}
-    head += "".join(f", {v} {k}" for k, v in sorted(others.items())) + "."
-    unlike = int((table["alike"] == False).sum())  # noqa: E712 - None is neither
-    if unlike:
-        head += f" {unlike} cell(s) were not measured alike (see `alike`)."
-    rows = []
-    for r in table.itertuples():
-        ratio = "" if pd.isna(r.ratio) else f"{r.ratio:.3f}"
-        ci = "" if pd.isna(r.ci_low) else f"{r.ci_low:.3f} to {r.ci_high:.3f}"
-        floor = "" if pd.isna(r.ci_floor) else f"±{r.ci_floor:.1%}"
-        floor += " widened" if floor and r.floored else ""
-        cell = [r.library, r.device, r.operation, str(r.size), r.dtype, str(int(r.threads))]
-        alike = "" if r.alike is None else "yes" if r.alike else "no: " + ", ".join(r.differs)
-        rows.append([*cell, ratio, ci, floor, _change_text(r), alike])
-    header = ["library", "device", "operation", "size", "dtype", "threads", "ratio", "95% CI"]
-    header += ["floor", "change", "alike"]
-    parts = [head]
-    if differences is not None:
-        parts.append(environment_text(differences))
-    if spreads is not None:
-        parts.append(spread_text(spreads, overall_ratio(table["ratio"])))
-    parts.append(md_table(header, rows, "lllrlrrrrll"))
-    return "\n\n".join(parts) + "\n"
-
-
 def _plain(value):
     """A value JSON can hold: NaN and NA are null, numpy scalars Python's."""
     if isinstance(value, list | tuple):
@@ -365,14 +308,26 @@ def to_json(
     return json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False)
 
 
-def run(
-    old: str | os.PathLike, new: str | os.PathLike, margin: float, as_json: bool = False
-) -> tuple[pd.DataFrame, str]:
-    """The table and its text (Markdown, or JSON with ``as_json``)."""
+def comparison(old: str | os.PathLike, new: str | os.PathLike, margin: float) -> Comparison:
+    """The two result sets compared, with all their wording needs
+    (``numbench.report.compare_text.markdown``); ``to_json`` writes the same for a CI job."""
     margin = check_margin(margin)
     old_frame, new_frame = load(old), load(new)
     table = compare(old_frame, new_frame, margin)
-    differences = environment_differences(old_frame, new_frame)
-    spreads = spreads_of(old_frame, new_frame)
-    text = to_json if as_json else markdown
-    return table, text(table, margin, str(old), str(new), differences, spreads)
+    return Comparison(
+        table=table,
+        margin=margin,
+        old_name=str(old),
+        new_name=str(new),
+        counts=counts(table),
+        differences=environment_differences(old_frame, new_frame),
+        spreads=spreads_of(old_frame, new_frame),
+        overall=overall_ratio(table["ratio"]),
+        run_sd=RUN_SD,
+        min_spread_cells=MIN_SPREAD_CELLS,
+    )
+
+
+def comparison_json(c: Comparison) -> str:
+    """``to_json`` of a ``Comparison``."""
+    return to_json(c.table, c.margin, c.old_name, c.new_name, c.differences, c.spreads)

@@ -37,7 +37,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from numbench.formatting import md_table, missing
+from numbench.contract.compare import SPREAD_DEFAULT, SPREAD_MEASURED
+from numbench.formatting import missing
 from numbench.stats import Z95, typical_sd
 
 #: s_p (standard deviation of the log of a process median) where a side cannot measure it:
@@ -54,7 +55,7 @@ MIN_SPREAD_CELLS = 10
 #: standard deviations of a difference of two sides at 0.093 each, rounded up to 0.1
 RUN_SD = 0.1
 #: where a side's s_p came from
-MEASURED, DEFAULT = "measured", "default"
+MEASURED, DEFAULT = SPREAD_MEASURED, SPREAD_DEFAULT
 
 
 def process_medians(value) -> list[float]:
@@ -154,32 +155,3 @@ def overall_ratio(ratios) -> dict[str, float | int | None]:
         "median_ratio": float(np.exp(np.median(logs))) if logs.size else None,
         "median_ratio_cells": len(logs),
     }
-
-
-def spread_text(spreads: Mapping[str, Mapping[str, dict]], overall: Mapping) -> str:
-    """The Markdown above compare's table: how the interval was made, each side's s_p per
-    device and where it came from, and the median ratio."""
-    rows = []
-    for side in ("old", "new"):
-        for device, s in sorted(spreads.get(side, {}).items()):
-            source = (
-                f"measured over {s['cells']} cells"
-                if s["source"] == MEASURED
-                else f"default ({s['cells']} cells with 2+ processes, {MIN_SPREAD_CELLS} needed)"
-            )
-            rows.append([side, str(device), f"{s['sd']:.4f}", source])
-    median = overall["median_ratio"]
-    shift = (
-        f" The median ratio over the {overall['median_ratio_cells']} cells compared is {median:.3f}: a "
-        "shift of the whole machine between the runs moves every cell alike."
-        if median is not None
-        else ""
-    )
-    return (
-        "The interval includes run-to-run variance: on the log scale, each side's standard "
-        "error is its own interval's, or s_p / sqrt(processes) where larger (s_p: the side's "
-        f"typical spread between processes, below), with run_sd = {RUN_SD:g} added for the "
-        "drift between runs. `floor` is the least half-width that gives, `widened` where the "
-        f"process floor was above the cell's own.{shift}\n\n"
-        + md_table(["side", "device", "s_p", "from"], rows, "llrl")
-    )
