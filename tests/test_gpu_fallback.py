@@ -18,16 +18,26 @@ import pytest
 from conftest import make_spec, snakemake
 
 from numbench import libraries, operations
-from numbench.analyse.gpu_report import gpu_gaps_notice, no_gpu_notice
+from numbench.analyse.gpu_report import gpu_notice
 from numbench.libraries import Unavailable
 from numbench.measure import inputs
 from numbench.measure.process import run_worker
+from numbench.report import gpu_text
 from numbench.timing import EventTimer, Timer, TimingSettings
 
 GPU_LIBRARIES = ("jax", "torch", "tensorflow", "numba", "cupy")
 TINY_TIMING = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 3, "budget_s": 0.01}
 # No GPU, whatever the host has: the tests mean "a host where no GPU is visible".
 NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "NUMBA_ENABLE_CUDASIM": "0"}
+
+
+def no_gpu_notice(bench) -> str | None:
+    """The summary's no-GPU paragraph for these cells: decided by analyse, worded by report."""
+    return gpu_text.no_gpu_notice(gpu_notice(bench))
+
+
+def gpu_gaps_notice(bench) -> str | None:
+    return gpu_text.gpu_gaps_notice(gpu_notice(bench))
 
 
 # -- the workflow end to end -----------------------------------------------------------------
