@@ -25,6 +25,15 @@ import sys
 import time
 import traceback
 
+from numbench.measure.worker_checks import (
+    check_output,
+    cpus_note,
+    fresh_inputs,
+    input_digests,
+    inputs_changed,
+    log_mismatch,
+    threads_seen,
+)
 from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 
@@ -70,25 +79,6 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
-def threads_seen(adapter, asked: int) -> tuple[int | None, str | None]:
-    """The threads the library reports running with, and a note where they differ from
-    those asked (None where it matches, or where the library has no CPU threads to say)."""
-    try:
-        used = adapter.threads_used()
-    except Exception as exc:  # noqa: BLE001 - metadata only, never fatal
-        return None, f"asked for {asked}; {adapter.name} could not say how many it runs: {exc}"
-    if used is None or used == asked:
-        return used, None
-    return used, f"asked for {asked}, {adapter.name} runs {used}"
-
-
-def cpus_note(cpus: int, asked: int) -> str | None:
-    """A note where the worker may run on fewer CPUs than the cell's threads."""
-    if cpus >= asked:
-        return None
-    return f"asked for {asked} threads, the worker may run on {cpus} CPUs"
-
-
 def measure(spec: CellSpec, turns=None) -> ProcessReport:
     """Measure the cell in this process, pinned to the cell's threads; the report says how
     many CPUs it could run on (``cpus_allowed``), read once pinned, before the library's
@@ -109,39 +99,96 @@ def measure(spec: CellSpec, turns=None) -> ProcessReport:
 def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     """Measure the cell in this process. ``turns``: take the samples in turns with a
     partner process (a lockstep round, ``numbench.measure.lockstep``); everything else runs as alone,
-    while the partner waits."""
+    while the partner waits. Each step below returns early with the report as it stands
+    where the cell cannot go on (its status and error already said)."""
+    adapter, out = _import_library(spec)
+    if out.status == "unavailable":
+        return out
+    op = _load_operation(spec, adapter, out)
+    if op is None:
+        return out
+    _describe_library(spec, adapter, out)
+    loaded = _load_inputs(spec, op, out)
+    if loaded is None:
+        return out
+    inputs, reference, params = loaded
+
+    args = tuple(adapter.to_device(a) for a in inputs)
+    fn = adapter.compile(op.build(adapter.family, adapter.xp, spec.dtype, params))
+    adapter.reset_device_peak()
+    digests = input_digests(adapter, args)
+    sampled = _sample(spec, adapter, op, fn, inputs, args, turns, out)
+    if sampled is None:
+        return out
+    timer, m = sampled
+    changed = inputs_changed(adapter, op, args, digests)
+    if changed:
+        out.error = changed
+        return out
+
+    _report_latency(spec, adapter, op, m, reference, out)
+    # The second mode and the transfers add figures; a failure in either (a device out of
+    # memory with the window, say) leaves them null with a note and keeps the latency.
+    notes = []
+    worst_result = m.result
+    if adapter.asynchronous:
+        pipelined, note = _sample_pipelined(spec, adapter, timer, m.loops, reference, out)
+        notes += [note] if note else []
+        if pipelined is not None and out.pipelined_rel_error > out.rel_error:
+            worst_result = pipelined
+    if not adapter.host_memory:
+        note = _measure_transfers(adapter, inputs, timer, out)
+        notes += [note] if note else []
+    _judge(spec, adapter, worst_result, reference, out)
+    if notes:
+        out.error = "; ".join(([out.error] if out.error else []) + notes)
+    return out
+
+
+def _import_library(spec: CellSpec):
+    """(the cell's library adapter, the report begun): the library imported first, in a fresh
+    interpreter, so that ``import_s`` is the whole import (NumPy included) as a user's
+    script would pay it. A library that is missing here gives an ``unavailable`` report."""
     from numbench.libraries import Unavailable, get
     from numbench.libraries.slowed import slowed_if_asked
 
     adapter = slowed_if_asked(get(spec.library)(spec.device, spec.dtype, spec.threads))
-
-    # Import the library first, in a fresh interpreter, so import_s is the whole import
-    # (NumPy included) as a user's script would pay it.
     t0 = time.perf_counter()
     try:
         adapter.load()
     except Unavailable as exc:
-        return ProcessReport(status="unavailable", error=str(exc))
+        return adapter, ProcessReport(status="unavailable", error=str(exc))
     except ImportError as exc:
-        return ProcessReport(
+        return adapter, ProcessReport(
             status="unavailable", error=f"{adapter.module} cannot be imported: {exc}"
         )
-    out = ProcessReport(status="failed", import_s=time.perf_counter() - t0)
+    return adapter, ProcessReport(status="failed", import_s=time.perf_counter() - t0)
 
+
+def _load_operation(spec: CellSpec, adapter, out: ProcessReport):
+    """The cell's operation, or None with the report saying why: its file does not import
+    here (``failed``), or the library cannot express it (``unsupported``). An operation whose
+    code changed since the spec was written is not the library's outcome: the job fails."""
     from numbench import operations
     from numbench.errors import MachineryFault
 
     try:
         op = operations.load(spec.operation, spec.operation_file, spec.operation_hash).operation
-    except operations.OperationChanged as exc:  # not the library's outcome: the job fails
+    except operations.OperationChanged as exc:
         raise MachineryFault(str(exc)) from None
-    except operations.OperationError as exc:  # the user's file does not import here
+    except operations.OperationError as exc:
         out.error = str(exc)
-        return out
+        return None
     reason = op.unsupported_reason(adapter.family)
     if reason is not None:
         out.status, out.error = "unsupported", reason
-        return out
+        return None
+    return op
+
+
+def _describe_library(spec: CellSpec, adapter, out: ProcessReport) -> None:
+    """What a reviewer needs of the library as loaded: its version, the device, the BLAS,
+    and the threads it really runs with."""
     out.library_version = adapter.version()
     out.device_name = adapter.device_name()
     details = adapter.device_details()
@@ -149,10 +196,14 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     out.blas = adapter.blas()
     out.threads_used, out.threads_note = threads_seen(adapter, spec.threads)
 
+
+def _load_inputs(spec: CellSpec, op, out: ProcessReport):
+    """(host inputs, float64 reference, the operation's parameters), or None with the
+    report's error saying why: the inputs file cannot be read, or it was made with other
+    parameters or by other code of the operation than the cell's (remake it)."""
+    from numbench import operations
     from numbench.errors import CorruptFile
     from numbench.measure import inputs as inputs_file
-    from numbench.measure.cpu_taken import CpuTaken
-    from numbench.timing import Timer
 
     params = op.resolve_params(spec.params)
     try:
@@ -161,25 +212,30 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
         )
     except CorruptFile as exc:
         out.error = str(exc)
-        return out
+        return None
     if inputs_params != operations.params_json(params):
         out.error = (
             f"the inputs file was made with parameters {inputs_params or '{}'} but the "
             f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs"
         )
-        return out
+        return None
     if inputs_code != spec.operation_hash:
         out.error = (
             f"the inputs file was made by other code of {spec.operation} (hash "
             f"{inputs_code[:12] or 'not recorded'}, the cell's is {spec.operation_hash[:12]}); "
             "remake the inputs"
         )
-        return out
+        return None
+    return inputs, reference, params
 
-    args = tuple(adapter.to_device(a) for a in inputs)
-    fn = adapter.compile(op.build(adapter.family, adapter.xp, spec.dtype, params))
-    adapter.reset_device_peak()
-    digests = input_digests(adapter, args)
+
+def _sample(spec: CellSpec, adapter, op, fn, inputs: list, args: tuple, turns, out):
+    """(the timer, its measurement) of the per-call latency: the first call timed alone,
+    calibration, then the samples (``numbench.timing.Timer.measure``), with the share of the
+    CPUs something else took meanwhile. None where the library's code raised: the report
+    is ``failed`` with its message (said as out of memory where it is)."""
+    from numbench.measure.cpu_taken import CpuTaken
+    from numbench.timing import Timer
 
     try:
         timer = Timer(
@@ -197,19 +253,18 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     except Exception as exc:  # noqa: BLE001 - the library's own error is the message
         traceback.print_exc()
         out.status, out.error = error_status(exc)
-        return out
-    changed = inputs_changed(adapter, op, args, digests)
-    if changed:
-        out.error = changed
-        return out
+        return None
+    return timer, m
 
-    # Memory as the per-call measurement used it: the pipelined window and the transfer
-    # repeats below hold more, and CuPy's pool and XLA's peak never shrink.
+
+def _report_latency(spec: CellSpec, adapter, op, m, reference, out: ProcessReport) -> None:
+    """The latency's figures in the report, its result checked against the reference, and
+    the memory as the per-call measurement used it: the pipelined window and the transfer
+    repeats after it hold more, and CuPy's pool and XLA's peak never shrink."""
     out.device_peak_mb = adapter.device_peak_mb()
     out.peak_rss_mb = _peak_rss_mb()
     tolerance = op.tolerance_for(adapter.family, spec.dtype)
     rel_error, out.error = check_output(adapter, m.result, reference, "", spec.dtype)
-    worst_result = m.result
     out.first_call_s = m.first_call_s
     out.sampling_s = m.sampling_s
     out.loops = m.loops
@@ -218,122 +273,60 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     out.tolerance = tolerance
     out.dispatch = "asynchronous" if adapter.asynchronous else "synchronous"
 
-    # The second mode and the transfers add figures; a failure in either (a device out of
-    # memory with the window, say) leaves them null with a note and keeps the latency.
-    notes = []
-    if adapter.asynchronous:
-        try:
-            pipelined = timer.measure_pipelined(spec.timing, loops_from=m.loops)
-        except Exception as exc:  # noqa: BLE001 - said in the cell's error, figures null
-            traceback.print_exc()
-            notes.append(f"pipelined loop not measured: {error_status(exc)[1]}")
-        else:
-            out.pipelined_sampling_s = pipelined.sampling_s
-            out.pipelined_loops = pipelined.loops
-            out.pipelined_samples_s = pipelined.samples_s
-            out.pipelined_window = pipelined.window
-            out.pipelined_rel_error, error = check_output(
-                adapter, pipelined.result, reference, "the pipelined loop's ", spec.dtype
-            )
-            out.error = out.error or error
-            if out.pipelined_rel_error > rel_error:
-                worst_result = pipelined.result
-    if not adapter.host_memory:
-        from numbench.measure import transfers
 
-        try:
-            # a fresh, computed result for each read-back: JAX caches an array's host copy
-            moved = transfers.measure(adapter, inputs, lambda: timer.first_call()[1])
-        except Exception as exc:  # noqa: BLE001 - said in the cell's error, figures null
-            traceback.print_exc()
-            notes.append(f"transfers not measured: {error_status(exc)[1]}")
-        else:
-            out.h2d_s, out.d2h_s = moved.h2d_s, moved.d2h_s
-            out.h2d_bytes, out.d2h_bytes = moved.h2d_bytes, moved.d2h_bytes
+def _sample_pipelined(spec: CellSpec, adapter, timer, loops: int, reference, out):
+    """(the pipelined loop's last result, None) with its figures and its check in the report,
+    for an asynchronous library (calls queued back to back, one sync per sample); or (None,
+    a note) where it could not be measured, its figures left null."""
+    try:
+        pipelined = timer.measure_pipelined(spec.timing, loops_from=loops)
+    except Exception as exc:  # noqa: BLE001 - said in the cell's error, figures null
+        traceback.print_exc()
+        return None, f"pipelined loop not measured: {error_status(exc)[1]}"
+    out.pipelined_sampling_s = pipelined.sampling_s
+    out.pipelined_loops = pipelined.loops
+    out.pipelined_samples_s = pipelined.samples_s
+    out.pipelined_window = pipelined.window
+    out.pipelined_rel_error, error = check_output(
+        adapter, pipelined.result, reference, "the pipelined loop's ", spec.dtype
+    )
+    out.error = out.error or error
+    return pipelined.result, None
 
-    worst = max(rel_error, out.pipelined_rel_error or 0.0)
-    if worst <= tolerance:
+
+def _measure_transfers(adapter, inputs: list, timer, out: ProcessReport) -> str | None:
+    """The transfers' figures in the report, for a library whose arrays live off the host
+    (inputs placed on the device, a result read back); or a note where they could not be
+    measured, their figures left null."""
+    from numbench.measure import transfers
+
+    try:
+        # a fresh, computed result for each read-back: JAX caches an array's host copy
+        moved = transfers.measure(adapter, inputs, lambda: timer.first_call()[1])
+    except Exception as exc:  # noqa: BLE001 - said in the cell's error, figures null
+        traceback.print_exc()
+        return f"transfers not measured: {error_status(exc)[1]}"
+    out.h2d_s, out.d2h_s = moved.h2d_s, moved.d2h_s
+    out.h2d_bytes, out.d2h_bytes = moved.h2d_bytes, moved.d2h_bytes
+    return None
+
+
+def _judge(spec: CellSpec, adapter, worst_result, reference, out: ProcessReport) -> None:
+    """The status from the worse of the two modes' errors: ``ok`` within the dtype's
+    tolerance, else ``mismatch``, saying which loop missed and by how much, with where the
+    worse result departs from the reference written to the cell's log."""
+    worst = max(out.rel_error, out.pipelined_rel_error or 0.0)
+    if worst <= out.tolerance:
         out.status = "ok"
-    else:
-        out.status = "mismatch"
-        if out.error is None:
-            which = "the pipelined loop's " if worst > rel_error else ""
-            out.error = (
-                f"{which}relative error {worst:.3g} exceeds the {spec.dtype} "
-                f"tolerance {tolerance:g}"
-            )
-        log_mismatch(adapter, worst_result, reference, out.error)
-    if notes:
-        out.error = "; ".join(([out.error] if out.error else []) + notes)
-    return out
-
-
-def input_digests(adapter, args: tuple) -> list[str]:
-    """A digest of each input as the implementation receives it (``base.array_digest``)."""
-    from numbench.operations.base import array_digest
-
-    return [array_digest(adapter.to_numpy(a)) for a in args]
-
-
-def inputs_changed(adapter, op, args: tuple, before: list[str]) -> str | None:
-    """The error of a cell whose implementation wrote into its inputs during the timed
-    loop (every call after the first then timed other data), or None. Read after the
-    loop, from a digest taken before the first call: no copy of the inputs is kept."""
-    from numbench.operations.check import changed_inputs, mutation_message
-
-    names = changed_inputs(before, args, adapter.to_numpy, op.input_names)
-    return mutation_message(adapter.family, names) if names else None
-
-
-def fresh_inputs(adapter, op, inputs: list, args: tuple):
-    """For an operation that declares inputs its implementations write into
-    (``Operation.mutates_inputs``): a function making one call's arguments, with a fresh
-    device copy of each of those made from the untouched host arrays; else None. The
-    timer makes them before each sample's calls, outside the timed region."""
-    if not op.mutates_inputs:
-        return None
-    import numpy as np
-
-    mutated = [name in op.mutates_inputs for name in op.input_names]
-
-    def fresh() -> tuple:
-        return tuple(
-            adapter.to_device(np.array(host, copy=True)) if mutates else arg
-            for mutates, host, arg in zip(mutated, inputs, args, strict=True)
+        return
+    out.status = "mismatch"
+    if out.error is None:
+        which = "the pipelined loop's " if worst > out.rel_error else ""
+        out.error = (
+            f"{which}relative error {worst:.3g} exceeds the {spec.dtype} "
+            f"tolerance {out.tolerance:g}"
         )
-
-    return fresh
-
-
-def log_mismatch(adapter, result, reference, error: str | None) -> None:
-    """Say in the cell's log (the worker's stderr) where a result that failed its check
-    departs from the reference, element by element: the report keeps only the figure."""
-    from numbench import operations
-
-    print(f"the result fails its check: {error}", file=sys.stderr)
-    try:
-        print(operations.mismatch_report(adapter.to_numpy(result), reference), file=sys.stderr)
-    except Exception as exc:  # noqa: BLE001 - a diagnosis only, never fatal
-        print(f"(no element-wise report: {type(exc).__name__}: {exc})", file=sys.stderr)
-    sys.stderr.flush()
-
-
-def check_output(adapter, result, reference, which: str, dtype: str) -> tuple[float, str | None]:
-    """(relative error of ``result`` against the reference, error text or None). An output
-    of another count or shape than the reference's, or of another dtype than the cell's,
-    has an infinite error: the cell is a ``mismatch`` saying why."""
-    from numbench import operations
-    from numbench.operations.base import dtype_problem
-
-    host = adapter.to_numpy(result)
-    try:
-        error = operations.relative_error(host, reference)
-    except ValueError as exc:
-        return float("inf"), f"{which}output does not match the reference: {exc}"
-    wrong = dtype_problem(host, reference, dtype)
-    if wrong:
-        return float("inf"), f"{which}output does not match the reference: {wrong}"
-    return error, None
+    log_mismatch(adapter, worst_result, reference, out.error)
 
 
 def main(argv: list[str] | None = None) -> int:
