@@ -20,16 +20,17 @@ import pytest
 from conftest import MARGIN, constructed_results, make_spec
 
 from numbench.analyse.aggregate import cell_row, end_to_end_s, pipelined_row, sample_rows
-from numbench.analyse.pipelining import (
+from numbench.analyse.pipelining import pipeline_facts, pipeline_gaps
+from numbench.facts import Findings
+from numbench.measure import inputs, transfers
+from numbench.measure.process import run_worker
+from numbench.report.pipelining_text import (
     gap_sentence,
-    pipeline_findings,
-    pipeline_gaps,
     pipeline_sections,
     pipeline_table,
     transfer_table,
 )
-from numbench.measure import inputs, transfers
-from numbench.measure.process import run_worker
+from numbench.report.pipelining_text import pipeline_findings as findings_lines
 from numbench.spec import CellMeta, ProcessReport
 from numbench.timing import Timer, TimingSettings, pipeline_window, result_nbytes
 
@@ -465,6 +466,27 @@ def with_pipelined(gpu: str | None = None) -> pd.DataFrame:
     bench["pipelined_speedup_ci_low"] = gain * 0.97
     bench["pipelined_speedup_ci_high"] = gain * 1.03
     return bench
+
+
+def pipeline_findings(bench: pd.DataFrame, margin: float, multi_device: bool) -> list[str]:
+    """The key findings' lines on pipelining: the facts analyse decides, worded by report."""
+    gaps, same, sync = pipeline_facts(bench, margin)
+    findings = Findings(
+        baseline_library="numpy",
+        baseline_device="cpu",
+        margin=margin,
+        multi_device=multi_device,
+        gpu_notice=None,
+        fastest=(),
+        speedups=(),
+        slowdowns=(),
+        crossovers=(),
+        warnings=(),
+        pipeline_gaps=gaps,
+        queued_same_speed=same,
+        synchronous=sync,
+    )
+    return findings_lines(findings)
 
 
 def test_a_sentence_for_the_library_whose_throughput_differs():
