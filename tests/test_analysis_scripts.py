@@ -84,12 +84,12 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     tables += [str(res / "speedups.parquet"), "--crossovers", str(res / "crossovers.parquet")]
     baseline = ["--baseline-library", "numpy", "--baseline-device", "cpu"]
     run("charts.py", *tables, *baseline, "--outdir", str(res / "charts"))
+    findings = ["--findings", str(res / "findings.parquet")]
+    run("findings.py", *tables, *baseline, "--margin", "1.1", "--output", findings[1])
     run(
         "summary.py",
-        *tables,
-        *baseline,
-        "--margin",
-        "1.1",
+        *tables[:4],
+        *findings,
         "--charts-dir",
         str(res / "charts"),
         "--output",
@@ -115,9 +115,10 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     assert "<h2>Crossovers</h2>" in (res / "summary.html").read_text(encoding="utf-8")
 
 
-def test_summary_and_charts_need_the_baseline():
-    """The baseline is always passed in: neither script guesses it."""
-    for script in ("summary.py", "charts.py"):
+def test_findings_and_charts_need_the_baseline():
+    """The baseline is always passed in: neither script guesses it (the summary takes it from
+    the findings)."""
+    for script in ("findings.py", "charts.py"):
         proc = subprocess.run(
             [sys.executable, str(REPO / "scripts" / script), "--benchmarks", "b.parquet"],
             capture_output=True,

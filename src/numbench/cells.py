@@ -25,9 +25,15 @@ FIELDS = ("library", "device", "dtype", "threads", "operation", "size")
 KEY = ("library", "device", "operation", "size", "dtype", "threads")
 #: A measurement's key: the cell on one host (results from several hosts keep both).
 KEY_WITH_HOST = (*KEY, "host")
+#: A speedup curve over sizes: a cell's key on its host without its size (crossovers.parquet).
+CURVE = tuple(field for field in KEY_WITH_HOST if field != "size")
+#: What a roof is measured for: a cell's key on its host without library, operation and size.
+SETTING = ("host", "device", "dtype", "threads")
 #: The order the tables' rows are sorted in (speedups, precision, scaling): by operation,
 #: then library and device, then size; a stable sort keeps the rest as it was.
 SORT = ("operation", "library", "device", "size")
+#: The order the summary lists cells in (every cell, the warnings): by operation and size.
+SORT_BY_SIZE = ("operation", "size", "library", "device", "dtype", "threads")
 
 #: What an environment's name may hold (``environments`` in the config).
 ENVIRONMENT_PATTERN = "[A-Za-z0-9][A-Za-z0-9._-]*"

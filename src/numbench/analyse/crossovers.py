@@ -37,9 +37,10 @@ import os
 import pandas as pd
 import pyarrow as pa
 
+from numbench.cells import CURVE
 from numbench.contract import CROSSOVERS_SCHEMA, write_atomic
 
-GROUP_COLUMNS = ["library", "device", "operation", "dtype", "threads", "host"]
+GROUP_COLUMNS = list(CURVE)
 FASTER, SLOWER, TIE = "faster", "slower", "tie"
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from numbench import cells
 from numbench.analyse.speedups import cell_seed
-from numbench.cells import FIELDS
+from numbench.cells import FIELDS, SORT_BY_SIZE
 from numbench.contract import MEASURED, write_atomic
 from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.facts import PrecisionGap, ScalingGap
@@ -147,7 +147,7 @@ def _largest_per_operation(frame: pd.DataFrame) -> pd.DataFrame:
     clear = frame[frame["verdict"].isin([FASTER, SLOWER])]
     if clear.empty:
         return clear
-    clear = clear.sort_values(["operation", "size", "library"], ascending=[True, False, True])
+    clear = clear.sort_values(list(SORT_BY_SIZE[:3]), ascending=[True, False, True])
     return clear.groupby("operation", sort=True).head(1)
 
 

@@ -26,6 +26,7 @@ from numbench.analyse.gpu_report import gpu_notice
 from numbench.analyse.grid_settings import settings
 from numbench.analyse.pipelining import pipeline_facts
 from numbench.analyse.roofline_findings import roofline_findings
+from numbench.cells import SORT_BY_SIZE
 from numbench.contract.findings import write_findings as write_findings_table
 from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline, in_doubt
@@ -57,6 +58,9 @@ from numbench.facts import (
 )
 from numbench.formatting import missing
 from numbench.stats import FASTER, SLOWER
+
+#: the warnings list cells by operation, size and library (a stable sort keeps the rest)
+BY_SIZE = list(SORT_BY_SIZE[:3])
 
 
 def firmness(speedups: pd.DataFrame) -> Firmness | None:
@@ -161,20 +165,20 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, 
     out: list[CellWarning] = []
     ok = bench[bench["status"] == "ok"]
     noisy = ok[ok["iqr_s"] > NOISY_IQR_FRACTION * ok["median_s"]]
-    for r in noisy.sort_values(["operation", "size", "library"]).itertuples():
+    for r in noisy.sort_values(BY_SIZE).itertuples():
         out.append(NoisyCell(r.library, r.device, r.operation, int(r.size), r.iqr_s, r.median_s))
     unstable = ok[ok["unstable"].fillna(False).astype(bool)]
-    for r in unstable.sort_values(["operation", "size", "library"]).itertuples():
+    for r in unstable.sort_values(BY_SIZE).itertuples():
         cell = (r.library, r.device, r.operation, int(r.size))
         out.append(UnstableCell(*cell, r.process_spread, r.process_medians_s))
     if "cpu_taken" in ok:  # results from before the column have nothing to say
         busy = ok[ok["cpu_taken"].fillna(0) > BUSY_CPU_TAKEN]
-        for r in busy.sort_values(["operation", "size", "library"]).itertuples():
+        for r in busy.sort_values(BY_SIZE).itertuples():
             cell = (r.library, r.device, r.operation, int(r.size))
             set_aside = 0 if missing(r.set_aside) else int(r.set_aside)
             out.append(BusyCell(*cell, float(r.cpu_taken), set_aside))
     doubtful = speedups[speedups["speedup"].notna() & in_doubt(speedups)]
-    for r in doubtful.sort_values(["operation", "size", "library"]).itertuples():
+    for r in doubtful.sort_values(BY_SIZE).itertuples():
         cell = (r.library, r.device, r.operation, int(r.size))
         values = (r.speedup, r.speedup_ci_low, r.speedup_ci_high, r.verdict, r.margin)
         out.append(DoubtfulVerdict(*cell, *values))

@@ -16,6 +16,7 @@ import math
 
 import pandas as pd
 
+from numbench.cells import SETTING
 from numbench.contract.roofs import ITEMSIZE
 from numbench.facts import LOW_DRAM_SHARE, FirstTouch, RoofFinding
 from numbench.libraries.base import STEADY_MALLOC
@@ -24,7 +25,7 @@ from numbench.libraries.base import STEADY_MALLOC
 #: threshold on 64 bits, which ``allocator: steady`` sets from the start): such an output is
 #: fresh memory, faulted in on every call
 FRESH_OUTPUT_BYTES = int(STEADY_MALLOC["MALLOC_MMAP_THRESHOLD_"])
-GROUP = ["host", "device", "dtype", "threads"]
+GROUP = list(SETTING)
 
 
 def output_bytes(operation: str, size: int, dtype: str, params: str | None) -> float | None:

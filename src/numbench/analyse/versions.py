@@ -49,7 +49,7 @@ import pyarrow as pa
 
 from numbench.analyse.compare import check_margin
 from numbench.analyse.speedups import cell_seed, floored, round_floor, round_log_ratios
-from numbench.cells import Cell
+from numbench.cells import KEY, Cell
 from numbench.contract import BASELINE, LATENCY, MEASURED, read_cell, write_atomic
 from numbench.contract.versions import BROKEN, NOT_COMPARABLE, VERSIONS_SCHEMA
 from numbench.spec import STATUSES
@@ -60,7 +60,7 @@ CELLS_FOLDER = "results/cells/"
 #: the reason the supervisor records when a base process ended the pairing
 #: (``numbench.measure.replicates.measure_replicates``)
 PAIRING_ENDED = re.compile(r"the paired baseline process \([^)]*\) ended (\w+)")
-BASE_KEY = ["library", "device", "operation", "size", "dtype", "threads"]
+BASE_KEY = list(KEY)
 
 
 def environment_cell(path: str | os.PathLike) -> Cell:

@@ -21,17 +21,23 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from numbench.cells import CURVE, KEY, KEY_WITH_HOST
 from numbench.errors import CorruptFile, corrupt, remake_command  # noqa: F401 - re-exported
 from numbench.spec import STATUSES, CellMeta, ProcessReport
 from numbench.stats import Summary
 
-KEY_FIELDS = [
-    pa.field("library", pa.string()),
-    pa.field("device", pa.string()),
-    pa.field("operation", pa.string()),
-    pa.field("size", pa.int64()),
-    pa.field("dtype", pa.string()),
-]
+#: the Arrow type of a cell's key fields (``numbench.cells.KEY_WITH_HOST``) that are not text
+_KEY_TYPES = {"size": pa.int64(), "threads": pa.int64()}
+
+
+def key_fields(names) -> list[pa.Field]:
+    """The Arrow fields of these fields of a cell's key (``numbench.cells``), in this order."""
+    return [pa.field(name, _KEY_TYPES.get(name, pa.string())) for name in names]
+
+
+#: the key columns a cell file and benchmarks.parquet begin with: ``cells.KEY`` without
+#: ``threads``, which they keep among the cell's metadata as contract 1 did
+KEY_FIELDS = key_fields(KEY[:5])
 #: the sample roles (``role``): the cell's own library, and the baseline's process run beside it
 MEASURED, BASELINE = "measured", "baseline"
 SAMPLE_FIELDS = [
@@ -125,13 +131,7 @@ BENCHMARKS_SCHEMA = pa.schema(
 )
 SPEEDUPS_SCHEMA = pa.schema(
     [
-        pa.field("library", pa.string()),
-        pa.field("device", pa.string()),
-        pa.field("operation", pa.string()),
-        pa.field("size", pa.int64()),
-        pa.field("dtype", pa.string()),
-        pa.field("threads", pa.int64()),
-        pa.field("host", pa.string()),
+        *key_fields(KEY_WITH_HOST),
         pa.field("baseline_library", pa.string()),
         pa.field("baseline_device", pa.string()),
         pa.field("speedup", pa.float64()),
@@ -169,12 +169,7 @@ SAMPLES_SCHEMA = pa.schema(
 )
 CROSSOVERS_SCHEMA = pa.schema(
     [
-        pa.field("library", pa.string()),
-        pa.field("device", pa.string()),
-        pa.field("operation", pa.string()),
-        pa.field("dtype", pa.string()),
-        pa.field("threads", pa.int64()),
-        pa.field("host", pa.string()),
+        *key_fields(CURVE),
         pa.field("baseline_library", pa.string()),
         pa.field("baseline_device", pa.string()),
         pa.field("crossover_size", pa.float64()),

@@ -27,15 +27,14 @@ import pyarrow.parquet as pq
 
 from numbench import facts as F
 from numbench.cells import KEY_WITH_HOST
-from numbench.contract import write_atomic
+from numbench.contract import key_fields, write_atomic
 from numbench.errors import corrupt
 
-_KEY_TYPES = {"size": pa.int64(), "threads": pa.int64()}
 FINDINGS_SCHEMA = pa.schema(
     [
         pa.field("topic", pa.string()),
         pa.field("fact", pa.string()),
-        *(pa.field(name, _KEY_TYPES.get(name, pa.string())) for name in KEY_WITH_HOST),
+        *key_fields(KEY_WITH_HOST),
         pa.field("detail", pa.string()),
     ]
 )

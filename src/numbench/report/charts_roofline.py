@@ -15,6 +15,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from numbench.cells import SETTING
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.formatting import series_labels
 from numbench.report.style import HEIGHT, WIDTH
@@ -24,7 +25,7 @@ ROOF_LINE_POINTS = 60
 #: the intensity axis reaches this far beyond the cells and the ridge points, each side
 AXIS_MARGIN = 4.0
 ROOF_LABELS = {"l2": "L2", "l3": "L3", "dram": "DRAM"}
-GROUP_COLUMNS = ["host", "device", "dtype", "threads"]
+GROUP_COLUMNS = list(SETTING)
 
 
 def roofline_chart_names(bench: pd.DataFrame, roofs: pd.DataFrame) -> dict[tuple, str]:

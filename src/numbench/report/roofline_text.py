@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from numbench.cells import SETTING
 from numbench.contract.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.facts import LOW_DRAM_SHARE, RoofFinding
@@ -36,9 +37,7 @@ def _value(rows: pd.DataFrame, roof: str) -> str:
 def roofs_table(roofs: pd.DataFrame) -> str:
     """One row per (host, device, dtype, threads): each roof's value."""
     rows = []
-    for (host, device, dtype, threads), group in roofs.groupby(
-        ["host", "device", "dtype", "threads"], sort=True
-    ):
+    for (host, device, dtype, threads), group in roofs.groupby(list(SETTING), sort=True):
         compute = group[group["roof"] == COMPUTE_ROOF]
         peak = compute["theoretical_value"].dropna() if not compute.empty else pd.Series()
         rows.append(
@@ -54,7 +53,7 @@ def roof_notes(roofs: pd.DataFrame) -> list[str]:
     """What the roofs say about themselves: a roof that could not be measured, a plateau
     that does not show, a measured peak past the theoretical one."""
     lines = []
-    for r in roofs.sort_values(["host", "device", "dtype", "threads"]).itertuples():
+    for r in roofs.sort_values(list(SETTING)).itertuples():
         said = r.note if isinstance(r.note, str) else None
         if r.status != "ok":
             said = f"{r.status}: {r.error}" if isinstance(r.error, str) else r.status

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from numbench.cells import SORT_BY_SIZE
 from numbench.contract.speedups import in_doubt
 from numbench.facts import Crossover
 from numbench.formatting import (
@@ -168,8 +169,7 @@ def crossover_table(crossovers: tuple[Crossover, ...]) -> str:
 
 def every_cell_table(df: pd.DataFrame) -> str:
     rows = []
-    order = ["operation", "size", "library", "device", "dtype", "threads"]
-    for r in df.sort_values(order).itertuples(index=False):
+    for r in df.sort_values(list(SORT_BY_SIZE)).itertuples(index=False):
         rel = "" if missing(r.rel_error) else f"{r.rel_error:.1e}"
         rows.append(
             [
