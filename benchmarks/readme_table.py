@@ -9,9 +9,10 @@ figures: the dates the run's cells started, the machine (CPU model, CPUs, memory
 the cells recorded them) and the versions of the libraries shown.
 
 The list is fixed rather than picked from the data (the largest speedups, say) so that two
-runs show the same cells and a reader sees the whole range an answer can take: a large win,
-a tie, a loss. A cell the run did not measure, or measured with another status than ``ok``,
-keeps its row and says so.
+runs show the same cells, each chosen for the kind of answer it illustrates (``ROWS``) and not
+for the figure one run gave it. A cell the run did not measure, or measured with another status than ``ok``,
+keeps its row and says so; a folder with none of the cells is refused, so that a small test
+grid cannot leave the README an empty table.
 
 With ``--write README.md`` the table replaces what lies between the two marker comments
 (``START`` and ``END``) of that file; the rest of the file is left as it was.
@@ -164,7 +165,7 @@ def table(results: Path, rows=ROWS, host: str | None = None) -> str:
     if len(baselines) != 1:
         raise SystemExit(f"expected one baseline library, found {baselines}")
     baseline = baselines[0]
-    lines = []
+    lines, measured = [], 0
     for row in rows:
         key = (row.operation, row.size, row.library)
         found = speedups[
@@ -190,6 +191,10 @@ def table(results: Path, rows=ROWS, host: str | None = None) -> str:
         verdict = str(s["verdict"]) + (", in doubt" if doubt else "")
         interval = f"{s['speedup_ci_low']:.3g} to {s['speedup_ci_high']:.3g}"
         lines.append(shown + [f"{s['speedup']:.3g}", interval, verdict])
+        measured += 1
+    if not measured:
+        # a grid without these cells (a small test grid, say) would leave an empty table
+        raise SystemExit(f"none of the {len(rows)} cells has a speedup in {results}")
     header = ["operation", "size", "library", f"speedup over {display(baseline)}"]
     header += ["95% interval", "verdict"]
     margins = speedups["margin"].dropna().unique()

@@ -99,6 +99,12 @@ def test_a_folder_without_a_run_is_refused(tmp_path):
         readme_table.table(tmp_path, ROWS)
 
 
+def test_a_run_without_any_of_the_cells_is_refused(folder):
+    # the constructed grid has none of the README's cells: no empty table for the README
+    with pytest.raises(SystemExit, match="none of the 6 cells"):
+        readme_table.table(folder)
+
+
 def test_write_replaces_only_the_marked_block(folder, tmp_path):
     readme = tmp_path / "README.md"
     before, after = "# Title\n\nText before.\n\n", "\n\nText after.\n"
