@@ -149,6 +149,7 @@ def placed_bench() -> pd.DataFrame:
             bytes=nbytes,
             gflop_per_s=gflops,
             params="",
+            output_bytes=8 * 10**7,  # what the worker records: 10^7 float64 values
         )
         rows.append(row)
     rows = roofline.place_rows(rows, roof_table().to_dict("records"))
@@ -171,6 +172,46 @@ def test_the_fastest_library_at_the_largest_size_gets_its_share_and_first_touch(
     assert touch.fraction_without == pytest.approx(160e6 / 0.009 / 1e9 / 40.0)
     # fft and sort have no fresh output this large: no estimate
     assert findings["fft"].first_touch is None and findings["sort"].first_touch is None
+
+
+def test_the_first_touch_estimate_reads_the_output_bytes_the_worker_recorded():
+    """No operation is looked up: one of the user's own, unknown here, keeps its estimate;
+    a cell from before ``output_bytes`` (null) has none, and is not guessed."""
+    bench = placed_bench()
+    poly = bench["operation"] == "poly"
+    bench.loc[poly, "operation"] = "my_stencil"
+    findings = {f.operation: f for f in roofline_findings(bench, roof_table())}
+    assert findings["my_stencil"].first_touch.output_bytes == pytest.approx(80e6)
+    bench.loc[poly, "output_bytes"] = None
+    findings = {f.operation: f for f in roofline_findings(bench, roof_table())}
+    assert findings["my_stencil"].first_touch is None
+
+
+def test_the_worker_records_the_bytes_of_its_output(tmp_path):
+    from conftest import make_spec
+
+    from numbench import operations
+    from numbench.measure import inputs
+    from numbench.measure.process import run_worker
+
+    path = tmp_path / "poly-1000.npz"
+    inputs.write("poly", 1000, 1, path)
+    timing = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 3, "budget_s": 0.01}
+    report = run_worker(make_spec("numpy", "cpu", "poly", 1000, str(path), timing))
+    assert report.status == "ok", report.error
+    assert report.output_bytes == operations.get("poly").output_elements(1000) * 8
+
+
+def test_a_cell_file_from_before_output_bytes_reads_with_none(tmp_path):
+    import pyarrow.parquet as pq
+
+    from numbench.contract import CELL_SCHEMA, read_cell
+
+    row = {"library": "numpy", "device": "cpu", "operation": "poly", "size": 10, "status": "ok"}
+    old = pa.Table.from_pylist([row], schema=CELL_SCHEMA).drop_columns(["output_bytes"])
+    pq.write_table(old, tmp_path / "old.parquet")
+    table = read_cell(tmp_path / "old.parquet")
+    assert table.schema.equals(CELL_SCHEMA) and table.column("output_bytes").to_pylist() == [None]
 
 
 def test_the_summary_has_a_roofline_section_with_the_roofs_and_the_shares():

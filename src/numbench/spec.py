@@ -24,10 +24,11 @@ from numbench.timing import TimingSettings
 #: What a cell file holds, as a number: raised whenever a cell measures something new or its
 #: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
-#: ``operation_hash``, and the inputs checked after the timed loop). It is
+#: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
+#: output, ``output_bytes``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 5
+CELL_CONTRACT = 6
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -245,6 +246,9 @@ class ProcessReport:
     #: attempts at this process's round set aside before it, because other programs took
     #: more than ``replicates.max_cpu_taken`` of a process's CPUs (``numbench.measure.replicates.measure_round``)
     set_aside: int | None = None
+    #: bytes of one call's output as the library returned it (every array of it): what the
+    #: roofline's first-touch estimate counts as fresh memory (``analyse.roofline_findings``)
+    output_bytes: int | None = None
     #: calls per sample
     loops: int | None = None
     #: seconds per call, one per sample: every call waited for (latency)

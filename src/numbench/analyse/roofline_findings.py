@@ -6,18 +6,18 @@ arithmetic bounds it (the roof it was held against). Where a memory-bound cell r
 than ``LOW_DRAM_SHARE`` of the DRAM roof and its output is large enough to be fresh memory
 on every call, the finding carries what the roofs rule measured about first touching fresh
 memory (``first_touch_s_per_gb``, page faults per MiB): an estimate of how much of the
-cell's time that takes, from a measurement of this host, not a guess.
+cell's time that takes, from a measurement of this host, not a guess. The output's bytes
+are those the cell's worker recorded (``output_bytes``): an operation of the user's own
+needs no loading here to have its estimate.
 """
 
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
 
 from numbench.cells import SETTING
-from numbench.contract.roofs import ITEMSIZE
 from numbench.facts import LOW_DRAM_SHARE, FirstTouch, RoofFinding
 from numbench.libraries.base import STEADY_MALLOC
 
@@ -28,19 +28,12 @@ FRESH_OUTPUT_BYTES = int(STEADY_MALLOC["MALLOC_MMAP_THRESHOLD_"])
 GROUP = list(SETTING)
 
 
-def output_bytes(operation: str, size: int, dtype: str, params: str | None) -> float | None:
-    """Bytes of one call's outputs from the operation's element count, or None."""
-    from numbench import operations
-
-    try:
-        op = operations.get(operation)
-        elements = op.output_elements
-        resolved = op.resolve_params(json.loads(params) if params else {})
-    except Exception:  # noqa: BLE001 - an operation not loadable here: no estimate
-        return None
-    if elements is None:
-        return None
-    return float(elements(size, **resolved)) * ITEMSIZE.get(dtype, 8)
+def output_bytes(cell: pd.Series) -> float | None:
+    """Bytes of one call's output as the cell's worker recorded them (``output_bytes``, the
+    result the library returned); None for a cell from before the column, which a rerun
+    measures again (``numbench.spec.CELL_CONTRACT``)."""
+    value = cell.get("output_bytes")
+    return None if value is None or pd.isna(value) else float(value)
 
 
 def first_touch(cell: pd.Series, roofs: pd.DataFrame | None) -> FirstTouch | None:
@@ -49,7 +42,7 @@ def first_touch(cell: pd.Series, roofs: pd.DataFrame | None) -> FirstTouch | Non
     name: a row's ``.dtype`` would be the row's own type.)"""
     if roofs is None or cell["roof"] != "dram" or not cell["roof_fraction"] < LOW_DRAM_SHARE:
         return None
-    out = output_bytes(cell["operation"], int(cell["size"]), cell["dtype"], cell["params"])
+    out = output_bytes(cell)
     if out is None or out < FRESH_OUTPUT_BYTES:
         return None
     dram = roofs[

@@ -260,7 +260,12 @@ def _sample(spec: CellSpec, adapter, op, fn, inputs: list, args: tuple, turns, o
 def _report_latency(spec: CellSpec, adapter, op, m, reference, out: ProcessReport) -> None:
     """The latency's figures in the report, its result checked against the reference, and
     the memory as the per-call measurement used it: the pipelined window and the transfer
-    repeats after it hold more, and CuPy's pool and XLA's peak never shrink."""
+    repeats after it hold more, and CuPy's pool and XLA's peak never shrink. The result's
+    bytes are recorded as the analysis reads them (``output_bytes``: fresh memory a call
+    writes), so the analysis never loads the operation again to count them."""
+    from numbench.timing import result_nbytes
+
+    out.output_bytes = result_nbytes(m.result)
     out.device_peak_mb = adapter.device_peak_mb()
     out.peak_rss_mb = _peak_rss_mb()
     tolerance = op.tolerance_for(adapter.family, spec.dtype)
