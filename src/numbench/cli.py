@@ -26,14 +26,25 @@ EXIT_INTERRUPTED = 130
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from numbench.analyse.compare import BROKEN, EXIT_SLOWER, CompareError, counts, regressions, run
+    from numbench.analyse.compare import (
+        BROKEN,
+        EXIT_SLOWER,
+        CompareError,
+        comparison,
+        comparison_json,
+        counts,
+        regressions,
+    )
     from numbench.config import default_margin
     from numbench.contract import write_text_atomic
+    from numbench.report.compare_text import markdown
     from numbench.stats import SLOWER
 
     margin = args.margin if args.margin is not None else default_margin()
     try:
-        table, text = run(args.old, args.new, margin, as_json=args.json)
+        compared = comparison(args.old, args.new, margin)
+        table = compared.table
+        text = comparison_json(compared) if args.json else markdown(compared)
     except CompareError as exc:
         print(f"compare: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -120,13 +131,22 @@ def _config_options(p: argparse.ArgumentParser) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The ``numbench`` command's arguments: one subcommand each, added by its own function."""
     top = argparse.ArgumentParser(
         prog="numbench",
         description="Reproducible benchmarks of NumPy, JAX, PyTorch, TensorFlow and Numba. "
         "The workflow itself runs with `snakemake` (`make run`); these commands go around it.",
     )
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_compare(sub)
+    _add_offsite(sub)
+    _add_unlock(sub)
+    _add_check(sub)
+    return top
 
+
+def _add_compare(sub) -> None:
+    """``numbench compare OLD NEW``: two result sets, cell by cell."""
     compare = sub.add_parser(
         "compare",
         help="compare two result sets cell by cell (versions, machines, before/after)",
@@ -153,6 +173,9 @@ def parser() -> argparse.ArgumentParser:
     )
     compare.set_defaults(run=_compare)
 
+
+def _add_offsite(sub) -> None:
+    """``numbench offsite plan|run|import``: the three steps of running cells elsewhere."""
     offsite = sub.add_parser(
         "offsite",
         help="run the grid's cells on another host and bring them back as one archive",
@@ -163,6 +186,14 @@ def parser() -> argparse.ArgumentParser:
         "archive are trusted in nothing: every path written is derived from a cell's identity.",
     )
     steps = offsite.add_subparsers(dest="step", required=True, metavar="STEP")
+    _add_offsite_plan(steps)
+    _add_offsite_run(steps)
+    _add_offsite_import(steps)
+    offsite.set_defaults(run=_offsite)
+
+
+def _add_offsite_plan(steps) -> None:
+    """``offsite plan``: the config's plan, and the bundle the other host needs."""
     plan = steps.add_parser("plan", help="write the plan of a config (here)")
     _config_options(plan)
     plan.add_argument("--output", required=True, help="the plan's JSON file")
@@ -171,6 +202,10 @@ def parser() -> argparse.ArgumentParser:
         help="also write a .tar.gz of what the other host needs: the package's sources and "
         "the plan",
     )
+
+
+def _add_offsite_run(steps) -> None:
+    """``offsite run PLAN``: the plan's cells measured and packed, on the other host."""
     run = steps.add_parser("run", help="run a plan's cells and pack them (there)")
     run.add_argument("plan", help="the plan's JSON file")
     run.add_argument("--output", required=True, help="the archive to write (.tar.gz)")
@@ -183,6 +218,10 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the inputs files and cells an earlier run left in the scratch folder",
     )
+
+
+def _add_offsite_import(steps) -> None:
+    """``offsite import ARCHIVE``: the archive's cells checked and brought into results/."""
     imp = steps.add_parser("import", help="bring an archive's cells into results/ (here)")
     imp.add_argument("archive")
     _config_options(imp)
@@ -192,8 +231,10 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="replace cell files here that differ from the archive's",
     )
-    offsite.set_defaults(run=_offsite)
 
+
+def _add_unlock(sub) -> None:
+    """``numbench unlock``: Snakemake's lock removed when the run that held it was killed."""
     unlock = sub.add_parser(
         "unlock",
         help="remove Snakemake's lock when the run that held it was killed (`make run` does this)",
@@ -203,6 +244,9 @@ def parser() -> argparse.ArgumentParser:
     )
     unlock.set_defaults(run=_unlock)
 
+
+def _add_check(sub) -> None:
+    """``numbench check PATH|NAME``: an operation tried once before it is measured."""
     check = sub.add_parser(
         "check",
         help="try an operation (a .py file of your own, or a name) before measuring it",
@@ -215,7 +259,6 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     _config_options(check)
     check.set_defaults(run=_check)
-    return top
 
 
 def main(argv: list[str] | None = None) -> int:
