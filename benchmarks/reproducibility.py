@@ -178,7 +178,8 @@ def pct(k: int, n: int) -> str:
     return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "0 of 0"
 
 
-def main() -> None:
+def arguments() -> argparse.Namespace:
+    """The script's options (see the module's docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configfile", help="a smaller grid (default: config/config.yaml)")
     parser.add_argument(
@@ -187,39 +188,64 @@ def main() -> None:
         help="print the figures as a Markdown section with command, date and machine",
     )
     parser.add_argument("--keep", help="keep both runs' results/ under this folder (a/, b/)")
-    args = parser.parse_args()
-    extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
+    return parser.parse_args()
+
+
+def margin_of(configfile: str | None) -> float:
+    """The margin the runs judge verdicts with: the config file's, else the default config's."""
     margin = default_margin()
-    if args.configfile:
+    if configfile:
         import yaml
 
-        margin = float(
-            (yaml.safe_load(Path(args.configfile).read_text()) or {}).get("margin", margin)
-        )
+        margin = float((yaml.safe_load(Path(configfile).read_text()) or {}).get("margin", margin))
+    return margin
 
+
+def run_twice(extra: list[str], keep: str | None, margin: float) -> dict:
+    """Run the grid twice, A then B, each from scratch in a temporary copy of the workflow
+    (kept under ``keep`` where asked), and read what the report compares before the copies
+    go: the speedups both ways, the crossovers, both benchmarks tables, and each run's cost,
+    round spans and baseline spread."""
     with tempfile.TemporaryDirectory() as tmp:
         res_a, wall_a = run_once(Path(tmp), "a", extra)
         res_b, wall_b = run_once(Path(tmp), "b", extra)
-        if args.keep:
+        if keep:
             for name, res in (("a", res_a), ("b", res_b)):
-                shutil.copytree(res, Path(args.keep) / name, dirs_exist_ok=True)
+                shutil.copytree(res, Path(keep) / name, dirs_exist_ok=True)
         sp_a, sp_b = (pd.read_parquet(r / "speedups.parquet") for r in (res_a, res_b))
-        sp = speedup_figures(sp_a, sp_b, margin)
-        sp_reverse = speedup_figures(sp_b, sp_a, margin)
-        floored = [int(t["floored"].sum()) if "floored" in t else 0 for t in (sp_a, sp_b)]
-        cr = crossover_figures(*(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b)))
-        bench_a, bench_b = (pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b))
-        cost = [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)]
-        spans = [round_spans(res_a), round_spans(res_b)]
-        spread = [baseline_spread(pd.read_parquet(r / "samples.parquet")) for r in (res_a, res_b)]
+        return {
+            "sp": speedup_figures(sp_a, sp_b, margin),
+            "sp_reverse": speedup_figures(sp_b, sp_a, margin),
+            "floored": [int(t["floored"].sum()) if "floored" in t else 0 for t in (sp_a, sp_b)],
+            "cr": crossover_figures(
+                *(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b))
+            ),
+            "bench": [pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b)],
+            "cost": [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)],
+            "spans": [round_spans(res_a), round_spans(res_b)],
+            "spread": [
+                baseline_spread(pd.read_parquet(r / "samples.parquet")) for r in (res_a, res_b)
+            ],
+        }
 
+
+def medians_within(bench_a: pd.DataFrame, bench_b: pd.DataFrame, share: float) -> tuple[int, int]:
+    """(cells ok in both runs whose medians lie within ``share`` of each other, cells ok in
+    both)."""
     key = ["library", "device", "operation", "size", "dtype", "threads"]
     medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
     medians = medians[(medians["status_a"] == "ok") & (medians["status_b"] == "ok")]
-    within5 = ((medians["median_s_b"] / medians["median_s_a"] - 1).abs() <= 0.05).sum()
-    aa_same, aa_n = aa_figures(bench_a, bench_b, margin)
+    within = ((medians["median_s_b"] / medians["median_s_a"] - 1).abs() <= share).sum()
+    return int(within), len(medians)
 
-    lines = [
+
+def verdict_lines(runs: dict, margin: float) -> list[str]:
+    """The first table: how far run B repeats run A's speedups, verdicts, medians and
+    crossovers, and the A/A comparison of the baseline's cells."""
+    sp, sp_reverse, cr = runs["sp"], runs["sp_reverse"], runs["cr"]
+    within5, n_medians = medians_within(*runs["bench"], 0.05)
+    aa_same, aa_n = aa_figures(*runs["bench"], margin)
+    return [
         "## Reproducibility: the default grid run twice",
         "",
         f"Two runs, A then B, each from scratch (`--cores 1`), margin {margin:g}x.",
@@ -234,12 +260,18 @@ def main() -> None:
         f"| verdicts reversed (faster in one run, slower in the other) | {sp['reversed']} |",
         f"| median relative CI half-width of the speedups | {sp['half_width_median']:.1%} "
         f"(90th percentile {sp['half_width_p90']:.1%}) |",
-        f"| cell medians within 5% of each other | {pct(int(within5), len(medians))} |",
+        f"| cell medians within 5% of each other | {pct(within5, n_medians)} |",
         f"| crossover kinds identical | {pct(cr['same_kind'], cr['n'])} |",
         f"| crossover sizes each inside the other run's CI (both `crosses`) | "
         f"{pct(cr['mutual'], cr['sized'])} |",
         f'| A/A: baseline cells of B against A, "same" | {pct(aa_same, aa_n)} |',
-        "",
+    ]
+
+
+def cost_lines(runs: dict) -> list[str]:
+    """The second table: what each run cost, and how much the machine moved under it."""
+    cost, floored = runs["cost"], runs["floored"]
+    return [
         "| cost | run A | run B |",
         "|---|---:|---:|",
         f"| wall time (`snakemake --cores 1`) | {cost[0]['wall'] / 60:.1f} min | "
@@ -261,25 +293,40 @@ def main() -> None:
         f"| speedup intervals widened by the round floor | {floored[0]} | {floored[1]} |",
         "| the paired baseline's processes: SD of the log between a cell's rounds, and "
         "within one process (medians) | "
-        + " | ".join(f"{b:.1%}, {w:.1%}" for b, w in spread)
+        + " | ".join(f"{b:.1%}, {w:.1%}" for b, w in runs["spread"])
         + " |",
         "| minutes between a cell's first and last own process: median, 10th percentile | "
-        + " | ".join(f"{s.median():.1f}, {s.quantile(0.1):.1f}" for s in spans)
+        + " | ".join(f"{s.median():.1f}, {s.quantile(0.1):.1f}" for s in runs["spans"])
         + " |",
     ]
-    if len(sp["changed"]):
+
+
+def difference_lines(runs: dict) -> list[str]:
+    """The speedups whose verdict differs and the crossover kinds that differ, one row each
+    (nothing where the two runs agree)."""
+    lines: list[str] = []
+    if len(runs["sp"]["changed"]):
         lines += ["", "Speedups whose verdict differs:", ""]
         lines += ["| cell | A | B |", "|---|---:|---:|"]
-        for r in sp["changed"].itertuples():
+        for r in runs["sp"]["changed"].itertuples():
             cell = f"{r.library}/{r.device}/{r.operation}/{r.size}"
             lines.append(
                 f"| {cell} | {r.speedup_a:.3f} {r.verdict_a} | {r.speedup_b:.3f} {r.verdict_b} |"
             )
-    if len(cr["differ"]):
+    if len(runs["cr"]["differ"]):
         lines += ["", "Crossover kinds that differ:", ""]
         lines += ["| group | A | B |", "|---|---|---|"]
-        for r in cr["differ"].itertuples():
+        for r in runs["cr"]["differ"].itertuples():
             lines.append(f"| {r.library}/{r.device}/{r.operation} | {r.kind_a} | {r.kind_b} |")
+    return lines
+
+
+def main() -> None:
+    args = arguments()
+    extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
+    margin = margin_of(args.configfile)
+    runs = run_twice(extra, args.keep, margin)
+    lines = verdict_lines(runs, margin) + [""] + cost_lines(runs) + difference_lines(runs)
     body = "\n".join(lines) + "\n"
     publish("reproducibility.py", body, args.markdown, args.configfile)
 
