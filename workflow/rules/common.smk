@@ -6,7 +6,17 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+# numbench's own files (schema, scripts, package) lie beside this file, wherever the
+# Snakefile that includes it is: in a module of another workflow, workflow.basedir is that
+# workflow's folder. Results and logs go under the working directory, as always.
+_HERE = workflow.current_basedir
+if not _HERE.is_local:
+    raise WorkflowError(
+        f"numbench runs from a local copy of its repository, not from {_HERE}: clone it "
+        "and name its Snakefile by path (module numbench: snakefile: PATH/Snakefile)"
+    )
+NUMBENCH_DIR = Path(_HERE.get_path_or_uri(secret_free=True)).resolve().parents[1]
+sys.path.insert(0, str(NUMBENCH_DIR / "src"))
 
 from numbench import cells  # noqa: E402
 from numbench.cells import Cell  # noqa: E402
@@ -25,13 +35,14 @@ from numbench.config import (  # noqa: E402
 )
 from numbench.config import environments  # noqa: E402
 
-SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = NUMBENCH_DIR / "workflow" / "schemas" / "config.schema.yaml"
 try:
     CFG = resolve(
         config,
         SCHEMA,
         workflow.overwrite_configfiles,
         cells_run_here=snakemake_runs_cells_here(workflow),
+        # a user's operation file (operations.NAME.module) lies beside the Snakefile run
         workflow_dir=workflow.basedir,
     )
 except ConfigError as exc:
@@ -47,7 +58,7 @@ VERSIONS_FILE = "results/versions.parquet"
 # What the summary and the charts read of the environments: nothing without them.
 VERSIONS_INPUT = [VERSIONS_FILE] if ENV_CELL_FILES else []
 INPUT_FILES = input_files(CFG)
-SCRIPTS = Path(workflow.basedir) / "scripts"
+SCRIPTS = NUMBENCH_DIR / "scripts"
 BASELINE = CFG["baseline"]
 CHARTS_DIR = "results/charts"
 
