@@ -132,12 +132,14 @@ def main() -> int:
     compute = mine.loc["compute"]
     library, n = compute["library"], int(compute["kernel"].split("n=")[1].split()[0])
 
-    # the cells' thread limits and the library's own settings, before any import
-    from numbench.libraries import allocator_environment, get, pin_cpus, thread_environment
+    # the environment of the roofs' GEMM job (the cells' thread limits and allocator, the
+    # library's own settings: numbench.measure.process), before any import
+    from numbench.libraries import pin_cpus
+    from numbench.measure.process import job_environment
+    from numbench.measure.roofs.jobs import worker_job
 
-    os.environ.update(thread_environment(threads))
-    os.environ.update(allocator_environment("steady"))
-    os.environ.update(get(library)("cpu", dtype, threads).environment())
+    gemm = {"kind": "gemm", "library": library, "device": "cpu", "dtype": dtype}
+    os.environ.update(job_environment(worker_job({**gemm, "threads": threads}, "steady")))
     if os.environ.get(REEXEC_MARK) != "1":
         # glibc reads its malloc settings when the process starts: start again with them
         os.environ[REEXEC_MARK] = "1"

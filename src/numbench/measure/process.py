@@ -58,7 +58,8 @@ class WorkerJob:
     job_text: str
     threads: int
     allocator: str
-    #: killed past this many seconds (status ``timeout``), the limit named in the error so
+    #: killed past this many seconds (status ``timeout``); ``limit_name`` names the limit in
+    #: the error
     timeout_s: float
     limit_name: str = "cell_timeout_s"
     #: killed past this resident memory (status ``crashed``); None: no limit
