@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from numbench import inputs_file
 from numbench.analyse.roofline import place_rows
 from numbench.analyse.speedups import cell_seed
+from numbench.cells import KEY
 from numbench.contract import (
     BASELINE,
     BENCHMARKS_SCHEMA,
@@ -89,17 +90,12 @@ def measured_groups(
 
 
 def cell_key(table: pa.Table, library: str | None = None, device: str | None = None) -> tuple:
-    """(library, device, operation, size, dtype, threads) of a cell's table; with ``library``
-    and ``device``, the same cell of that library and device (its paired baseline's)."""
-    first = {c: table.column(c)[0].as_py() for c in KEY_COLUMNS + ["threads"]}
-    return (
-        library or first["library"],
-        device or first["device"],
-        first["operation"],
-        int(first["size"]),
-        first["dtype"],
-        int(first["threads"]),
-    )
+    """A cell's key (``numbench.cells.KEY``) of its table; with ``library`` and ``device``,
+    the same cell of that library and device (its paired baseline's)."""
+    first = {c: table.column(c)[0].as_py() for c in KEY}
+    first.update(library=library or first["library"], device=device or first["device"])
+    first.update(size=int(first["size"]), threads=int(first["threads"]))
+    return tuple(first[c] for c in KEY)
 
 
 def pipelined_row(
