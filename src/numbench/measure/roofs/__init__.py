@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from numbench import libraries
 from numbench.measure.host_lock import timing_lock
+from numbench.measure.process import WorkerJob
 from numbench.measure.roofs import host
 from numbench.measure.roofs.jobs import RoofJobs, run_job
 
@@ -128,7 +129,7 @@ def measure_roofs(
     lock: str | None = None,
     lock_timeout_s: float | None = None,
     say: Callable[[str], None] = print,
-    runner: Callable = run_job,
+    runner: Callable[[WorkerJob], dict] = run_job,
     max_cpu_taken: float | None = None,
 ) -> pa.Table:
     """Measure the roofs of every (device, dtype, threads) of ``dims`` under the host's
