@@ -1,4 +1,5 @@
-# The two commands: `make run` (set up, then run the default grid) and `make test`;
+# The two commands: `make run` (set up, then run the default grid) and `make test`
+# (`make test-fast`: the unit tier only);
 # `make report` bundles the results into results/report.html.
 # `make run CONFIG=my.yaml ARGS='--dry-run'` passes a config file and any other arguments on
 # to Snakemake.
@@ -31,8 +32,14 @@ run: $(STAMP)
 report: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/report.html $(SNAKEMAKE_CONFIG)
 
+# Every test, as CI runs it (.ci/run).
 test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The unit tier, for contributors between edits: no Snakemake run, no environment built, no
+# Slurm (the tests marked e2e or slurm are left out; `make test` runs them).
+test-fast: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not e2e and not slurm" $(PYTEST_ARGS)
 
 # pip resolves the CUDA sets (envs/requirements-cuda*.txt) against the public index, dry run:
 # one CUDA major each, every package pinned. Minutes; skipped when no index answers.
