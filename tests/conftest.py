@@ -144,6 +144,98 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
     )
 
 
+# -- the shared workflow runs: each made once a session, read by every test that asks ---------------
+#: The tiny grid the end-to-end tests read: every library, every built-in operation at one
+#: size, and a user's own operation (the example of examples/stencil); two rounds a cell (the
+#: first a spread round) so rounds, pairing and pipelined samples are there to check; run
+#: with --cores 2 in a folder whose path holds a space. ``max_cpu_taken: null`` measures each
+#: round once whatever else the machine runs (measuring again is test_replicates' to check).
+TINY_RUN_CONFIG = """
+libraries: [numpy, jax, torch, tensorflow, numba]
+operations:
+  elementwise: {sizes: [2000]}
+  matmul: {sizes: [48]}
+  grad: {sizes: [64]}
+  fft: {sizes: [1024]}
+  sort: {sizes: [2000]}
+  stencil:
+    module: examples/stencil/stencil.py
+    sizes: [32]
+    params: {spacing: 0.5}
+timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
+replicates: {min: 2, max: 2, spread: 1, max_cpu_taken: null}
+cell_timeout_s: 300
+"""
+TINY_RUN_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
+TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil")
+
+#: The grid of the dimensions: NumPy and PyTorch, float32 beside float64 and 1 thread beside
+#: every CPU (test_dimensions_e2e; the roofs of each (dtype, threads) are measured too).
+DIMS_RUN_CONFIG = """
+libraries: [numpy, torch]
+operations:
+  elementwise: {sizes: [1000, 20000]}
+dtype: [float64, float32]
+threads: [1, all]
+timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
+replicates: {min: 2, max: 2, max_cpu_taken: null}
+cell_timeout_s: 300
+"""
+
+
+@pytest.fixture(scope="session")
+def cpu_roofs(tmp_path_factory) -> Path:
+    """results/roofs.parquet of this host's CPU (float64, 1 thread; the compute roof NumPy's),
+    measured once a session by the workflow's roofs rule alone."""
+    wd = copy_workflow(tmp_path_factory.mktemp("roofs") / "wf")
+    (wd / "roofs.yaml").write_text("libraries: [numpy]\nreplicates: {max_cpu_taken: null}\n")
+    proc = snakemake(wd, "results/roofs.parquet", "--cores", "1", "--configfile", "roofs.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return wd / "results" / "roofs.parquet"
+
+
+def seed_roofs(workdir: Path, roofs: Path) -> None:
+    """Put ``cpu_roofs`` into a workflow copy whose grid is on the CPU at float64 and 1 thread:
+    Snakemake takes the file as made and runs no roofs job (a run is a minute shorter). For
+    the tests whose subject is not the roofs (the rule runs in cpu_roofs and dims_run)."""
+    (workdir / "results").mkdir(exist_ok=True)
+    shutil.copy2(roofs, workdir / "results" / "roofs.parquet")
+
+
+def _finished_run(folder: Path, name: str, config: str, roofs: Path | None = None) -> Path:
+    wd = copy_workflow(folder)
+    (wd / name).write_text(config)
+    if roofs is not None:
+        seed_roofs(wd, roofs)
+    proc = snakemake(wd, "--cores", "2", "--configfile", name)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return wd
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, cpu_roofs) -> Path:
+    """The workflow run on ``TINY_RUN_CONFIG`` (its config file: e2e.yaml), once a session,
+    on the session's ``cpu_roofs`` (the roofs rule runs in ``cpu_roofs`` and ``dims_run``).
+    Read it, never change it: a test that reruns part of it works on ``copy_run``."""
+    folder = tmp_path_factory.mktemp("tiny") / "a b"
+    return _finished_run(folder, "e2e.yaml", TINY_RUN_CONFIG, roofs=cpu_roofs)
+
+
+@pytest.fixture(scope="session")
+def dims_run(tmp_path_factory) -> Path:
+    """The workflow run on ``DIMS_RUN_CONFIG`` (dims.yaml), once a session; read only."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("threads: [1, all] needs at least 2 CPUs to be two thread counts")
+    return _finished_run(tmp_path_factory.mktemp("dims") / "wf", "dims.yaml", DIMS_RUN_CONFIG)
+
+
+def copy_run(run: Path, dst: Path) -> Path:
+    """A copy of a finished run (its files' times and Snakemake's records kept), for a test
+    that reruns part of it without changing what the others read."""
+    shutil.copytree(run, dst, symlinks=True)
+    return dst
+
+
 def not_ok_cells(workdir: Path, bench: pd.DataFrame, expected=()) -> str:
     """Cells of ``bench`` that did not end ``ok`` (less the ``expected`` (library, operation)
     pairs), each with its error and the tail of its logs (the cell's and its spread rounds'):

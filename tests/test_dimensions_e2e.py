@@ -9,34 +9,20 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import copy_workflow, not_ok_cells, snakemake
+from conftest import copy_run, not_ok_cells, snakemake
 
 from numbench.analyse.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 
 pytestmark = pytest.mark.e2e
 
 CPUS = len(os.sched_getaffinity(0))
-CONFIG = """
-libraries: [numpy, torch]
-operations:
-  elementwise: {sizes: [1000, 20000]}
-dtype: [float64, float32]
-threads: [1, all]
-timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
-replicates: {min: 2, max: 2}
-cell_timeout_s: 300
-"""
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    if CPUS < 2:
-        pytest.skip("threads: [1, all] needs at least 2 CPUs to be two thread counts")
-    wd = copy_workflow(tmp_path_factory.mktemp("dims") / "wf")
-    (wd / "dims.yaml").write_text(CONFIG)
-    proc = snakemake(wd, "--cores", "2", "--configfile", "dims.yaml")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return wd
+@pytest.fixture
+def finished(dims_run):
+    """The session's shared run of the dimensions' grid (conftest.DIMS_RUN_CONFIG): NumPy
+    and PyTorch, elementwise at 1000 and 20000, float32 and float64, 1 thread and every CPU."""
+    return dims_run
 
 
 def median_of(samples: pd.DataFrame, **key) -> float:
@@ -91,7 +77,8 @@ def test_summary_has_the_precision_and_scaling_tables(finished):
         assert f"charts/{name}.html" in summary
 
 
-def test_naming_one_cell_reruns_exactly_that_cell(finished):
+def test_naming_one_cell_reruns_exactly_that_cell(finished, tmp_path):
+    finished = copy_run(finished, tmp_path / "wf")
     rel = f"results/cells/torch/cpu/float32/t{CPUS}/elementwise/20000.parquet"
     target = finished / rel
     others = {

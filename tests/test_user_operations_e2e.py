@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO, snakemake
+from conftest import REPO, seed_roofs, snakemake
 from test_slurm import slurm_cluster  # noqa: F401 - the fixture, for the Slurm test
 
 from numbench.operations.sources import operation_code
@@ -55,22 +55,33 @@ def planned(proc) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.e2e
-def test_the_example_runs_end_to_end_and_reaches_every_output(workdir: Path):
-    proc = snakemake(workdir, "--cores", "1", "--configfile", "examples/stencil.yaml")
+def test_the_example_s_config_plans_every_library_s_cells(workdir: Path):
+    """examples/stencil.yaml as shipped: its config is valid and plans the stencil's cells
+    for every library (measured end to end in the shared run, below)."""
+    proc = snakemake(workdir, "-n", "--cores", "1", "--configfile", "examples/stencil.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
-    results = workdir / "results"
+    cells = planned(proc)["cells"]
+    assert {c.split("/")[2] for c in cells} == set(LIBRARIES)
+    assert all("/stencil/" in c for c in cells) and len(cells) == len(LIBRARIES) * 3
+
+
+@pytest.mark.e2e
+def test_the_example_runs_end_to_end_and_reaches_every_output(tiny_run: Path):
+    """The example's operation, in the session's shared run (conftest.TINY_RUN_CONFIG names
+    examples/stencil/stencil.py beside the built-in operations): every library measures it,
+    and it reaches the speedups, the crossovers, the charts and the summary."""
+    results = tiny_run / "results"
     bench = pd.read_parquet(results / "benchmarks.parquet")
-    assert set(bench["operation"]) == {"stencil"}
+    bench = bench[bench["operation"] == "stencil"]
     assert set(bench["library"]) == set(LIBRARIES)
     assert set(bench["status"]) == {"ok"}, bench[["library", "size", "status", "error"]]
     assert set(bench["operation_hash"]) == {operation_code(EXAMPLE / "stencil.py").sha256}
     assert bench["gflop_per_s"].notna().all()
     speedups = pd.read_parquet(results / "speedups.parquet")
-    assert set(speedups["operation"]) == {"stencil"}
+    speedups = speedups[speedups["operation"] == "stencil"]
     assert set(speedups["library"]) == set(LIBRARIES) - {"numpy"}
     crossovers = pd.read_parquet(results / "crossovers.parquet")
-    assert set(crossovers["operation"]) == {"stencil"}
+    crossovers = crossovers[crossovers["operation"] == "stencil"]
     assert set(crossovers["library"]) == set(LIBRARIES) - {"numpy"}
     from numbench.report.charts import chart_names
 
@@ -82,7 +93,10 @@ def test_the_example_runs_end_to_end_and_reaches_every_output(workdir: Path):
 
 
 @pytest.mark.e2e
-def test_editing_the_operation_s_code_replans_its_cells_and_no_other(workdir: Path, tmp_path):
+def test_editing_the_operation_s_code_replans_its_cells_and_no_other(
+    workdir: Path, tmp_path, cpu_roofs: Path
+):
+    seed_roofs(workdir, cpu_roofs)
     folder = user_folder(tmp_path)
     (workdir / "two.yaml").write_text(two_operations(folder))
     (folder / "notes.py").write_text("# not imported by the operation\n")

@@ -1,4 +1,5 @@
-"""The workflow end to end on a tiny grid: every library, every operation, one size each."""
+"""The workflow end to end on the tiny grid of the session's shared run (conftest.tiny_run):
+every library, every built-in operation and a user's operation, one size each."""
 
 from __future__ import annotations
 
@@ -9,43 +10,37 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import copy_workflow, not_ok_cells, snakemake
+from conftest import (
+    TINY_RUN_CONFIG,
+    TINY_RUN_LIBRARIES,
+    TINY_RUN_OPERATIONS,
+    copy_run,
+    copy_workflow,
+    not_ok_cells,
+    snakemake,
+)
 
 pytestmark = pytest.mark.e2e
 
-E2E_CONFIG = """
-operations:
-  elementwise: {sizes: [2000]}
-  matmul: {sizes: [48]}
-  grad: {sizes: [64]}
-  fft: {sizes: [1024]}
-  sort: {sizes: [2000]}
-timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
-replicates: {min: 2, max: 2}
-cell_timeout_s: 300
-"""
-LIBRARIES = ["numpy", "jax", "torch", "tensorflow", "numba"]
+LIBRARIES = list(TINY_RUN_LIBRARIES)
+CELLS = len(TINY_RUN_LIBRARIES) * len(TINY_RUN_OPERATIONS)
 
 
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory):
-    """One full run with --cores 2, shared by the tests below."""
-    # A folder whose path holds a space: every rule must quote the paths it passes on.
-    wd = copy_workflow(tmp_path_factory.mktemp("e2e") / "a b")
-    (wd / "e2e.yaml").write_text(E2E_CONFIG)
-    proc = snakemake(wd, "--cores", "2", "--configfile", "e2e.yaml")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return wd
+@pytest.fixture
+def finished(tiny_run):
+    """The shared run (``--cores 2``, in a folder whose path holds a space: every rule must
+    quote the paths it passes on)."""
+    return tiny_run
 
 
 def test_dry_run_plans_one_cell_job_per_cell(workdir):
-    (workdir / "e2e.yaml").write_text(E2E_CONFIG)
+    (workdir / "e2e.yaml").write_text(TINY_RUN_CONFIG)
     proc = snakemake(workdir, "-n", "--cores", "1", "--configfile", "e2e.yaml")
     assert proc.returncode == 0, proc.stderr
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
-    assert int(counts["cell"]) == len(LIBRARIES) * 5
-    assert int(counts["spread_round"]) == len(LIBRARIES) * 5  # replicates.spread: 1
-    assert int(counts["inputs"]) == 5
+    assert int(counts["cell"]) == CELLS
+    assert int(counts["spread_round"]) == CELLS  # replicates.spread: 1
+    assert int(counts["inputs"]) == len(TINY_RUN_OPERATIONS)
 
 
 def test_spread_rounds_run_before_every_cells_own_rounds(finished):
@@ -56,16 +51,16 @@ def test_spread_rounds_run_before_every_cells_own_rounds(finished):
         cell = pd.read_parquet(path, columns=["role", "replicate", "process_started_unix"])
         own = cell[cell["role"] == "measured"]
         starts.append(own.groupby("replicate")["process_started_unix"].min())
-    assert len(starts) == len(LIBRARIES) * 5
+    assert len(starts) == CELLS
     assert max(s[0] for s in starts) < min(s[1] for s in starts if 1 in s)
     assert not list((finished / "results").glob("rounds/**/*.json"))
     logs = list((finished / "logs" / "rounds").rglob("r0.log"))
-    assert len(logs) == len(LIBRARIES) * 5
+    assert len(logs) == CELLS
 
 
 def test_every_cell_is_measured_or_explained(finished):
     bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
-    assert len(bench) == len(LIBRARIES) * 5
+    assert len(bench) == CELLS
     assert set(bench["library"]) == set(LIBRARIES)
     ok = bench[bench["status"] == "ok"]
     assert (ok["rel_error"] <= ok["tolerance"]).all()
@@ -89,7 +84,7 @@ def test_asynchronous_cells_have_both_figures_and_synchronous_ones_one(finished)
     bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
     ok = bench[bench["status"] == "ok"]
     jax = ok[ok["library"] == "jax"]
-    assert len(jax) == 5 and (jax["dispatch"] == "asynchronous").all()
+    assert len(jax) == len(TINY_RUN_OPERATIONS) and (jax["dispatch"] == "asynchronous").all()
     assert (jax["pipelined_n_samples"] >= 6).all()  # 3 per process, 2 processes
     assert (jax["pipelined_median_s"] > 0).all()
     assert (jax["pipelined_speedup_ci_low"] <= jax["pipelined_speedup"]).all()
@@ -121,10 +116,11 @@ def test_cells_never_overlap_even_with_two_cores(finished):
 
 def test_each_cell_has_its_own_log(finished):
     logs = list((finished / "logs" / "cells").rglob("*.log"))
-    assert len(logs) == len(LIBRARIES) * 5
+    assert len(logs) == CELLS
 
 
-def test_naming_one_cell_reruns_exactly_that_cell(finished):
+def test_naming_one_cell_reruns_exactly_that_cell(finished, tmp_path):
+    finished = copy_run(finished, tmp_path / "a b")
     target = (
         finished
         / "results"
