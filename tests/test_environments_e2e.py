@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pandas as pd
 import pytest
-from conftest import snakemake
+from conftest import seed_roofs, snakemake
 
 from numbench.config.environments import ENVS_DIR, READY_FILE
 
@@ -59,7 +59,8 @@ def planned_jobs(proc) -> dict[str, int]:
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not index_reachable(), reason="no package index to install the pins from")
-def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path):
+def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path, cpu_roofs: Path):
+    seed_roofs(workdir, cpu_roofs)
     (workdir / "env.yaml").write_text(config(OLD_NUMPY))
     proc = snakemake(workdir, "--cores", "1", "--configfile", "env.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -101,24 +102,24 @@ def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path):
 
 
 @pytest.mark.e2e
-def test_without_environments_no_versions_table_and_the_same_summary(workdir: Path):
-    (workdir / "plain.yaml").write_text(
-        "libraries: [numpy]\noperations:\n  sort:\n    sizes: [1000]\n"
-        + FAST_TIMING
-        + "\nreplicates: {min: 1, max: 1, spread: 0}\n"
-    )
-    proc = snakemake(workdir, "--cores", "1", "--configfile", "plain.yaml")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert not (workdir / "results" / "versions.parquet").exists()
-    assert not (workdir / ".numbench").exists()
-    assert "## Versions" not in (workdir / "results" / "summary.md").read_text()
+def test_without_environments_no_versions_table_and_the_same_summary(tiny_run: Path):
+    """The session's shared run has no environments: no versions table, no environment
+    made, no Versions section."""
+    assert "environments" not in (tiny_run / "e2e.yaml").read_text()
+    assert not (tiny_run / "results" / "versions.parquet").exists()
+    assert not (tiny_run / ".numbench").exists()
+    assert "## Versions" not in (tiny_run / "results" / "summary.md").read_text()
 
 
 @pytest.mark.e2e
-def test_a_pin_that_cannot_be_installed_fails_its_environment_naming_it(workdir: Path):
+def test_a_pin_that_cannot_be_installed_fails_its_environment_naming_it(
+    workdir: Path, cpu_roofs: Path
+):
+    seed_roofs(workdir, cpu_roofs)
     (workdir / "bad.yaml").write_text(
         "libraries: [numpy]\noperations:\n  sort:\n    sizes: [1000]\n"
         + FAST_TIMING
+        + "\nreplicates: {min: 1, max: 1, spread: 0}"
         + "\nenvironments:\n  nothing: [numpy==0.0.0.1]\n"
     )
     proc = snakemake(workdir, "--cores", "1", "--keep-going", "--configfile", "bad.yaml")

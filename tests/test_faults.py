@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, make_spec, snakemake
+from conftest import REPO, make_spec, seed_roofs, snakemake
 
 from numbench.analyse.aggregate import aggregate
 from numbench.contract import read_cell
@@ -31,7 +31,7 @@ operations:
   matmul:
     sizes: [16]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 5, budget_s: 0.05}
-replicates: {min: 1, max: 2}
+replicates: {min: 1, max: 1, max_cpu_taken: null}
 cell_timeout_s: 6
 cell_memory_limit_mb: 300
 """
@@ -238,7 +238,8 @@ def statuses(workdir: Path) -> dict[tuple[str, str], str]:
 
 
 @pytest.mark.e2e
-def test_grid_of_numpy_and_every_fault_completes(workdir: Path):
+def test_grid_of_numpy_and_every_fault_completes(workdir: Path, cpu_roofs: Path):
+    seed_roofs(workdir, cpu_roofs)
     (workdir / "faults.yaml").write_text(GRID, encoding="utf-8")
     proc = snakemake(workdir, "--cores", "1", "--configfile", "faults.yaml", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -290,7 +291,8 @@ def _workers_of(lock: Path) -> list[int]:
 
 
 @pytest.mark.e2e
-def test_killed_run_resumes(workdir: Path):
+def test_killed_run_resumes(workdir: Path, cpu_roofs: Path):
+    seed_roofs(workdir, cpu_roofs)
     (workdir / "grid.yaml").write_text(INTERRUPTED, encoding="utf-8")
     lock = workdir / ".timing.lock"
     env = dict(os.environ)
