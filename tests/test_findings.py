@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from conftest import MARGIN, constructed_results
 
-from numbench.analyse.findings import (
+from numbench.analyse.findings import crossover, decide, fastest_at
+from numbench.facts import (
     BusyCell,
     Crossover,
     DoubtfulVerdict,
@@ -23,9 +24,6 @@ from numbench.analyse.findings import (
     Timed,
     UnmeasuredCell,
     Winner,
-    crossover,
-    decide,
-    fastest_at,
 )
 
 

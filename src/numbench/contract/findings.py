@@ -4,8 +4,8 @@ One row per fact (``numbench.facts``), in the order the summary tells them. ``to
 part of the findings it belongs to (a field of ``Findings``: ``fastest``, ``crossovers``,
 ``warnings``, ``roofline``...; ``run`` for the one row of the run's own facts: baseline,
 margin, whether several devices ran and which dimensions were compared), ``fact`` the kind of
-fact (``winner``, ``noisy_cell``...). The cell key columns (``numbench.cells.KEY``, and the
-host) hold the fact's fields of those names, null where it has none; ``detail`` holds its
+fact (``winner``, ``noisy_cell``...). The cell key columns (``numbench.cells.KEY_WITH_HOST``: the
+key and the host) hold the fact's fields of those names, null where it has none; ``detail`` its
 other fields as a JSON object (nested facts as nested objects).
 
 ``findings_table`` makes the table of a ``Findings``, ``write_findings`` writes it and
