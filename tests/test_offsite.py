@@ -456,7 +456,7 @@ def test_import_merges_the_roofs_and_places_the_cells_on_them(remote):
     """The archive's host's roofs replace that host's rows here; another host's stay; the
     roofs are not measured again here, and every ok cell gets its place on the roofline."""
     from numbench.contract import write_atomic
-    from numbench.measure.roof_rows import ROOFS_SCHEMA
+    from numbench.contract.roofs import ROOFS_SCHEMA
 
     wf = fresh_workflow(remote, "import-roofs")
     theirs = archive_roofs(remote["archive"])

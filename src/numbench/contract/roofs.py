@@ -1,5 +1,5 @@
 """The roofs table (results/roofs.parquet): its columns, the names of its roofs, the cache a
-working set is held against, and its reader. measure writes it (``numbench.measure.roof_rows``),
+working set is held against, and its reader. measure writes it (``numbench.measure.roofs.rows``),
 analyse places every cell on it, report draws and words it; all three take its vocabulary from
 here.
 """
@@ -72,7 +72,7 @@ ROOFS_SCHEMA = pa.schema(
         pa.field("tf32", pa.string()),
         pa.field("measured_at", pa.string()),
         # the share of the CPUs' time other programs took while the job that made the row
-        # ran (as a cell's), and the attempts set aside for it (``roofs.undisturbed``)
+        # ran (as a cell's), and the attempts set aside for it (``numbench.measure.disturbed``)
         pa.field("cpu_taken", pa.float64()),
         pa.field("set_aside", pa.int64()),
         # wall seconds of measuring this (device, threads), every dtype and library
