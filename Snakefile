@@ -14,7 +14,7 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        "results/roofs.parquet",
+        ROOFS_INPUT,
         "results/benchmarks.parquet",
         "results/speedups.parquet",
         "results/crossovers.parquet",

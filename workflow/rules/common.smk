@@ -68,6 +68,8 @@ CHARTS_DIR = "results/charts"
 # cells' own jobs, each stage in a seeded random order.
 PLAN = job_plan(CFG, GRID)
 ROOFS_FILE = "results/roofs.parquet"
+# What the analysis reads of the roofs: nothing when the config leaves them out.
+ROOFS_INPUT = [ROOFS_FILE] if CFG["roofs"] else []
 ROOF_DIMS = PLAN.roof_dims
 ROOF_THREADS = PLAN.roof_threads
 ROOF_GPUS = PLAN.roof_gpus
@@ -112,6 +114,11 @@ def environment_pins(wildcards):
 def versions_option(wildcards, input):
     """``--versions FILE`` for the summary and the charts where the config has environments."""
     return f"--versions {input.versions}" if input.versions else ""
+
+
+def roofs_option(wildcards, input):
+    """``--roofs FILE`` for the analysis and the report where the config measures roofs."""
+    return f"--roofs {input.roofs}" if input.roofs else ""
 
 
 def cell_gpus(wildcards):

@@ -16,7 +16,7 @@ rule aggregate:
     input:
         cells=CELL_FILES,
         inputs=INPUT_FILES,
-        roofs=ROOFS_FILE,
+        roofs=ROOFS_INPUT,
     output:
         benchmarks="results/benchmarks.parquet",
         samples="results/samples.parquet",
@@ -25,10 +25,11 @@ rule aggregate:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
+        roofs=roofs_option,
         script=SCRIPTS / "aggregate.py",
     shell:
         "python {params.script:q} --output {output.benchmarks} --samples {output.samples}"
-        " --inputs {input.inputs} --roofs {input.roofs}"
+        " --inputs {input.inputs} {params.roofs}"
         " --cells {input.cells} > {log} 2>&1"
 
 
@@ -115,7 +116,7 @@ rule charts:
         crossovers="results/crossovers.parquet",
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
-        roofs=ROOFS_FILE,
+        roofs=ROOFS_INPUT,
         versions=VERSIONS_INPUT,
     output:
         report(
@@ -130,6 +131,7 @@ rule charts:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
+        roofs=roofs_option,
         script=SCRIPTS / "charts.py",
         baseline_library=BASELINE["library"],
         baseline_device=BASELINE["device"],
@@ -140,7 +142,7 @@ rule charts:
         " --baseline-device {params.baseline_device}"
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --precision {input.precision} --scaling {input.scaling}"
-        " --roofs {input.roofs} {params.versions} --outdir {output} > {log} 2>&1"
+        " {params.roofs} {params.versions} --outdir {output} > {log} 2>&1"
 
 
 # What the summary will say, decided from the tables: the summary only words it.
@@ -151,7 +153,7 @@ rule findings:
         crossovers="results/crossovers.parquet",
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
-        roofs=ROOFS_FILE,
+        roofs=ROOFS_INPUT,
     output:
         "results/findings.parquet",
     log:
@@ -159,6 +161,7 @@ rule findings:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
+        roofs=roofs_option,
         script=SCRIPTS / "findings.py",
         baseline_library=BASELINE["library"],
         baseline_device=BASELINE["device"],
@@ -168,7 +171,7 @@ rule findings:
         " --speedups {input.speedups} --crossovers {input.crossovers}"
         " --baseline-library {params.baseline_library}"
         " --baseline-device {params.baseline_device} --margin {params.margin}"
-        " --precision {input.precision} --scaling {input.scaling} --roofs {input.roofs}"
+        " --precision {input.precision} --scaling {input.scaling} {params.roofs}"
         " --output {output} > {log} 2>&1"
 
 
@@ -179,7 +182,7 @@ rule summary:
         findings="results/findings.parquet",
         precision="results/precision.parquet",
         scaling="results/scaling.parquet",
-        roofs=ROOFS_FILE,
+        roofs=ROOFS_INPUT,
         versions=VERSIONS_INPUT,
     output:
         markdown="results/summary.md",
@@ -194,6 +197,7 @@ rule summary:
     conda:
         "../../envs/numbench-cpu.yaml"
     params:
+        roofs=roofs_option,
         script=SCRIPTS / "summary.py",
         charts=CHARTS_DIR,
         versions=versions_option,
@@ -201,6 +205,6 @@ rule summary:
         "python {params.script:q} --benchmarks {input.benchmarks}"
         " {params.versions}"
         " --speedups {input.speedups} --findings {input.findings}"
-        " --precision {input.precision} --scaling {input.scaling} --roofs {input.roofs}"
+        " --precision {input.precision} --scaling {input.scaling} {params.roofs}"
         " --charts-dir {params.charts} --output {output.markdown}"
         " --html-output {output.html} > {log} 2>&1"
