@@ -18,6 +18,7 @@ import re
 import tarfile
 import time
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from numbench.cells import (
     inputs_log_path,
     inputs_path,
 )
+from numbench.contract import replacing
 
 PLAN_FORMAT = "numbench-offsite-plan"
 ARCHIVE_FORMAT = "numbench-offsite-archive"
@@ -216,9 +218,49 @@ def compare_inputs(
     return problems, notes
 
 
-def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mtime: float | None = None) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mtime = int(time.time() if mtime is None else mtime)
-    info.mode = 0o644
-    tar.addfile(info, io.BytesIO(data))
+def checked_inputs_checksums(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """``inputs_checksums`` of an inputs file that must be intact: a member failing its CRC
+    check is an OffsiteError saying so."""
+    from numbench.errors import CorruptFile
+
+    try:
+        return inputs_checksums(path)
+    except CorruptFile as exc:
+        raise OffsiteError(str(exc)) from None
+
+
+def write_inputs_file(
+    item: dict, path: str | os.PathLike, operation_file: str | None, operation_hash: str | None
+) -> None:
+    """Make the inputs file of a plan's inputs entry at ``path``: its operation, size, seed
+    and parameters, with the operation's code from ``operation_file`` (None: a built-in one)
+    checked against ``operation_hash``. ``run`` makes them there, ``import`` here, alike."""
+    from numbench.measure import inputs
+
+    inputs.write(
+        item["operation"],
+        item["size"],
+        item["seed"],
+        path,
+        item["params"],
+        operation_file,
+        operation_hash,
+    )
+
+
+def write_tar_gz(path: str | os.PathLike, members: Iterable[tuple[str, bytes, float | None]]):
+    """Write a ``.tar.gz`` of ``members`` (name, data, modification time or None for now),
+    each a plain file of mode 0644, to ``path`` whole or not at all
+    (``numbench.contract.replacing``): the archive ``run`` packs and the bundle ``plan``
+    writes are made alike."""
+    with (
+        replacing(path) as tmp,
+        open(tmp, "wb") as fh,
+        tarfile.open(fileobj=fh, mode="w:gz", compresslevel=9) as tar,
+    ):
+        for name, data, mtime in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = int(time.time() if mtime is None else mtime)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))

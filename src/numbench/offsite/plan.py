@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
-import tarfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,6 @@ from numbench.offsite.common import (
     PLAN_FORMAT,
     SCHEMA,
     OffsiteError,
-    _add_bytes,
     bundled_operation_file,
     canonical,
     cell_of,
@@ -28,6 +25,7 @@ from numbench.offsite.common import (
     log_path,
     now_iso,
     plan_hash,
+    write_tar_gz,
 )
 
 
@@ -202,15 +200,15 @@ def write_bundle(
     beside it the files of the user's operations (``operation_files``). Unpack it anywhere
     there and run ``PYTHONPATH=src python -m numbench offsite run``."""
     root = Path(root)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as tar:
-        files = sorted((root / "src" / "numbench").rglob("*.py"))
-        for path in files:
-            _add_bytes(tar, path.relative_to(root).as_posix(), path.read_bytes())
-        _add_bytes(tar, plan_name, plan_text.encode())
+
+    def members():
+        for path in sorted((root / "src" / "numbench").rglob("*.py")):
+            yield path.relative_to(root).as_posix(), path.read_bytes(), None
+        yield plan_name, plan_text.encode(), None
         for member, data in sorted((operations or {}).items()):
-            _add_bytes(tar, member, data)
-    write_bytes_atomic(buf.getvalue(), Path(bundle))
+            yield member, data, None
+
+    write_tar_gz(bundle, members())
 
 
 def read_plan(path: str | os.PathLike) -> dict:
