@@ -53,8 +53,10 @@ from numbench.offsite.common import (  # noqa: F401 - the package's API
     plan_hash,
     sha256,
 )
-from numbench.offsite.importer import (  # noqa: F401 - the package's API
+from numbench.offsite.import_checks import (  # noqa: F401 - the package's API
     check_against_config,
+)
+from numbench.offsite.importer import (  # noqa: F401 - the package's API
     import_archive,
 )
 from numbench.offsite.plan import (  # noqa: F401 - the package's API
