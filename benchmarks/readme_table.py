@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,8 @@ END = "<!-- readme-table:end -->"
 DEVICE, DTYPE, THREADS = "cpu", "float64", 1
 #: how an operation's size is named in the README's grid table; ``n`` for the rest
 SIZE_NAMES = {"linreg_gd": "d", "batched_matmul": "batch", "mlp": "batch"}
+#: the stamp under the table is wrapped as the README's prose is
+LINE_LENGTH = 100
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,8 @@ def table(results: Path, rows=ROWS, host: str | None = None) -> str:
     margin = float(margins[0]) if len(margins) == 1 else None
     shown_libraries = [baseline] + sorted({r.library for r in rows} - {baseline})
     body = md_table(header, lines, "lrlrll")
-    return f"{body}\n\n{stamp(bench, shown_libraries, margin)}\n"
+    note = textwrap.fill(stamp(bench, shown_libraries, margin), LINE_LENGTH, break_long_words=False)
+    return f"{body}\n\n{note}\n"
 
 
 def rewrite(text: str, block: str) -> str:
