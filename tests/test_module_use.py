@@ -29,9 +29,11 @@ use rule * from numbench as numbench_*
 """
 
 #: two cheap libraries, one operation at one small size, one process a cell, no spread
-#: rounds, short timing, and no round (or roof) measured again when the machine is busy
+#: rounds, short timing, no round measured again when the machine is busy, and no roofs
+#: (minutes on a host whose last-level cache reads large; test_roofs_e2e measures them)
 TINY_MODULE_CONFIG = """\
 libraries: [numpy, numba]
+roofs: false
 operations:
   elementwise: {sizes: [2000]}
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
