@@ -97,9 +97,20 @@ def copy_workflow(dst: Path) -> Path:
     return dst
 
 
+#: Fixtures that run the workflow (through Snakemake, or offsite's run on the "other host" in
+#: tests/test_offsite*.py): a test that uses one is end to end (``e2e``) whatever its file
+#: says, so the unit tier (``make test-fast``: ``-m "not e2e and not slurm"``) leaves it out.
+WORKFLOW_FIXTURES = frozenset({"tiny_run", "dims_run", "cpu_roofs", "remote"})
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Leave the ``cuda_env`` tests (pip resolves of the CUDA sets, minutes and GBs) out of a
-    plain ``pytest``; they run when ``-m`` names them (``make check-cuda-env``)."""
+    """Mark the tests that use a workflow run ``e2e`` (before ``-m`` selects). Leave the
+    ``cuda_env`` tests (pip resolves of the CUDA sets, minutes and GBs) out of a plain
+    ``pytest``; they run when ``-m`` names them (``make check-cuda-env``)."""
+    for item in items:
+        if WORKFLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
     if "cuda_env" in (config.getoption("markexpr") or ""):
         return
     left_out = [item for item in items if item.get_closest_marker("cuda_env") is not None]
