@@ -25,6 +25,8 @@ FLOORS = {
     "__main__": 5,
 }
 MAX_MODULE_LINES = 400
+#: no function of the package, the rules' scripts or the benchmarks is longer (its decorators left out)
+MAX_FUNCTION_LINES = 80
 
 
 def floor_of(module: str) -> int:
@@ -99,6 +101,19 @@ def test_no_module_is_over_the_line_limit():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+def test_no_function_is_over_the_line_limit():
+    """A function longer than a screen is split by what its pieces mean (issue 38)."""
+    long = []
+    for folder in (PACKAGE, REPO / "scripts", REPO / "benchmarks"):
+        for path in sorted(folder.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > MAX_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} {lines}")
+    assert long == []
 
 
 def test_a_cell_path_is_formatted_in_one_place():
