@@ -42,16 +42,16 @@ from numbench.formatting import missing
 from numbench.stats import Z95, typical_sd
 
 #: s_p (standard deviation of the log of a process median) where a side cannot measure it:
-#: the median over four runs of the default grid on a shared 2-core machine (0.020 to 0.046)
+#: the median over four runs of the default grid (docs/history.md, "Versions and the
+#: regression gate")
 DEFAULT_PROCESS_SD = 0.035
 #: the fewest cells with 2 or more processes a side needs on a device to measure its s_p
 MIN_SPREAD_CELLS = 10
 #: what moves between two runs that neither run sees within itself (log scale, per side).
-#: Two things, measured on four runs of identical code on a shared 2-core machine
-#: (docs/history.md): the whole machine a few percent faster or slower (the median ratio of
-#: a pair moved 0.2% to 7.4%), and single cells that land in another mode from one run to the
-#: next with both runs' own intervals narrow (JAX ``batched_matmul`` 1: 1.29x between two quiet
-#: runs, each interval within +-2%). The second sets the value: a move of log 0.258 is 1.96
+#: Two things, seen on runs of identical code (docs/history.md, "Versions and the regression
+#: gate"): the whole machine a few percent faster or slower, and single cells that land in
+#: another mode from one run to the next with both runs' own intervals narrow (JAX
+#: ``batched_matmul`` 1 there). The second sets the value: that move, log 0.258, is 1.96
 #: standard deviations of a difference of two sides at 0.093 each, rounded up to 0.1
 RUN_SD = 0.1
 #: where a side's s_p came from

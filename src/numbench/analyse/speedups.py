@@ -16,7 +16,7 @@ speedup: no claim can be made, and the summary says why.
 
 The round floor. A paired cell has 2 to 4 rounds, too few to measure its own round-to-round
 spread: the bootstrap over two rounds is about their range, often far narrower than the
-spread itself (a second run of the default grid fell inside 59% of the 95% intervals). So no
+spread itself (docs/history.md, "Reproducibility: fourteen run pairs", pair 2). So no
 paired interval is narrower, in log terms, than ``1.96 * s0 / sqrt(n)``: ``s0`` is the
 grid's typical round-to-round standard deviation of the log speedup, measured in this run
 over the paired cells of one device with 2 or more rounds, ``n`` the cell's rounds. It is
@@ -24,7 +24,8 @@ over the paired cells of one device with 2 or more rounds, ``n`` the cell's roun
 its chi-square law, so that 2-round cells (1 degree of freedom, most of the grid) count at
 their true spread. The plain median of the cells' standard deviations, used before, is
 0.674 of the spread where every cell has 2 rounds, and its intervals held a second run's
-speedup less often than a 95% interval should (73% against about 83%). A cell whose own
+speedup less often than a 95% interval should (docs/history.md, "Reproducibility: fourteen
+run pairs"). A cell whose own
 rounds spread more keeps its wider bootstrap interval. This is a variance floor in the
 spirit of SAM's fudge factor s0 (Tusher, Tibshirani and Chu, 2001) and of limma's moderated
 variances: a cell's spread is not believed to be smaller than the grid's typical one on the

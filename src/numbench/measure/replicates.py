@@ -13,9 +13,8 @@ processes of a round are alive at once and take their samples in turns, millisec
 cell measures it alone.
 
 Rounds apart in time (``replicates.spread``): the machine also drifts between the minutes
-of a run, by more than processes measured seconds apart differ (on the 2-core machine of
-docs/history.md, NumPy's processes within one cell agreed to 2.2% while the same cell's
-processes in different jobs of one run differed by 6.8%, medians over the grid). A cell
+of a run, by more than processes measured seconds apart differ (docs/history.md,
+"Reproducibility: fourteen run pairs", pairs 1 and 2). A cell
 whose rounds all run back to back sees none of that drift, so its interval is too narrow and
 a second run lands outside it. So the first ``spread`` rounds of every cell run as jobs of
 their own (rule ``spread_round``), scheduled before any cell's remaining rounds, and the
@@ -26,8 +25,9 @@ The number of rounds adapts (``replicates`` in the config): ``min`` rounds alway
 to ``max``, one more while the verdict is in doubt. A paired cell's verdict (faster, same,
 slower: ``numbench.stats.verdict``) is in doubt while its speedup's 95% interval holds the
 margin or 1 / margin, the interval widened first to the least spread a few rounds can show
-(``round_sd``: two or three rounds cannot measure their own spread; docs/history.md
-measured a typical round spread of 2.3 to 2.6%, estimated as ``numbench.analyse.speedups`` does). A cell
+(``round_sd``: two or three rounds cannot measure their own spread; the typical round
+spread, estimated as ``numbench.analyse.speedups`` does, is in docs/history.md,
+"Reproducibility: fourteen run pairs"). A cell
 settled faster, slower or the same stops at ``min``, however wide its interval; a cell near
 the margin gets more rounds, because there a second run would otherwise give the other
 verdict. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict

@@ -55,9 +55,9 @@ if TYPE_CHECKING:
 #: the libraries whose matmul may set the compute roof, where the grid has them
 GEMM_LIBRARIES = ("numpy", "torch", "jax", "tensorflow", "cupy")
 #: the sizes n of the GEMMs that measure the compute roof, the fastest of them counting: a
-#: BLAS peaks at a size that depends on it and on the caches (on the default grid here, JAX's
-#: matmul ran 22% faster at n = 500 and 1000 than at 2048, which a roof measured at 2048 alone
-#: put above its roof), and on a GPU it needs enough work to hide a launch
+#: BLAS peaks at a size that depends on it and on the caches (JAX's GEMM peaked below n = 2048
+#: on the default grid, and a roof measured at 2048 alone put its cells above it:
+#: docs/history.md, "Roofs"), and on a GPU it needs enough work to hide a launch
 GEMM_SIZES = {"cpu": (512, 1024, 2048), "gpu": (4096, 8192)}
 
 
