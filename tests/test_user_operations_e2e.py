@@ -42,7 +42,7 @@ operations:
   sort:
     sizes: [1000]
 {FAST_TIMING}
-replicates: {{min: 1, max: 1, spread: 0}}
+replicates: {{min: 1, max: 1, spread: 0, max_cpu_taken: null}}
 """
 
 
