@@ -87,10 +87,15 @@ def run_plan(
         manifest_inputs = make_inputs(inputs, operation_files, work, resume, say)
         rounds = run_spread_rounds(cells, specs, resume, say)
         manifest_cells = run_cells(cells, specs, rounds, resume, say)
-        # this host's roofs, for the cells' places on its roofline (numbench.offsite.roofs)
-        roofs = measure_there(plan, work, resume, say)
+        # this host's roofs, for the cells' places on its roofline (numbench.offsite.roofs),
+        # unless the config leaves them out (``roofs: false``): the archive then has none
+        roofs = (
+            measure_there(plan, work, resume, say) if plan["config"].get("roofs", True) else None
+        )
         manifest = _manifest(plan, started, t_start, manifest_inputs, manifest_cells, roofs)
-        pack(output, plan, manifest, [c.path for c in cells] + [ROOFS_MEMBER], logs + [ROOFS_LOG])
+        measured = [ROOFS_MEMBER] if roofs else []
+        logged = [ROOFS_LOG] if roofs else []
+        pack(output, plan, manifest, [c.path for c in cells] + measured, logs + logged)
     _say_written(output, manifest, n_cells, say)
     return manifest
 
@@ -149,7 +154,7 @@ def _paths_inside(plan: dict, work: Path, what: str):
 
 
 def _manifest(
-    plan: dict, started: str, t_start: float, inputs: dict, cells: dict, roofs: dict
+    plan: dict, started: str, t_start: float, inputs: dict, cells: dict, roofs: dict | None
 ) -> dict:
     """The archive's manifest: which plan ran with which code, where and when, what each
     inputs file and cell file holds (checksums ``import`` verifies), and the roofs."""
