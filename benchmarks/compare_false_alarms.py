@@ -28,7 +28,7 @@ from scipy import stats
 
 from numbench.analyse.compare import BROKEN, CompareError, compare, load
 from numbench.config import default_margin
-from numbench.formatting import md_table
+from numbench.report.markdown import md_table
 from numbench.stats import FASTER, SLOWER
 
 #: the two rules compared: with the run-to-run floor (compare's own), without it (before)

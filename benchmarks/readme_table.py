@@ -32,7 +32,8 @@ from pathlib import Path
 import _report  # noqa: F401  (puts the package's src on the path)
 import pandas as pd
 
-from numbench.formatting import Markdown, display, md_code, md_table, md_text, missing
+from numbench.formatting import display, missing
+from numbench.report.markdown import Markdown, md_code, md_table, md_text
 
 START = "<!-- readme-table:start -->"
 END = "<!-- readme-table:end -->"

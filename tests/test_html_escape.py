@@ -20,7 +20,7 @@ from summarise import summarise
 
 from numbench.analyse.findings import write_findings
 from numbench.contract import BENCHMARKS_SCHEMA
-from numbench.formatting import Markdown, md_code, md_table, md_text
+from numbench.report.markdown import Markdown, md_code, md_table, md_text
 from numbench.report.summary import to_html, write_summary
 
 TAG = "<img src=x onerror=alert(1)>"

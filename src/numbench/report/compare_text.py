@@ -8,7 +8,7 @@ import pandas as pd
 
 from numbench.contract.compare import SPREAD_MEASURED, Comparison
 from numbench.contract.versions import BROKEN, NOT_COMPARABLE
-from numbench.formatting import md_table, md_text
+from numbench.report.markdown import md_table, md_text
 from numbench.stats import FASTER, SAME, SLOWER
 
 

@@ -9,7 +9,8 @@ some GPU cells ran it is the milder note listing the ones that did not.
 from __future__ import annotations
 
 from numbench.facts import GpuNotice, SkippedGpuCells
-from numbench.formatting import display, md_text
+from numbench.formatting import display
+from numbench.report.markdown import md_text
 
 INSTALL_HINT = (
     "To measure a GPU, run on a host with an NVIDIA GPU and the CUDA set installed "

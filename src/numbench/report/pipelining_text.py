@@ -16,11 +16,10 @@ from numbench.formatting import (
     format_seconds,
     format_size,
     format_speedup,
-    md_table,
-    md_text,
     series_labels,
     who,
 )
+from numbench.report.markdown import md_table, md_text
 from numbench.stats import FASTER
 
 

@@ -14,8 +14,9 @@ from numbench.cells import SETTING
 from numbench.contract.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.facts import LOW_DRAM_SHARE, RoofFinding
-from numbench.formatting import Markdown, display, format_size, md_table, md_text
+from numbench.formatting import display, format_size
 from numbench.report.charts_roofline import roofline_chart_names
+from numbench.report.markdown import Markdown, md_table, md_text
 from numbench.report.sentences import md_link
 
 ROOF_NAMES = {"l2": "L2", "l3": "L3", "dram": "DRAM", "compute": "compute"}

@@ -33,13 +33,12 @@ from numbench.formatting import (
     format_size,
     format_sizes,
     format_speedup,
-    md_code,
-    md_text,
     series_label,
     slowdown,
     who,
 )
 from numbench.report.charts import OPERATION_CHARTS, chart_names, operation_chart
+from numbench.report.markdown import md_code, md_text
 
 
 # -- key findings -------------------------------------------------------------------------------

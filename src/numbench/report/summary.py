@@ -27,12 +27,10 @@ from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline
 from numbench.contract.versions import read_versions
 from numbench.facts import Findings
-from numbench.formatting import (
-    display,
-    md_text,
-)
+from numbench.formatting import display
 from numbench.report.dimensions_text import dimension_findings, dimension_sections
 from numbench.report.gpu_text import render_gpu_notice
+from numbench.report.markdown import md_text
 from numbench.report.pipelining_text import pipeline_findings, pipeline_sections
 from numbench.report.roofline_text import roofline_section
 from numbench.report.sentences import (

@@ -12,17 +12,15 @@ from numbench.cells import SORT_BY_SIZE
 from numbench.contract.speedups import in_doubt
 from numbench.facts import Crossover
 from numbench.formatting import (
-    Markdown,
     display,
     format_ci,
     format_seconds,
     format_size,
     format_speedup,
-    md_table,
-    md_text,
     missing,
     series_labels,
 )
+from numbench.report.markdown import Markdown, md_table, md_text
 
 
 def _unique(values) -> str:

@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from numbench.contract.versions import BROKEN, NOT_COMPARABLE
-from numbench.formatting import format_ci, format_size, format_speedup, md_table, md_text
+from numbench.formatting import format_ci, format_size, format_speedup
 from numbench.report.charts_versions import versions_chart_name
+from numbench.report.markdown import md_table, md_text
 from numbench.report.sentences import md_link
 from numbench.stats import FASTER, SAME, SLOWER
 
