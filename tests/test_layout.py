@@ -16,9 +16,10 @@ FLOORS = {
     "operations": 1,
     "libraries": 1,
     "config": 2,
-    "measure": 2,
+    # the three stages share a floor: they meet through files (test_no_stage_imports_another)
+    "measure": 3,
     "analyse": 3,
-    "report": 4,
+    "report": 3,
     "offsite": 4,
     "check": 4,
     "cli": 5,
