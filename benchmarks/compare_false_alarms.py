@@ -27,6 +27,7 @@ from _report import markdown_section  # also puts src/ on the path
 from scipy import stats
 
 from numbench.analyse.compare import BROKEN, CompareError, compare, load
+from numbench.cells import KEY
 from numbench.config import default_margin
 from numbench.report.markdown import md_table
 from numbench.stats import FASTER, SLOWER
@@ -37,7 +38,7 @@ RULES = {"with run-to-run variance": True, "own intervals alone": False}
 LISTED = 12
 #: ``max_cpu_taken`` where a table does not record its replicate settings (the default)
 MAX_CPU_TAKEN = 0.1
-CELL = ["library", "device", "operation", "size", "dtype", "threads"]
+CELL = list(KEY)
 
 
 def disturbed(frame) -> set[tuple]:
@@ -148,7 +149,7 @@ def main() -> None:
         head = f"Flagged, {rule} ({len(cells)} over the unordered pairs"
         head += f", the {LISTED} largest):" if len(cells) > LISTED else "):"
         if listed:
-            cols = ["A", "B", "library", "device", "operation", "size", "dtype", "threads"]
+            cols = ["A", "B", *KEY]
             cols += ["ratio B / A", "95% CI", "change", "disturbed"]
             body.append(head + "\n\n" + md_table(cols, listed, "lllllrlrrrll"))
         else:

@@ -36,10 +36,9 @@ import numbench.analyse.speedups as speedups_module
 import numbench.stats as stats_module
 from numbench.analyse.crossovers import find_crossovers
 from numbench.analyse.speedups import compute_speedups, in_doubt, round_log_ratios
+from numbench.cells import KEY
 from numbench.config import default_margin
 from numbench.stats import verdict
-
-KEY = ["library", "device", "operation", "size", "dtype", "threads"]
 
 
 def cell_round_ratios(results: Path) -> dict[tuple, np.ndarray]:
@@ -205,7 +204,7 @@ def main() -> None:
     root = Path(parser.parse_args().kept)
     margin = default_margin()
     rounds = cell_round_ratios(root / "a")
-    a, b = (pd.read_parquet(root / s / "speedups.parquet").set_index(KEY) for s in "ab")
+    a, b = (pd.read_parquet(root / s / "speedups.parquet").set_index(list(KEY)) for s in "ab")
     keys = [k for k in rounds if k in a.index and k in b.index and len(rounds[k]) >= 2]
     a, b = a.loc[keys], b.loc[keys]
     log_a, log_b = np.log(a["speedup"].to_numpy()), np.log(b["speedup"].to_numpy())

@@ -32,11 +32,12 @@ from _report import publish
 from workflow_cost import copy_workflow, snakemake
 
 from numbench.analyse.compare import compare
+from numbench.cells import KEY
 from numbench.config import default_margin
 from numbench.stats import repeat_chance
 
-SPEEDUP_KEY = ["library", "device", "operation", "size", "dtype", "threads"]
-GROUP_KEY = ["library", "device", "operation", "dtype", "threads"]
+SPEEDUP_KEY = list(KEY)
+GROUP_KEY = [field for field in KEY if field != "size"]
 
 
 def run_once(root: Path, name: str, extra: list[str]) -> tuple[Path, float]:
@@ -141,7 +142,7 @@ def baseline_spread(samples: pd.DataFrame) -> tuple[float, float]:
     base = samples[samples["role"] == "baseline"]
     if base.empty:
         return float("nan"), float("nan")
-    cell = ["library", "device", "operation", "size", "dtype", "threads"]
+    cell = list(KEY)
     logs = np.log(base["seconds"])
     by_process = logs.groupby([base[c] for c in cell + ["replicate"]])
     within = by_process.std(ddof=1).dropna()
@@ -232,7 +233,7 @@ def run_twice(extra: list[str], keep: str | None, margin: float) -> dict:
 def medians_within(bench_a: pd.DataFrame, bench_b: pd.DataFrame, share: float) -> tuple[int, int]:
     """(cells ok in both runs whose medians lie within ``share`` of each other, cells ok in
     both)."""
-    key = ["library", "device", "operation", "size", "dtype", "threads"]
+    key = list(KEY)
     medians = bench_a.merge(bench_b, on=key, suffixes=("_a", "_b"))
     medians = medians[(medians["status_a"] == "ok") & (medians["status_b"] == "ok")]
     within = ((medians["median_s_b"] / medians["median_s_a"] - 1).abs() <= share).sum()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from _report import ROOT, publish
 
-from numbench.cells import Cell
+from numbench.cells import FIELDS, Cell
 
 PARTS = ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs")
 
@@ -98,7 +98,7 @@ def main() -> None:
             cell = Cell.from_fields(target).path
             (wd / cell).unlink()
             single = snakemake(wd, cell, "--cores", str(cores), *extra)
-            key = ["library", "device", "dtype", "threads", "operation", "size"]
+            key = list(FIELDS)
             medians[cores] = bench.set_index(key)["median_s"]
             rows.append((cores, n, wall, in_cell, worker, noop, single, cell))
             if args.keep and len(rows) == 1:
