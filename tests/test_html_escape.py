@@ -215,6 +215,7 @@ rule summary:
 """
 
 
+@pytest.mark.e2e
 def test_report_html_shows_the_tag_as_text(tmp_path):
     """``snakemake --report`` embeds summary.html whole (a base64 ``data:`` URI in an
     iframe), with the workflow's own caption: the tag stays text there too."""

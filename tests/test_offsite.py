@@ -32,7 +32,7 @@ operations:
   elementwise: {sizes: [1000]}
   sort: {sizes: [1000]}
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
-replicates: {min: 1, max: 2}
+replicates: {min: 1, max: 2, max_cpu_taken: null}
 cell_timeout_s: 120
 """
 CELLS = [
@@ -127,9 +127,10 @@ def archive_json(path: Path, name: str) -> dict:
         return json.loads(tar.extractfile(name).read())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def remote(tmp_path_factory):
-    """plan (here) -> bundle -> run on the 'other host'; shared by the tests below."""
+    """plan (here) -> bundle -> run on the 'other host': one run a session, shared by the
+    tests below and test_offsite_security's (none of them changes what it made)."""
     base = tmp_path_factory.mktemp("offsite")
     here = copy_workflow(base / "here")
     (here / "tiny.yaml").write_text(TINY)

@@ -22,7 +22,7 @@ from test_offsite import CELLS, TINY, offsite, remote_run
 
 from numbench.offsite import OffsiteError, archive, check_plan, plan_hash, unpack_archive
 
-remote = shared.remote  # the same module-scoped fixture: one real run for this module
+remote = shared.remote  # the same session fixture: one real run for both modules
 
 GIB = 2**30
 
