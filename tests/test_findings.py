@@ -10,7 +10,7 @@ import pytest
 from conftest import MARGIN, constructed_results
 
 from numbench.analyse.findings import crossover, decide, fastest_at
-from numbench.facts import (
+from numbench.contract.facts import (
     BusyCell,
     Crossover,
     DoubtfulVerdict,

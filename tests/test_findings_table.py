@@ -16,14 +16,7 @@ from summarise import summarise
 from numbench.analyse.findings import decide, write_findings
 from numbench.contract import BENCHMARKS_SCHEMA
 from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
-from numbench.contract.findings import (
-    FINDINGS_COLUMNS,
-    FINDINGS_SCHEMA,
-    findings_table,
-    read_findings,
-)
-from numbench.errors import CorruptFile
-from numbench.facts import (
+from numbench.contract.facts import (
     FirstTouch,
     GpuNotice,
     PipelineGap,
@@ -33,6 +26,13 @@ from numbench.facts import (
     SkippedGpuCells,
     Synchronous,
 )
+from numbench.contract.findings import (
+    FINDINGS_COLUMNS,
+    FINDINGS_SCHEMA,
+    findings_table,
+    read_findings,
+)
+from numbench.errors import CorruptFile
 from numbench.report.summary import write_summary
 
 PRECISION = pd.DataFrame(

@@ -21,7 +21,7 @@ from conftest import MARGIN, constructed_results, make_spec
 
 from numbench.analyse.aggregate import cell_row, end_to_end_s, pipelined_row, sample_rows
 from numbench.analyse.pipelining import pipeline_facts, pipeline_gaps
-from numbench.facts import Findings
+from numbench.contract.facts import Findings
 from numbench.measure import inputs, transfers
 from numbench.measure.process import run_worker
 from numbench.report.pipelining_text import (

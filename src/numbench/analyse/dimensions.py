@@ -11,7 +11,7 @@ Each ratio comes with a 95% two-level bootstrap interval (``numbench.stats.ratio
 two sides' processes drawn on their own: they ran in different cells) and its verdict against
 the config's margin (``numbench.stats.verdict``, where above 1 is "faster").
 
-``precision_gaps`` and ``scaling_gaps`` are the findings of each (``numbench.facts``): per
+``precision_gaps`` and ``scaling_gaps`` are the findings of each (``numbench.contract.facts``): per
 operation, the largest size where the two sides clearly differ; ``numbench.report`` words them.
 """
 
@@ -27,7 +27,7 @@ from numbench.analyse.speedups import cell_seed
 from numbench.cells import FIELDS, SORT_BY_SIZE
 from numbench.contract import MEASURED, write_atomic
 from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
-from numbench.facts import PrecisionGap, ScalingGap
+from numbench.contract.facts import PrecisionGap, ScalingGap
 from numbench.stats import FASTER, SLOWER, ratio_ci, verdict
 
 #: a cell on its host, in the order of its path's fields (the bootstrap's seed is made of it)

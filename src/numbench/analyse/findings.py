@@ -1,4 +1,4 @@
-"""What the summary says, decided as data: typed facts (``numbench.facts``), no sentences.
+"""What the summary says, decided as data: typed facts (``numbench.contract.facts``), no sentences.
 
 ``decide(benchmarks, speedups, crossovers, baseline_library, baseline_device, margin, ...)``
 reads the tables and returns ``Findings``: the fastest library per operation at its smallest
@@ -27,10 +27,7 @@ from numbench.analyse.grid_settings import settings
 from numbench.analyse.pipelining import pipeline_facts
 from numbench.analyse.roofline_findings import roofline_findings
 from numbench.cells import SORT_BY_SIZE
-from numbench.contract.findings import write_findings as write_findings_table
-from numbench.contract.roofs import read_roofs
-from numbench.contract.speedups import check_baseline, in_doubt
-from numbench.facts import (
+from numbench.contract.facts import (
     BUSY_CPU_TAKEN,
     KIND_ORDER,
     NOISY_IQR_FRACTION,
@@ -56,6 +53,9 @@ from numbench.facts import (
     UnstableCell,
     Winner,
 )
+from numbench.contract.findings import write_findings as write_findings_table
+from numbench.contract.roofs import read_roofs
+from numbench.contract.speedups import check_baseline, in_doubt
 from numbench.formatting import missing
 from numbench.stats import FASTER, SLOWER
 

@@ -1,5 +1,5 @@
 """The GPU cells that could not run, as a fact: ``gpu_notice`` decides the ``GpuNotice``
-(``numbench.facts``, part of ``Findings``) and ``numbench.report.gpu_text`` words it.
+(``numbench.contract.facts``, part of ``Findings``) and ``numbench.report.gpu_text`` words it.
 
 ``none_found`` when every GPU cell asked for was ``unavailable`` (no GPU, no CUDA build of the
 library); otherwise some ran and the notice lists the ones that did not. The skipped cells are
@@ -13,7 +13,7 @@ import re
 
 import pandas as pd
 
-from numbench.facts import MAX_REASON_CHARS, GpuNotice, SkippedGpuCells
+from numbench.contract.facts import MAX_REASON_CHARS, GpuNotice, SkippedGpuCells
 
 
 def _clean_reason(reason, library: str) -> str:

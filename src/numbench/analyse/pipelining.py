@@ -14,7 +14,7 @@ import pandas as pd
 
 from numbench.analyse.grid_settings import settings
 from numbench.contract.benchmarks import pipelined_cells
-from numbench.facts import PipelineGap, QueuedSameSpeed, Synchronous
+from numbench.contract.facts import PipelineGap, QueuedSameSpeed, Synchronous
 from numbench.stats import FASTER, SLOWER, verdict
 
 

@@ -1,4 +1,4 @@
-"""What the roofline says about each operation, as typed facts (``numbench.facts``).
+"""What the roofline says about each operation, as typed facts (``numbench.contract.facts``).
 
 For each (host, device, dtype, threads) and operation: the fastest library at the largest
 size that has a place on the roofline, its share of its roof, and whether memory or
@@ -18,7 +18,7 @@ import math
 import pandas as pd
 
 from numbench.cells import SETTING
-from numbench.facts import LOW_DRAM_SHARE, FirstTouch, RoofFinding
+from numbench.contract.facts import LOW_DRAM_SHARE, FirstTouch, RoofFinding
 from numbench.libraries.base import STEADY_MALLOC
 
 #: glibc hands a block at least this large to ``mmap`` whatever it freed before (its largest

@@ -1,6 +1,6 @@
 """The findings table (results/findings.parquet): what analyse concluded, for report to word.
 
-One row per fact (``numbench.facts``), in the order the summary tells them. ``topic`` names the
+One row per fact (``numbench.contract.facts``), in the order the summary tells them. ``topic`` names the
 part of the findings it belongs to (a field of ``Findings``: ``fastest``, ``crossovers``,
 ``warnings``, ``roofline``...; ``run`` for the one row of the run's own facts: baseline,
 margin, whether several devices ran and which dimensions were compared), ``fact`` the kind of
@@ -25,8 +25,8 @@ import typing
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from numbench import facts as F
 from numbench.cells import KEY_WITH_HOST
+from numbench.contract import facts as F
 from numbench.contract import key_fields, write_atomic
 from numbench.errors import corrupt
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from numbench.facts import Findings, PrecisionGap, ScalingGap
+from numbench.contract.facts import Findings, PrecisionGap, ScalingGap
 from numbench.formatting import display, format_ci, format_size, format_speedup
 from numbench.report.markdown import md_table, md_text
 

@@ -8,7 +8,7 @@ some GPU cells ran it is the milder note listing the ones that did not.
 
 from __future__ import annotations
 
-from numbench.facts import GpuNotice, SkippedGpuCells
+from numbench.contract.facts import GpuNotice, SkippedGpuCells
 from numbench.formatting import display
 from numbench.report.markdown import md_text
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from numbench.contract.benchmarks import pipelined_cells
-from numbench.facts import Findings, PipelineGap
+from numbench.contract.facts import Findings, PipelineGap
 from numbench.formatting import (
     format_ci,
     format_seconds,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pandas as pd
 
 from numbench.cells import SETTING
+from numbench.contract.facts import LOW_DRAM_SHARE, RoofFinding
 from numbench.contract.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
-from numbench.facts import LOW_DRAM_SHARE, RoofFinding
 from numbench.formatting import display, format_size
 from numbench.report.charts_roofline import roofline_chart_names
 from numbench.report.markdown import Markdown, md_table, md_text

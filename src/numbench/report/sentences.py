@@ -9,7 +9,7 @@ from __future__ import annotations
 from itertools import groupby
 from urllib.parse import quote
 
-from numbench.facts import (
+from numbench.contract.facts import (
     BUSY_CPU_TAKEN,
     NOISY_IQR_FRACTION,
     BusyCell,

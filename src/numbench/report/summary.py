@@ -22,11 +22,11 @@ from pathlib import Path
 import pandas as pd
 
 from numbench.contract import write_text_atomic
+from numbench.contract.facts import Findings
 from numbench.contract.findings import read_findings
 from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline
 from numbench.contract.versions import read_versions
-from numbench.facts import Findings
 from numbench.formatting import display
 from numbench.report.dimensions_text import dimension_findings, dimension_sections
 from numbench.report.gpu_text import render_gpu_notice
