@@ -111,7 +111,7 @@ def crossover_figures(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     }
 
 
-def cost_figures(results: Path, wall: float) -> dict:
+def cost_figures(results: Path, wall: float | None) -> dict:
     bench = pd.read_parquet(results / "benchmarks.parquet")
     ok = bench[bench["status"] == "ok"]
     paired = ok["paired_with"].notna()
@@ -189,6 +189,13 @@ def arguments() -> argparse.Namespace:
         help="print the figures as a Markdown section with command, date and machine",
     )
     parser.add_argument("--keep", help="keep both runs' results/ under this folder (a/, b/)")
+    parser.add_argument(
+        "--results",
+        nargs=2,
+        metavar=("A", "B"),
+        help="compare two results folders made already (say, before and after a change) "
+        "instead of running the grid twice; their wall times are not known here",
+    )
     return parser.parse_args()
 
 
@@ -213,21 +220,27 @@ def run_twice(extra: list[str], keep: str | None, margin: float) -> dict:
         if keep:
             for name, res in (("a", res_a), ("b", res_b)):
                 shutil.copytree(res, Path(keep) / name, dirs_exist_ok=True)
-        sp_a, sp_b = (pd.read_parquet(r / "speedups.parquet") for r in (res_a, res_b))
-        return {
-            "sp": speedup_figures(sp_a, sp_b, margin),
-            "sp_reverse": speedup_figures(sp_b, sp_a, margin),
-            "floored": [int(t["floored"].sum()) if "floored" in t else 0 for t in (sp_a, sp_b)],
-            "cr": crossover_figures(
-                *(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b))
-            ),
-            "bench": [pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b)],
-            "cost": [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)],
-            "spans": [round_spans(res_a), round_spans(res_b)],
-            "spread": [
-                baseline_spread(pd.read_parquet(r / "samples.parquet")) for r in (res_a, res_b)
-            ],
-        }
+        return read_runs(res_a, res_b, (wall_a, wall_b), margin)
+
+
+def read_runs(res_a: Path, res_b: Path, walls: tuple, margin: float) -> dict:
+    """What the report compares of two results folders: the speedups both ways, the
+    crossovers, both benchmarks tables, and each run's cost (``walls``: the runs' wall
+    seconds, or None where unknown), round spans and baseline spread."""
+    wall_a, wall_b = walls
+    sp_a, sp_b = (pd.read_parquet(r / "speedups.parquet") for r in (res_a, res_b))
+    return {
+        "sp": speedup_figures(sp_a, sp_b, margin),
+        "sp_reverse": speedup_figures(sp_b, sp_a, margin),
+        "floored": [int(t["floored"].sum()) if "floored" in t else 0 for t in (sp_a, sp_b)],
+        "cr": crossover_figures(
+            *(pd.read_parquet(r / "crossovers.parquet") for r in (res_a, res_b))
+        ),
+        "bench": [pd.read_parquet(r / "benchmarks.parquet") for r in (res_a, res_b)],
+        "cost": [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)],
+        "spans": [round_spans(res_a), round_spans(res_b)],
+        "spread": [baseline_spread(pd.read_parquet(r / "samples.parquet")) for r in (res_a, res_b)],
+    }
 
 
 def medians_within(bench_a: pd.DataFrame, bench_b: pd.DataFrame, share: float) -> tuple[int, int]:
@@ -249,7 +262,8 @@ def verdict_lines(runs: dict, margin: float) -> list[str]:
     return [
         "## Reproducibility: the default grid run twice",
         "",
-        f"Two runs, A then B, each from scratch (`--cores 1`), margin {margin:g}x.",
+        f"{runs.get('source', 'Two runs, A then B, each from scratch (`--cores 1`)')}, "
+        f"margin {margin:g}x.",
         "",
         "| figure | run A vs run B |",
         "|---|---|",
@@ -275,8 +289,11 @@ def cost_lines(runs: dict) -> list[str]:
     return [
         "| cost | run A | run B |",
         "|---|---:|---:|",
-        f"| wall time (`snakemake --cores 1`) | {cost[0]['wall'] / 60:.1f} min | "
-        f"{cost[1]['wall'] / 60:.1f} min |",
+        "| wall time (`snakemake --cores 1`) | "
+        + " | ".join(
+            "not known" if c["wall"] is None else f"{c['wall'] / 60:.1f} min" for c in cost
+        )
+        + " |",
         f"| cells | {cost[0]['cells']} | {cost[1]['cells']} |",
         f"| worker processes (own and paired baseline) | {cost[0]['processes']} | "
         f"{cost[1]['processes']} |",
@@ -326,7 +343,12 @@ def main() -> None:
     args = arguments()
     extra = ["--configfile", str(Path(args.configfile).resolve())] if args.configfile else []
     margin = margin_of(args.configfile)
-    runs = run_twice(extra, args.keep, margin)
+    if args.results:
+        res_a, res_b = (Path(r) for r in args.results)
+        runs = read_runs(res_a, res_b, (None, None), margin)
+        runs["source"] = f"Two results folders made already, A ({res_a}) and B ({res_b})"
+    else:
+        runs = run_twice(extra, args.keep, margin)
     lines = verdict_lines(runs, margin) + [""] + cost_lines(runs) + difference_lines(runs)
     body = "\n".join(lines) + "\n"
     publish("reproducibility.py", body, args.markdown, args.configfile)
