@@ -12,7 +12,7 @@ CONFIG ?=
 ARGS ?=
 SNAKEMAKE_CONFIG := $(if $(CONFIG),--configfile '$(CONFIG)')
 
-.PHONY: run report test check-cuda-env readme-table lint venv clean
+.PHONY: run report test test-fast check-cuda-env readme-table lint venv clean
 
 venv: $(STAMP)
 

@@ -224,6 +224,15 @@ def _finished_run(folder: Path, name: str, config: str, roofs: Path | None = Non
 
 
 @pytest.fixture(scope="session")
+def remote(tmp_path_factory) -> dict:
+    """An offsite run of a tiny grid (test_offsite.make_remote), made once a session for
+    test_offsite and test_offsite_security."""
+    from test_offsite import make_remote
+
+    return make_remote(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory, cpu_roofs) -> Path:
     """The workflow run on ``TINY_RUN_CONFIG`` (its config file: e2e.yaml), once a session,
     on the session's ``cpu_roofs`` (the roofs rule runs in ``cpu_roofs`` and ``dims_run``).

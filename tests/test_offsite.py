@@ -127,10 +127,11 @@ def archive_json(path: Path, name: str) -> dict:
         return json.loads(tar.extractfile(name).read())
 
 
-@pytest.fixture(scope="session")
-def remote(tmp_path_factory):
-    """plan (here) -> bundle -> run on the 'other host': one run a session, shared by the
-    tests below and test_offsite_security's (none of them changes what it made)."""
+def make_remote(tmp_path_factory) -> dict:
+    """plan (here) -> bundle -> run on the 'other host': conftest's session fixture
+    ``remote``, one run shared by the tests below and test_offsite_security's. They leave its
+    archive and plan as made (the resume test measures one cell again in the run's work
+    folder and writes another archive beside it)."""
     base = tmp_path_factory.mktemp("offsite")
     here = copy_workflow(base / "here")
     (here / "tiny.yaml").write_text(TINY)

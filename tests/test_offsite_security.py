@@ -16,13 +16,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-import test_offsite as shared
 from conftest import copy_workflow
-from test_offsite import CELLS, TINY, offsite, remote_run
+from test_offsite import CELLS, TINY, assert_clean_error, offsite, remote_run
 
 from numbench.offsite import OffsiteError, archive, check_plan, plan_hash, unpack_archive
-
-remote = shared.remote  # the same session fixture: one real run for both modules
 
 GIB = 2**30
 
@@ -99,7 +96,7 @@ def import_refused(place, bad: Path, *phrases: str) -> None:
     base, wf = place
     before = tree(base)
     proc = offsite(wf, "import", str(bad), "--configfile", "tiny.yaml")
-    shared.assert_clean_error(proc, *phrases)
+    assert_clean_error(proc, *phrases)
     assert tree(base) == before
 
 

@@ -29,7 +29,7 @@ ROOFS_SCHEMA = pa.schema(
         # l2, l3, dram, compute; on a GPU also h2d, d2h
         pa.field("roof", pa.string()),
         # ok, unsupported (no such working set here), unavailable (no device, no library),
-        # failed, timeout: as a cell's statuses
+        # failed, timeout, crashed (the worker died): as a cell's statuses
         pa.field("status", pa.string()),
         pa.field("error", pa.string()),
         pa.field("value", pa.float64()),
