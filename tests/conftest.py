@@ -181,7 +181,8 @@ TINY_RUN_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
 TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil")
 
 #: The grid of the dimensions: NumPy and PyTorch, float32 beside float64 and 1 thread beside
-#: every CPU (test_dimensions_e2e; the roofs of each (dtype, threads) are measured too).
+#: every CPU (test_dimensions_e2e; the roofs of each (dtype, threads) are measured too, and
+#: test_roofs_e2e reads them).
 DIMS_RUN_CONFIG = """
 libraries: [numpy, torch]
 operations:
