@@ -414,3 +414,19 @@ def test_the_json_and_markdown_give_the_floor_and_each_sides_spread(tmp_path):
     assert f"| old | cpu | {measured['sd']:.4f} | measured over 200 cells |" in above
     assert "| new | cpu | " + f"{DEFAULT_PROCESS_SD:.4f} | default (0 cells" in above
     assert "| ratio | 95% CI | floor | change |" in proc.stdout
+
+
+def test_the_markdown_is_worded_by_report_from_the_comparison(bench, tmp_path):
+    """report.compare_text words what analyse compared, in this process (the command tests
+    above read the same text through the CLI): the head, the table, data text kept inert."""
+    from numbench.analyse.compare import comparison
+    from numbench.report.compare_text import markdown
+
+    new = scaled(bench, 1.5, lambda b: b["library"] == "jax").assign(
+        library_version="<b>x</b> | [y](https://e.x)"
+    )
+    text = markdown(comparison(write(bench, tmp_path / "a"), write(new, tmp_path / "b"), 1.1))
+    assert "| ratio | 95% CI | floor | change |" in text
+    assert "slower" in text and "jax" in text
+    assert "\\<b>x\\</b>" in text and "<b>" not in text.replace("\\<b>", "")
+    assert "\\[y\\](https://e.x)" in text
