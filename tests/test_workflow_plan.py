@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from numbench.cells import Cell
+from numbench.cells import Cell, roof_dims
 from numbench.config import grid, job_plan, resolve
 from numbench.config.jobs import (
     RUNTIME_MARGIN_MIN,
@@ -17,7 +17,6 @@ from numbench.config.jobs import (
     cell_runtime_min,
     cpu_taken_option,
     lock_timeout_s,
-    roof_dims,
     roof_gpus,
     roof_threads,
     round_runtime_min,

@@ -183,3 +183,9 @@ def cell_path(
 ) -> str:
     """The Parquet file of the cell with these fields."""
     return Cell(library, device, operation, int(size), dtype, int(threads), environment).path
+
+
+def roof_dims(cells) -> list[tuple[str, str, int]]:
+    """The (device, dtype, threads) of ``cells``, each once, sorted: the settings a roofs
+    table has rows for (the workflow's roofs job, an offsite run's)."""
+    return sorted({(c.device, c.dtype, int(c.threads)) for c in cells})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from numbench.cells import Cell
+from numbench.cells import Cell, roof_dims
 from numbench.config.grid import job_order
 
 #: Minutes added to a job's worker timeouts for its start-up, the supervisor and the wait
@@ -23,12 +23,6 @@ RUNTIME_MARGIN_MIN = 5
 
 #: one (device, dtype, threads) of the grid: the roofs are measured once for each
 RoofDim = tuple[str, str, int]
-
-
-def roof_dims(cells: list[Cell]) -> list[RoofDim]:
-    """Every (device, dtype, threads) of the grid, sorted: what the roofs job measures
-    (``numbench.measure.roofs``)."""
-    return sorted({(cell.device, cell.dtype, int(cell.threads)) for cell in cells})
 
 
 def roof_threads(dims: list[RoofDim]) -> int:

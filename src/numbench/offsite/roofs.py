@@ -31,7 +31,7 @@ ROOFS_MEMBERS = (ROOFS_MEMBER, ROOFS_LOG)
 
 def plan_dims(plan: dict, what: str) -> list[tuple[str, str, int]]:
     """The (device, dtype, threads) of the plan's cells, each once."""
-    from numbench.measure.roofs import roof_dims
+    from numbench.cells import roof_dims
 
     return roof_dims(cell_of(entry["spec"], what) for entry in plan["cells"])
 

@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from numbench import libraries
+from numbench.cells import roof_dims
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.process import WorkerJob
 from numbench.measure.roofs import host
@@ -59,11 +60,6 @@ GEMM_LIBRARIES = ("numpy", "torch", "jax", "tensorflow", "cupy")
 #: on the default grid, and a roof measured at 2048 alone put its cells above it:
 #: docs/history.md, "Roofs"), and on a GPU it needs enough work to hide a launch
 GEMM_SIZES = {"cpu": (512, 1024, 2048), "gpu": (4096, 8192)}
-
-
-def roof_dims(cells) -> list[tuple[str, str, int]]:
-    """The (device, dtype, threads) of a grid's cells, each once, sorted."""
-    return sorted({(c.device, c.dtype, int(c.threads)) for c in cells})
 
 
 def gemm_libraries(grid_libraries, device: str) -> list[str]:
