@@ -356,3 +356,16 @@ def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
         32: 40,
         64: 20,
     }
+
+
+def test_a_test_run_plans_from_the_cache_sizes_it_names_and_no_other_run_does():
+    from numbench.measure.roofs.host import TEST_CACHES_ENV, named_caches
+
+    found = {"l1": 32 * 1024, "l2": 2 * MIB, "l3": 480 * MIB}
+    named = {"NUMBENCH_TEST_ADAPTERS": "1", TEST_CACHES_ENV: "l2=1, l3=4"}
+    assert named_caches(found, named) == {"l1": 32 * 1024, "l2": MIB, "l3": 4 * MIB}
+    # outside the tests (no NUMBENCH_TEST_ADAPTERS=1) the variable changes nothing
+    assert named_caches(found, {TEST_CACHES_ENV: "l3=4"}) == found
+    assert named_caches(found, {"NUMBENCH_TEST_ADAPTERS": "1"}) == found
+    with pytest.raises(ValueError, match=TEST_CACHES_ENV):
+        named_caches(found, {**named, TEST_CACHES_ENV: "l3=big"})

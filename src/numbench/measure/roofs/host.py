@@ -223,6 +223,31 @@ class HostFacts:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+#: The test suite sets this (beside ``NUMBENCH_TEST_ADAPTERS=1``, without which it is ignored)
+#: to plan the roofs from smaller caches than the host names, e.g. ``l2=1,l3=4`` (MiB): on a
+#: VM that names a 480 MiB L3, the DRAM triad moves 5.8 GB a pass and one setting's roofs take
+#: a minute; the tests check how roofs are measured, labelled and used, not their values.
+TEST_CACHES_ENV = "NUMBENCH_TEST_CACHES_MIB"
+
+
+def named_caches(found: dict[str, int], environ=os.environ) -> dict[str, int]:
+    """``found``, or the sizes ``TEST_CACHES_ENV`` names in a test run (a level it leaves out
+    keeps its size). A malformed value is an error naming the variable."""
+    from numbench.libraries import TEST_ADAPTERS_ENV
+
+    text = environ.get(TEST_CACHES_ENV, "").strip()
+    if not text or environ.get(TEST_ADAPTERS_ENV) != "1":
+        return found
+    sizes = dict(found)
+    for part in text.split(","):
+        level, _, mib = part.partition("=")
+        try:
+            sizes[level.strip()] = int(float(mib) * 2**20)
+        except ValueError:
+            raise ValueError(f"{TEST_CACHES_ENV}={text!r}: expected level=MiB pairs") from None
+    return sizes
+
+
 def host_facts(threads: int, root: Path = SYS_CPU) -> HostFacts:
     """The CPU's model, flags, caches (for the CPUs a run of ``threads`` is pinned to) and
     clock, read from the system."""
@@ -235,10 +260,15 @@ def host_facts(threads: int, root: Path = SYS_CPU) -> HostFacts:
         {"level": c.level, "bytes": c.size_bytes, "shared_cpus": sorted(c.shared_cpus)}
         for c in caches
     ]
+    cache_bytes = named_caches(capacities(caches))
+    if cache_bytes != capacities(caches):
+        listed = [
+            {"level": int(k[1:]), "bytes": v, "test_size": True} for k, v in cache_bytes.items()
+        ]
     return HostFacts(
         cpu_model=cpu_model(),
         cpu_flags=" ".join(cpu_flags(info)),
-        cache_bytes=capacities(caches),
+        cache_bytes=cache_bytes,
         caches_json=json.dumps(listed),
         cpus=cpus,
         clock=read_clock(cpus[0], root, info),
