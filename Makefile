@@ -32,14 +32,19 @@ run: $(STAMP)
 report: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/report.html $(SNAKEMAKE_CONFIG)
 
+# Tests run in TEST_WORKERS processes (pytest-xdist); a shared workflow run is still made once
+# (tests/conftest.py, made_once). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
+
 # Every test, as CI runs it (.ci/run).
 test: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The unit tier, for contributors between edits: no Snakemake run, no environment built, no
 # Slurm (the tests marked e2e or slurm are left out; `make test` runs them).
 test-fast: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest -m "not e2e and not slurm" $(PYTEST_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) -m "not e2e and not slurm" $(PYTEST_ARGS)
 
 # pip resolves the CUDA sets (envs/requirements-cuda*.txt) against the public index, dry run:
 # one CUDA major each, every package pinned. Minutes; skipped when no index answers.

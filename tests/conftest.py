@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,10 @@ REPO = Path(__file__).resolve().parent.parent
 # The test-only fault adapters are registered only where this is set (here and in every
 # process the tests start: Snakemake, cell supervisors, workers).
 os.environ["NUMBENCH_TEST_ADAPTERS"] = "1"
+# The roofs a test's run measures are planned from caches of these sizes, not the host's
+# (numbench.measure.roofs.host.TEST_CACHES_ENV): a host that names a large L3 would otherwise
+# spend minutes a setting on its DRAM triad. A test of the real plan unsets it.
+os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
 
 
 def make_spec(
@@ -195,15 +201,39 @@ cell_timeout_s: 300
 """
 
 
+def made_once(tmp_path_factory, name: str, make):
+    """``make()``'s value, made once a session even when the tests run in several processes
+    (``make test``: pytest-xdist): the first process to ask makes it, under a lock in the
+    session's shared temporary folder, and leaves it there (pickled) for the others, which
+    wait for it. ``make()``'s folders come from ``tmp_path_factory`` and outlive the test.
+    In one process (no xdist) it is ``make()``. Why not xdist's ``--dist loadgroup``: on
+    pytest 9 its group marks no longer reach the scheduler, and a run was made in both."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return make()
+    shared = tmp_path_factory.getbasetemp().parent  # one folder per session, above each worker's
+    made = shared / f"{name}.pickle"
+    with open(shared / f"{name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if made.exists():
+            return pickle.loads(made.read_bytes())
+        value = make()
+        made.write_bytes(pickle.dumps(value))
+        return value
+
+
 @pytest.fixture(scope="session")
 def cpu_roofs(tmp_path_factory) -> Path:
     """results/roofs.parquet of this host's CPU (float64, 1 thread; the compute roof NumPy's),
     measured once a session by the workflow's roofs rule alone."""
-    wd = copy_workflow(tmp_path_factory.mktemp("roofs") / "wf")
-    (wd / "roofs.yaml").write_text("libraries: [numpy]\nreplicates: {max_cpu_taken: null}\n")
-    proc = snakemake(wd, "results/roofs.parquet", "--cores", "1", "--configfile", "roofs.yaml")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return wd / "results" / "roofs.parquet"
+
+    def make() -> Path:
+        wd = copy_workflow(tmp_path_factory.mktemp("roofs") / "wf")
+        (wd / "roofs.yaml").write_text("libraries: [numpy]\nreplicates: {max_cpu_taken: null}\n")
+        proc = snakemake(wd, "results/roofs.parquet", "--cores", "1", "--configfile", "roofs.yaml")
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return wd / "results" / "roofs.parquet"
+
+    return made_once(tmp_path_factory, "cpu_roofs", make)
 
 
 def seed_roofs(workdir: Path, roofs: Path) -> None:
@@ -230,7 +260,7 @@ def remote(tmp_path_factory) -> dict:
     test_offsite and test_offsite_security."""
     from test_offsite import make_remote
 
-    return make_remote(tmp_path_factory)
+    return made_once(tmp_path_factory, "remote", lambda: make_remote(tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
@@ -238,8 +268,12 @@ def tiny_run(tmp_path_factory, cpu_roofs) -> Path:
     """The workflow run on ``TINY_RUN_CONFIG`` (its config file: e2e.yaml), once a session,
     on the session's ``cpu_roofs`` (the roofs rule runs in ``cpu_roofs`` and ``dims_run``).
     Read it, never change it: a test that reruns part of it works on ``copy_run``."""
-    folder = tmp_path_factory.mktemp("tiny") / "a b"
-    return _finished_run(folder, "e2e.yaml", TINY_RUN_CONFIG, roofs=cpu_roofs)
+
+    def make() -> Path:
+        folder = tmp_path_factory.mktemp("tiny") / "a b"
+        return _finished_run(folder, "e2e.yaml", TINY_RUN_CONFIG, roofs=cpu_roofs)
+
+    return made_once(tmp_path_factory, "tiny_run", make)
 
 
 @pytest.fixture(scope="session")
@@ -247,7 +281,11 @@ def dims_run(tmp_path_factory) -> Path:
     """The workflow run on ``DIMS_RUN_CONFIG`` (dims.yaml), once a session; read only."""
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("threads: [1, all] needs at least 2 CPUs to be two thread counts")
-    return _finished_run(tmp_path_factory.mktemp("dims") / "wf", "dims.yaml", DIMS_RUN_CONFIG)
+    return made_once(
+        tmp_path_factory,
+        "dims_run",
+        lambda: _finished_run(tmp_path_factory.mktemp("dims") / "wf", "dims.yaml", DIMS_RUN_CONFIG),
+    )
 
 
 def copy_run(run: Path, dst: Path) -> Path:
