@@ -32,6 +32,7 @@ from numbench.measure.worker_checks import (
     input_digests,
     inputs_changed,
     log_mismatch,
+    placed_copies,
     threads_seen,
 )
 from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
@@ -113,7 +114,7 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
         return out
     inputs, reference, params = loaded
 
-    args = tuple(adapter.to_device(a) for a in inputs)
+    args = placed_copies(adapter, inputs, spec.dtype)
     fn = adapter.compile(op.build(adapter.family, adapter.xp, spec.dtype, params))
     adapter.reset_device_peak()
     digests = input_digests(adapter, args)

@@ -1,7 +1,7 @@
 """The worker's checks of what a cell got and gave, apart from its timing: the threads and
 CPUs it really ran with against those asked, the inputs an implementation must not write into
-(a digest before the first call, compared after the samples), fresh copies of those an
-operation declares it writes into, and the output against the float64 reference.
+(a digest before the first call, compared after the samples), the inputs placed from
+copies of their own, fresh copies of those an operation declares it writes into, and the output against the float64 reference.
 
 They run in the measured process, so like the worker they import no pyarrow.
 """
@@ -45,6 +45,17 @@ def inputs_changed(adapter, op, args: tuple, before: list[str]) -> str | None:
 
     names = changed_inputs(before, args, adapter.to_numpy, op.input_names)
     return mutation_message(adapter.family, names) if names else None
+
+
+def placed_copies(adapter, inputs: list, dtype: str) -> tuple:
+    """The inputs on the cell's device, each placed from a copy of its own in the cell's
+    dtype: an adapter may hand the host array itself to the implementation (NumPy and Numba
+    on the CPU at the array's own dtype, torch's ``from_numpy``), and one that writes into
+    its argument would then change ``inputs``, from which the fresh copies of
+    ``mutates_inputs``, the transfers and the check are made."""
+    import numpy as np
+
+    return tuple(adapter.to_device(np.array(a, dtype=dtype, copy=True)) for a in inputs)
 
 
 def fresh_inputs(adapter, op, inputs: list, args: tuple):

@@ -36,6 +36,11 @@ alike: a user's file defines a module-level ``OPERATION = numbench.Operation(...
 ``bytes_moved`` has no cost model: its cells measure as any other, and their rates
 (``gflop_per_s``, ``gb_per_s``) are null.
 
+*Copies, always.* The reference receives float64 copies of the inputs, and each
+implementation the library's own copies (the worker never hands it the arrays it loaded), so
+neither can change the stored inputs, nor what a later cell or check sees, by writing into
+its arguments.
+
 *Inputs an implementation writes into.* An implementation that changes its input arrays
 makes every later call time other data; the worker checks the inputs after the timed loop
 and fails the cell naming the input. An operation whose implementations write into some
@@ -117,8 +122,10 @@ class Operation:
         return self.implementations[family](xp, dtype, **self.resolve_params(params))
 
     def run_reference(self, arrays: dict[str, np.ndarray], params: dict[str, Any] | None = None):
-        """The float64 reference output for these inputs."""
-        args = (np.asarray(arrays[n], dtype=np.float64) for n in self.input_names)
+        """The float64 reference output for these inputs. The reference gets float64 copies,
+        never ``arrays`` themselves: one that writes into its arguments (as many kernels
+        written in place do) leaves the inputs as they were drawn."""
+        args = (np.array(arrays[n], dtype=np.float64, copy=True) for n in self.input_names)
         return self.reference(*args, **self.resolve_params(params))
 
     def cost(self, size: int, itemsize: int, params: dict[str, Any] | None = None):

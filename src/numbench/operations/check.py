@@ -325,7 +325,8 @@ def implementation_problems(
     except Exception as exc:  # noqa: BLE001
         return [_raised(exc, builder, found, f"{what}'s builder")]
     file, line = source_of(builder, found)
-    host = [np.asarray(inputs[n], dtype=np.float64) for n in op.input_names]
+    # copies: the implementations of every family are called on the same ``inputs``
+    host = [np.array(inputs[n], dtype=np.float64, copy=True) for n in op.input_names]
     args = tuple(adapter.to_device(a) for a in host)
     before = [array_digest(np.asarray(adapter.to_numpy(a))) for a in args]
     call_args = tuple(

@@ -1,0 +1,130 @@
+"""Kernels a user already has, handed over as they are (issue 41): a reference and kernels
+that write into their arguments, dtypes an operation supports, several outputs checked one
+by one. A user's operation file in general is in test_user_operations.py."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+from conftest import make_spec
+
+from numbench.operations.base import array_digest
+
+FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
+
+#: a user's operation whose reference, as a kernel suite's often does, writes its result
+#: into its input and returns it; {impl}: the numpy builder's body defining ``kernel(a)``,
+#: {extra}: more Operation fields
+IN_PLACE = """\
+import numpy as np
+
+from numbench import Operation
+
+
+def make_inputs(size, rng):
+    return {{"a": rng.standard_normal(size)}}
+
+
+def reference(a):
+    a *= 2.0
+    return a
+
+
+def _numpy(np_, dtype):
+{impl}
+    return kernel
+
+
+OPERATION = Operation(
+    name="{name}",
+    summary="doubles a, in place",
+    input_names=("a",),
+    make_inputs=make_inputs,
+    reference=reference,
+    tolerance={{"float32": 1e-6, "float64": 1e-14}},
+    implementations={{"numpy": _numpy}},
+{extra})
+"""
+#: the kernel as the suite writes it: into its argument
+KERNEL_IN_PLACE = "    def kernel(a):\n        a *= 2.0\n        return a\n"
+
+
+def write_op(
+    folder: Path,
+    name: str = "twice",
+    impl: str = KERNEL_IN_PLACE,
+    extra: str = "",
+    template: str = IN_PLACE,
+) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    path.write_text(template.format(name=name, impl=impl, extra=textwrap.indent(extra, "    ")))
+    return path
+
+
+def measure(tmp_path: Path, path: Path, name="twice", size=300, dtype="float64", params=None):
+    """A cell of the operation measured in this process, by the worker's own code."""
+    from numbench.measure import inputs
+    from numbench.measure.worker import measure as worker_measure
+
+    npz = tmp_path / f"{name}-{size}-{dtype}.npz"
+    inputs.write(name, size, 1, npz, params=params, operation_file=str(path))
+    spec = make_spec(
+        "numpy", "cpu", name, size, npz, FAST, dtype=dtype, operation_file=path, params=params
+    )
+    return worker_measure(spec)
+
+
+# -- the reference and the kernels get copies -----------------------------------------------------
+def test_a_reference_written_in_place_leaves_the_stored_inputs_byte_identical(tmp_path):
+    from numbench import operations
+    from numbench.measure import inputs
+
+    path = write_op(tmp_path)
+    op = operations.load_file(path).operation
+    drawn = op.make_inputs(500, operations.input_rng(7, "twice", 500))["a"]
+    stored = inputs.make("twice", 500, 7, operation_file=str(path))
+    assert array_digest(stored["a"]) == array_digest(drawn)
+    np.testing.assert_array_equal(stored["ref_0"], 2.0 * drawn)
+
+
+def test_kernels_written_in_place_leave_the_worker_s_inputs_as_loaded(tmp_path):
+    """The reference and the kernel both write into their argument: the cell is ok (the
+    kernel declares it, so each call gets a fresh copy), and the arrays the worker loaded are
+    byte-identical after placement and calls (numpy hands a float64 array over as itself)."""
+    from numbench.libraries import get
+    from numbench.measure.worker_checks import placed_copies
+
+    path = write_op(tmp_path, extra='mutates_inputs=("a",),\n')
+    report = measure(tmp_path, path)
+    assert report.status == "ok", report.error
+
+    adapter = get("numpy")("cpu", "float64", 1)
+    adapter.load()
+    host = [np.arange(10.0)]
+    before = array_digest(host[0])
+    (placed,) = placed_copies(adapter, host, "float64")
+    placed *= 3.0
+    assert array_digest(host[0]) == before
+
+
+def test_check_gives_every_library_the_inputs_as_drawn(tmp_path):
+    """``numbench check`` calls every implementation on the same inputs in one process: one
+    that writes into them (declared) must leave them for the next."""
+    from numbench import operations
+    from numbench.libraries import get
+    from numbench.operations.check import generator_problems, implementation_problems
+
+    found = operations.load_file(write_op(tmp_path, extra='mutates_inputs=("a",),\n'))
+    problems, inputs, reference = generator_problems(found, 64, {})
+    assert problems == []
+    before = array_digest(inputs["a"])
+    adapter = get("numpy")("cpu", "float64", 1)
+    adapter.load()
+    for _ in range(2):  # the second call sees what the first saw
+        assert (
+            implementation_problems(found, "numpy", adapter, inputs, reference, "float64", {}) == []
+        )
+    assert array_digest(inputs["a"]) == before
