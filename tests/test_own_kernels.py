@@ -128,3 +128,55 @@ def test_check_gives_every_library_the_inputs_as_drawn(tmp_path):
             implementation_problems(found, "numpy", adapter, inputs, reference, "float64", {}) == []
         )
     assert array_digest(inputs["a"]) == before
+
+
+# -- the dtypes an operation supports -------------------------------------------------------------
+FLOAT64_ONLY = 'dtypes=("float64",),\n'
+
+
+def test_a_float64_only_operation_on_a_float32_and_float64_grid_gives_unsupported_float32(
+    tmp_path,
+):
+    """No float32 tolerance is asked of it: the config loads, and the float32 cells are
+    ``unsupported`` saying why, while the float64 ones measure."""
+    from conftest import REPO
+
+    from numbench.config import grid, resolve
+
+    path = write_op(tmp_path, extra='dtypes=("float64",),\nmutates_inputs=("a",),\n')
+    text = path.read_text().replace('"float32": 1e-6, ', "")
+    path.write_text(text)
+    cfg = {
+        "libraries": ["numpy"],
+        "dtype": ["float32", "float64"],
+        "operations": {"twice": {"module": str(path), "sizes": [100]}},
+    }
+    cells = grid(resolve(cfg, REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    assert sorted(c.dtype for c in cells) == ["float32", "float64"]
+    f32 = measure(tmp_path, path, size=100, dtype="float32")
+    assert (f32.status, f32.error) == (
+        "unsupported",
+        "twice supports only float64, not float32 (its dtypes)",
+    )
+    f64 = measure(tmp_path, path, size=100, dtype="float64")
+    assert f64.status == "ok", f64.error
+
+
+def test_dtypes_outside_numbench_s_are_a_declared_problem(tmp_path):
+    from numbench import operations
+    from numbench.operations.check import declared_problems
+
+    found = operations.load_file(write_op(tmp_path, extra='dtypes=("float16",),\n'))
+    messages = [p.message for p in declared_problems(found)]
+    assert messages == ["dtypes: ('float16',) is not a tuple of dtypes out of float32, float64"]
+
+
+def test_check_of_a_float64_only_operation_in_float32_runs_nothing_and_says_why(tmp_path):
+    from numbench.check import check
+
+    path = write_op(tmp_path, extra=FLOAT64_ONLY + 'mutates_inputs=("a",),\n')
+    lines = []
+    assert check(str(path), dtype="float32", say=lines.append) == 0
+    text = "\n".join(lines)
+    assert "float32: unsupported (twice supports only float64, not float32" in text
+    assert "numpy: ok" not in text

@@ -168,7 +168,8 @@ def _import_library(spec: CellSpec):
 
 def _load_operation(spec: CellSpec, adapter, out: ProcessReport):
     """The cell's operation, or None with the report saying why: its file does not import
-    here (``failed``), or the library cannot express it (``unsupported``). An operation whose
+    here (``failed``), or the library cannot express it or the operation does not support
+    the cell's dtype (``unsupported``). An operation whose
     code changed since the spec was written is not the library's outcome: the job fails."""
     from numbench import operations
     from numbench.errors import MachineryFault
@@ -180,7 +181,7 @@ def _load_operation(spec: CellSpec, adapter, out: ProcessReport):
     except operations.OperationError as exc:
         out.error = str(exc)
         return None
-    reason = op.unsupported_reason(adapter.family)
+    reason = op.unsupported_reason(adapter.family, spec.dtype)
     if reason is not None:
         out.status, out.error = "unsupported", reason
         return None

@@ -41,6 +41,10 @@ implementation the library's own copies (the worker never hands it the arrays it
 neither can change the stored inputs, nor what a later cell or check sees, by writing into
 its arguments.
 
+*Dtypes.* An operation that makes sense in some dtypes only (a kernel written for float64)
+says so in ``dtypes``; a grid's other dtypes give ``unsupported`` cells with the reason, and
+it gives a tolerance for its own dtypes only.
+
 *Inputs an implementation writes into.* An implementation that changes its input arrays
 makes every later call time other data; the worker checks the inputs after the timed loop
 and fails the cell naming the input. An operation whose implementations write into some
@@ -107,6 +111,9 @@ class Operation:
     #: names of the inputs (of ``input_names``) the implementations write into by design:
     #: each call gets fresh copies of them, made outside the timed region
     mutates_inputs: tuple[str, ...] = ()
+    #: the dtypes the operation makes sense in (``("float64",)`` for a kernel that only does):
+    #: a grid's other dtypes give ``unsupported`` cells saying so, and need no tolerance
+    dtypes: tuple[str, ...] = ("float32", "float64")
 
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """The defaults updated by ``overrides``; an unknown name is an error."""
@@ -162,7 +169,10 @@ class Operation:
             return self.approx_tolerance[dtype]
         return self.tolerance[dtype]
 
-    def unsupported_reason(self, family: str) -> str | None:
+    def unsupported_reason(self, family: str, dtype: str | None = None) -> str | None:
+        """Why a cell of ``family`` (and ``dtype``, where given) is ``unsupported``, or None."""
+        if dtype is not None and dtype not in self.dtypes:
+            return f"{self.name} supports only {', '.join(self.dtypes)}, not {dtype} (its dtypes)"
         if family in self.unsupported:
             return self.unsupported[family]
         if family not in self.implementations:

@@ -101,7 +101,8 @@ def _raised(exc: BaseException, fn: Any, found: Found, what: str) -> Problem:
 
 def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
     """What is wrong with the fields themselves: a name numbench cannot use, inputs without
-    names, a tolerance missing for a dtype, an implementation under an unknown library
+    names, dtypes that are not numbench's, a tolerance missing for a dtype of ``dtypes``
+    the operation supports, an implementation under an unknown library
     family, an input declared mutated that is not an input, a field that is not callable."""
     op, lines, file = found.operation, field_lines(found), str(found.code.main)
     problems: list[Problem] = []
@@ -128,6 +129,11 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
         value = getattr(op, field)
         if value is not None and not callable(value):
             add(field, f"{value!r} is neither a function nor None")
+    supported = op.dtypes if isinstance(op.dtypes, (tuple, list)) else ()
+    if not supported or isinstance(op.dtypes, str) or not set(supported) <= set(DTYPES):
+        add("dtypes", f"{op.dtypes!r} is not a tuple of dtypes out of {', '.join(DTYPES)}")
+        supported = DTYPES
+    dtypes = [d for d in dtypes if d in supported]
     tolerance = op.tolerance if isinstance(op.tolerance, dict) else {}
     if not isinstance(op.tolerance, dict):
         add("tolerance", "is not a mapping of dtype to relative error")
