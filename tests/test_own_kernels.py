@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import make_spec
 
 from numbench.operations.base import array_digest
@@ -180,3 +181,91 @@ def test_check_of_a_float64_only_operation_in_float32_runs_nothing_and_says_why(
     text = "\n".join(lines)
     assert "float32: unsupported (twice supports only float64, not float32" in text
     assert "numpy: ok" not in text
+
+
+# -- several outputs ------------------------------------------------------------------------------
+#: an operation of two named outputs (a dict); {impl} defines ``kernel(a, b)``
+TWO_OUTPUTS = """\
+import numpy as np
+
+from numbench import Operation
+
+
+def make_inputs(size, rng):
+    return {{"a": rng.standard_normal(size), "b": rng.standard_normal(size)}}
+
+
+def reference(a, b):
+    return {{"total": a + b, "product": a * b}}
+
+
+def _numpy(np_, dtype):
+{impl}
+    return kernel
+
+
+OPERATION = Operation(
+    name="{name}",
+    summary="sum and product",
+    input_names=("a", "b"),
+    make_inputs=make_inputs,
+    reference=reference,
+    tolerance={{"float32": 1e-6, "float64": 1e-14}},
+    implementations={{"numpy": _numpy}},
+{extra})
+"""
+
+
+def two_outputs(tmp_path, body: str):
+    path = write_op(tmp_path, name="pair", impl=body, template=TWO_OUTPUTS)
+    return measure(tmp_path, path, name="pair")
+
+
+def test_named_outputs_are_each_checked_as_a_dict_or_a_tuple_in_order(tmp_path):
+    as_dict = "    def kernel(a, b):\n        return {'product': a * b, 'total': a + b}\n"
+    as_tuple = "    def kernel(a, b):\n        return a + b, a * b\n"
+    for body in (as_dict, as_tuple):
+        report = two_outputs(tmp_path, body)
+        assert (report.status, report.error) == ("ok", None)
+        assert report.output_bytes == 2 * 300 * 8
+
+
+def test_a_failing_output_is_named(tmp_path):
+    body = "    def kernel(a, b):\n        return {'total': a + b, 'product': a * b * 1.01}\n"
+    report = two_outputs(tmp_path, body)
+    assert report.status == "mismatch"
+    assert report.error == (
+        "output 'product': relative error 0.01 exceeds the float64 tolerance 1e-14 (1 of 2 outputs)"
+    )
+    wrong_keys = "    def kernel(a, b):\n        return {'total': a + b, 'prod': a * b}\n"
+    report = two_outputs(tmp_path, wrong_keys)
+    assert report.status == "mismatch"
+    assert report.error == (
+        "output does not match the reference: outputs ['prod', 'total'] differ from the "
+        "reference's ['product', 'total']"
+    )
+
+
+def test_a_wrong_shape_or_dtype_names_its_output():
+    from numbench.operations.base import dtype_problem, output_errors
+
+    ref = (np.zeros(3), np.ones(4))
+    with pytest.raises(ValueError, match=r"output 1 shape \(3,\) differs from reference \(4,\)"):
+        output_errors((np.zeros(3), np.ones(3)), ref)
+    named = {"u": np.zeros(3), "v": np.ones(3)}
+    got = {"u": np.zeros(3), "v": np.ones(3, dtype=np.float32)}
+    assert dtype_problem(got, named, "float64") == (
+        "output 'v' has dtype float32; a float64 cell must return float64"
+    )
+
+
+def test_check_names_the_output_that_misses(tmp_path):
+    from numbench.check import check
+
+    body = "    def kernel(a, b):\n        return a + b + 1.0, a * b\n"
+    path = write_op(tmp_path, name="pair", impl=body, template=TWO_OUTPUTS)
+    lines = []
+    assert check(str(path), say=lines.append) == 1
+    assert any(
+        "the numpy implementation: output 'total': relative error" in line for line in lines
+    ), lines

@@ -93,6 +93,8 @@ class Adapter:
         return self.device == "cpu"
 
     def to_numpy(self, result) -> Any:
+        if isinstance(result, dict):
+            return {name: self._to_numpy_one(r) for name, r in result.items()}
         if isinstance(result, (tuple, list)):
             return tuple(self._to_numpy_one(r) for r in result)
         return self._to_numpy_one(result)

@@ -9,6 +9,7 @@ name."""
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import numpy as np
@@ -36,11 +37,14 @@ def make(
     if op.make_fixed is not None:
         arrays.update(op.make_fixed(input_rng(seed, operation, FIXED_SIZE)))
     arrays.update(op.make_inputs(size, input_rng(seed, operation, size)))
-    refs = as_outputs(op.run_reference(arrays, params))
+    reference = op.run_reference(arrays, params)
+    refs = as_outputs(reference)
     out = {name: np.asarray(arrays[name], dtype=np.float64) for name in op.input_names}
     for i, ref in enumerate(refs):
         out[f"ref_{i}"] = ref
     out["n_outputs"] = np.asarray(len(refs))
+    if isinstance(reference, dict):  # named outputs, in the reference's order
+        out["output_names"] = np.asarray(json.dumps([str(k) for k in reference]))
     out["seed"] = np.asarray(seed)
     out["params_json"] = np.asarray(params_json(params))
     out["operation_hash"] = np.asarray(found.sha256)

@@ -271,7 +271,7 @@ def _report_latency(spec: CellSpec, adapter, op, m, reference, out: ProcessRepor
     out.device_peak_mb = adapter.device_peak_mb()
     out.peak_rss_mb = _peak_rss_mb()
     tolerance = op.tolerance_for(adapter.family, spec.dtype)
-    rel_error, out.error = check_output(adapter, m.result, reference, "", spec.dtype)
+    rel_error, out.error = check_output(adapter, m.result, reference, "", spec.dtype, tolerance)
     out.first_call_s = m.first_call_s
     out.sampling_s = m.sampling_s
     out.loops = m.loops
@@ -295,7 +295,7 @@ def _sample_pipelined(spec: CellSpec, adapter, timer, loops: int, reference, out
     out.pipelined_samples_s = pipelined.samples_s
     out.pipelined_window = pipelined.window
     out.pipelined_rel_error, error = check_output(
-        adapter, pipelined.result, reference, "the pipelined loop's ", spec.dtype
+        adapter, pipelined.result, reference, "the pipelined loop's ", spec.dtype, out.tolerance
     )
     out.error = out.error or error
     return pipelined.result, None

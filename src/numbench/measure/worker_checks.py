@@ -91,19 +91,23 @@ def log_mismatch(adapter, result, reference, error: str | None) -> None:
     sys.stderr.flush()
 
 
-def check_output(adapter, result, reference, which: str, dtype: str) -> tuple[float, str | None]:
-    """(relative error of ``result`` against the reference, error text or None). An output
-    of another count or shape than the reference's, or of another dtype than the cell's,
-    has an infinite error: the cell is a ``mismatch`` saying why."""
-    from numbench import operations
-    from numbench.operations.base import dtype_problem
+def check_output(
+    adapter, result, reference, which: str, dtype: str, tolerance: float
+) -> tuple[float, str | None]:
+    """(largest relative error of ``result``'s outputs against the reference's, error text or
+    None). Each output is checked against its own reference; where there are several, the
+    text names those beyond ``tolerance``. An output of another count, keys or shape than the
+    reference's, or of another dtype than the cell's, has an infinite error: the cell is a
+    ``mismatch`` saying why."""
+    from numbench.operations.base import dtype_problem, output_errors, outputs_over
 
     host = adapter.to_numpy(result)
     try:
-        error = operations.relative_error(host, reference)
+        errors = output_errors(host, reference)
     except ValueError as exc:
         return float("inf"), f"{which}output does not match the reference: {exc}"
     wrong = dtype_problem(host, reference, dtype)
     if wrong:
         return float("inf"), f"{which}output does not match the reference: {wrong}"
-    return error, None
+    over = outputs_over(errors, tolerance, dtype)
+    return max(e for _, e in errors), (f"{which}{over}" if over else None)

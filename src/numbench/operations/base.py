@@ -186,29 +186,81 @@ def params_json(params: dict[str, Any]) -> str:
 
 
 def as_outputs(value: Any) -> tuple[np.ndarray, ...]:
-    """Normalise one array or a tuple of arrays to a tuple of NumPy arrays."""
+    """Normalise one array, a tuple of arrays or a dict of them (in its order) to a tuple
+    of NumPy arrays."""
+    if isinstance(value, dict):
+        return tuple(np.asarray(v) for v in value.values())
     if isinstance(value, (tuple, list)):
         return tuple(np.asarray(v) for v in value)
     return (np.asarray(value),)
 
 
-def relative_error(result: Any, reference: Any) -> float:
-    """Largest norm-wise relative error over the outputs: ||r - ref|| / ||ref||."""
+def paired_outputs(result: Any, reference: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(label, result's array, reference's array) of each output, in the reference's order.
+    A reference that is a dict names its outputs (``output 'u'``), and a result may then be
+    a dict of the same keys or a tuple in the reference's order; otherwise outputs are
+    numbered (``output 0``). ValueError where the count or the keys differ."""
+    if isinstance(reference, dict):
+        names = list(reference)
+        labels = [f"output {n!r}" for n in names]
+        if isinstance(result, dict):
+            if set(result) != set(names):
+                raise ValueError(
+                    f"outputs {sorted(map(str, result))} differ from the reference's "
+                    f"{sorted(map(str, names))}"
+                )
+            result = tuple(result[n] for n in names)
+    elif isinstance(result, dict):
+        raise ValueError(
+            f"a dict of outputs ({', '.join(map(str, result))}), but the reference gives "
+            "no names: return a tuple in the reference's order"
+        )
     outs, refs = as_outputs(result), as_outputs(reference)
     if len(outs) != len(refs):
         raise ValueError(f"expected {len(refs)} outputs, got {len(outs)}")
-    worst = 0.0
-    for out, ref in zip(outs, refs, strict=False):
+    if not isinstance(reference, dict):
+        labels = [f"output {i}" for i in range(len(refs))]
+    return list(zip(labels, outs, refs, strict=True))
+
+
+def _one_error(out: np.ndarray, ref: np.ndarray) -> float:
+    ref128 = ref.astype(np.complex128 if np.iscomplexobj(ref) else np.float64)
+    diff = out.astype(ref128.dtype) - ref128
+    if not np.all(np.isfinite(diff)):
+        return float("inf")
+    denom = float(np.linalg.norm(ref128.ravel()))
+    num = float(np.linalg.norm(diff.ravel()))
+    return num / denom if denom > 0 else num
+
+
+def output_errors(result: Any, reference: Any) -> list[tuple[str, float]]:
+    """(label, norm-wise relative error ||r - ref|| / ||ref||) of each output; ValueError
+    naming the output whose shape differs from the reference's."""
+    errors = []
+    for label, out, ref in paired_outputs(result, reference):
         if out.shape != ref.shape:
-            raise ValueError(f"output shape {out.shape} differs from reference {ref.shape}")
-        ref128 = ref.astype(np.complex128 if np.iscomplexobj(ref) else np.float64)
-        diff = out.astype(ref128.dtype) - ref128
-        if not np.all(np.isfinite(diff)):
-            return float("inf")
-        denom = float(np.linalg.norm(ref128.ravel()))
-        num = float(np.linalg.norm(diff.ravel()))
-        worst = max(worst, num / denom if denom > 0 else num)
-    return worst
+            what = label if len(as_outputs(reference)) > 1 else "output"
+            raise ValueError(f"{what} shape {out.shape} differs from reference {ref.shape}")
+        errors.append((label, _one_error(out, ref)))
+    return errors
+
+
+def relative_error(result: Any, reference: Any) -> float:
+    """Largest norm-wise relative error over the outputs: ||r - ref|| / ||ref||."""
+    return max((e for _, e in output_errors(result, reference)), default=0.0)
+
+
+def outputs_over(errors: list[tuple[str, float]], tolerance: float, dtype: str) -> str | None:
+    """Which of several outputs miss the tolerance, named with their errors; None where all
+    are within it, or where there is one output only (the error alone says it)."""
+    over = [(label, e) for label, e in errors if not e <= tolerance]
+    if len(errors) < 2 or not over:
+        return None
+    named = "; ".join(
+        f"{label}: relative error {e:.3g} exceeds the {dtype} tolerance {tolerance:g}"
+        for label, e in over
+    )
+    return f"{named} ({len(over)} of {len(errors)} outputs)"
 
 
 def mismatch_report(result: Any, reference: Any, worst: int = 5) -> str:
@@ -217,23 +269,24 @@ def mismatch_report(result: Any, reference: Any, worst: int = 5) -> str:
     the reference's largest magnitude, and the ``worst`` elements (index, result, reference).
     A one-off wrong element (a flipped bit) reads differently here from an inaccurate kernel
     (every element a little off)."""
-    outs, refs = as_outputs(result), as_outputs(reference)
-    if len(outs) != len(refs):
-        return f"expected {len(refs)} outputs, got {len(outs)}"
+    try:
+        paired = paired_outputs(result, reference)
+    except ValueError as exc:
+        return str(exc)
     lines = []
-    for i, (out, ref) in enumerate(zip(outs, refs, strict=True)):
+    for label, out, ref in paired:
         if out.shape != ref.shape:
-            lines.append(f"output {i}: shape {out.shape}, reference {ref.shape}")
+            lines.append(f"{label}: shape {out.shape}, reference {ref.shape}")
             continue
         ref128 = ref.astype(np.complex128 if np.iscomplexobj(ref) else np.float64).ravel()
         got = out.astype(ref128.dtype).ravel()
         err = np.abs(got - ref128)
         err = np.where(np.isfinite(err), err, np.inf)
         scale = float(np.max(np.abs(ref128))) if ref128.size else 0.0
-        one = relative_error(out, ref)
+        one = _one_error(out, ref)
         far = int(np.sum(err > 1e-3 * scale)) if scale > 0 else int(np.sum(err > 0))
         lines.append(
-            f"output {i} ({out.dtype}, shape {out.shape}): relative error {one:.3g}; "
+            f"{label} ({out.dtype}, shape {out.shape}): relative error {one:.3g}; "
             f"{far} of {err.size} elements off by more than 1e-3 of the largest |reference| "
             f"({scale:.4g})"
         )
@@ -260,13 +313,12 @@ def expected_dtype(reference: np.ndarray, dtype: str) -> np.dtype | None:
 def dtype_problem(result: Any, reference: Any, dtype: str) -> str | None:
     """Why ``result`` (NumPy arrays) is not of the dtype a ``dtype`` cell must return, or
     None: a float32 cell that returns float64 measured other work than it says."""
-    outs, refs = as_outputs(result), as_outputs(reference)
-    for i, (out, ref) in enumerate(zip(outs, refs, strict=False)):
+    for label, out, ref in paired_outputs(result, reference):
         want = expected_dtype(ref, dtype)
         if want is not None and out.dtype != want:
-            return f"output {i} has dtype {out.dtype}; a {dtype} cell must return {want}"
+            return f"{label} has dtype {out.dtype}; a {dtype} cell must return {want}"
         if want is None and out.dtype.kind != ref.dtype.kind:
-            return f"output {i} has dtype {out.dtype}; the reference's is {ref.dtype}"
+            return f"{label} has dtype {out.dtype}; the reference's is {ref.dtype}"
     return None
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from numbench.cells import FIELD_PATTERNS
 
-from .base import array_digest, as_outputs, dtype_problem, relative_error
+from .base import array_digest, as_outputs, dtype_problem, output_errors, outputs_over
 from .loading import OPERATION_ATTRIBUTE, Found, last_line, raised_at
 
 #: what an operation's name may hold: it is a folder of every cell's path
@@ -352,7 +352,7 @@ def implementation_problems(
     if changed:
         problems.append(Problem(file, line, mutation_message(family, changed)))
     try:
-        error = relative_error(out, reference)
+        errors = output_errors(out, reference)
     except ValueError as exc:
         return problems + [
             Problem(file, line, f"{what}'s output does not match the reference: {exc}")
@@ -364,7 +364,10 @@ def implementation_problems(
         tolerance = op.tolerance_for(family, dtype)
     except (KeyError, TypeError):  # a declared problem already
         return problems
-    if not error <= tolerance:
+    over = outputs_over(errors, tolerance, dtype)
+    if over:
+        problems.append(Problem(file, line, f"{what}: {over}"))
+    elif not (error := max(e for _, e in errors)) <= tolerance:
         problems.append(
             Problem(
                 file,
