@@ -269,3 +269,123 @@ def test_check_names_the_output_that_misses(tmp_path):
     assert any(
         "the numpy implementation: output 'total': relative error" in line for line in lines
     ), lines
+
+
+# -- kernels handed over as they are --------------------------------------------------------------
+#: an operation whose builders hand over kernels compiled their own way
+AS_IS = """\
+import numpy as np
+
+import numbench
+from numbench import Operation
+
+
+def make_inputs(size, rng):
+    return {{"a": rng.standard_normal(size)}}
+
+
+def reference(a):
+    return np.sin(a) * 2.0
+
+
+def _numpy(np_, dtype):
+    return numbench.as_is(lambda a: np_.sin(a) * 2.0)
+
+
+def _numba(np_, dtype):
+    import numba
+
+    @numba.njit(parallel=True, fastmath=False)
+    def kernel(a):
+        out = np.empty_like(a)
+        for i in numba.prange(a.shape[0]):
+            out[i] = np.sin(a[i]) * 2.0
+        return out
+
+    return numbench.as_is(kernel)
+
+
+def _jax(jnp, dtype):
+    from functools import partial
+
+    import jax
+
+    @partial(jax.jit, static_argnums=1)
+    def kernel(a, factor):
+        return jnp.sin(a) * factor
+
+    return numbench.as_is(lambda a: kernel(a, 2.0))
+
+
+OPERATION = Operation(
+    name="{name}",
+    summary="2 sin(a), kernels as they are",
+    input_names=("a",),
+    make_inputs=make_inputs,
+    reference=reference,
+    tolerance={{"float32": 1e-6, "float64": 1e-13}},
+    implementations={{"numpy": _numpy, "numba": _numba, "jax": _jax}},
+{extra})
+"""
+
+
+def test_as_is_hands_the_kernel_over_untouched_and_compiles_the_rest():
+    from numbench import as_is
+    from numbench.operations.kernels import AsIs, prepared
+
+    class Compiles:
+        def compile(self, fn):
+            return ("compiled", fn)
+
+    def kernel(a):
+        return a
+
+    assert prepared(Compiles(), as_is(kernel)) == (kernel, True)
+    assert prepared(Compiles(), kernel) == (("compiled", kernel), False)
+    assert as_is(as_is(kernel)) == AsIs(kernel)
+    with pytest.raises(TypeError, match="needs a callable kernel, not a int"):
+        as_is(3)
+
+
+def test_the_worker_never_compiles_an_as_is_kernel_and_a_variant_is_unsupported(
+    tmp_path, monkeypatch
+):
+    from numbench import libraries
+    from numbench.libraries.numpy_ import NumpyAdapter
+
+    class NeverCompiles(NumpyAdapter):
+        def compile(self, fn):
+            raise AssertionError("numbench compiled a kernel handed over as it is")
+
+    class Variant(NeverCompiles):
+        name, variant = "numpy-variant", True
+
+    path = write_op(tmp_path, name="sine", template=AS_IS)
+    monkeypatch.setattr(libraries, "get", lambda name: NeverCompiles)
+    report = measure(tmp_path, path, name="sine")
+    assert (report.status, report.error, report.as_is) == ("ok", None, True)
+    monkeypatch.setattr(libraries, "get", lambda name: Variant)
+    report = measure(tmp_path, path, name="sine")
+    assert report.status == "unsupported"
+    assert report.error.startswith(
+        "the numpy builder hands its kernel over as it is (numbench.as_is): numpy-variant "
+    )
+
+
+@pytest.mark.parametrize("library", ["numba", "jax"])
+def test_a_compiled_kernel_runs_as_it_is_and_its_row_says_so(tmp_path, library):
+    """A Numba kernel with ``parallel=True`` and a JAX kernel with a static argument, each
+    measured by a real worker process; the cell file's ``as_is`` column is true."""
+    import pyarrow.parquet as pq
+
+    from numbench.measure.inputs import write
+    from numbench.measure.supervisor import run_cell
+
+    path = write_op(tmp_path, name="sine", template=AS_IS)
+    npz = tmp_path / "in.npz"
+    write("sine", 1000, 1, npz, operation_file=str(path))
+    spec = make_spec(library, "cpu", "sine", 1000, npz, FAST, operation_file=path, threads=2)
+    out = tmp_path / "cell.parquet"
+    result = run_cell(spec, out, lock=str(tmp_path / "lock"))
+    assert result.status == "ok", result.error
+    assert set(pq.read_table(out).column("as_is").to_pylist()) == {True}

@@ -25,10 +25,10 @@ from numbench.timing import TimingSettings
 #: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
-#: output, ``output_bytes``). It is
+#: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 6
+CELL_CONTRACT = 7
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -249,6 +249,11 @@ class ProcessReport:
     #: bytes of one call's output as the library returned it (every array of it): what the
     #: roofline's first-touch estimate counts as fresh memory (``analyse.roofline_findings``)
     output_bytes: int | None = None
+    #: True where the builder handed its kernel over as it is (``numbench.as_is``: compiled
+    #: its own way, neither compiled nor wrapped by numbench), False where numbench compiled
+    #: what the builder returned (``jax.jit``, ``tf.function``, ``numba.njit``, or eager);
+    #: null where the cell ended before its kernel was built
+    as_is: bool | None = None
     #: calls per sample
     loops: int | None = None
     #: seconds per call, one per sample: every call waited for (latency)

@@ -43,6 +43,9 @@ class Adapter:
     description: str = ""
     #: test-only adapters are never in the defaults and are listed apart in docs
     test_only: bool = False
+    #: a variant runs its family's builder another way (``jax-eager``): it has no cell of a
+    #: kernel handed over as it is (``numbench.as_is``), which comes compiled already
+    variant: bool = False
 
     def __init__(self, device: str, dtype: str, threads: int):
         self.device = device

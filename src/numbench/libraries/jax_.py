@@ -123,6 +123,7 @@ class JaxAdapter(Adapter):
 
 class JaxEagerAdapter(JaxAdapter):
     name = "jax-eager"
+    variant = True
     description = "JAX without jit: op-by-op dispatch"
 
     def compile(self, fn):

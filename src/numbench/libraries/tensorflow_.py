@@ -125,6 +125,7 @@ class TensorflowAdapter(Adapter):
 
 class TensorflowEagerAdapter(TensorflowAdapter):
     name = "tensorflow-eager"
+    variant = True
     description = "TensorFlow, eager (no tf.function)"
 
     def compile(self, fn):

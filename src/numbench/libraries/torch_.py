@@ -113,6 +113,7 @@ class TorchAdapter(Adapter):
 
 class TorchCompileAdapter(TorchAdapter):
     name = "torch-compile"
+    variant = True
     description = "PyTorch, torch.compile (compile time lands in first_call_s)"
 
     def compile(self, fn):

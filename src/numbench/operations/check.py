@@ -22,6 +22,7 @@ import numpy as np
 from numbench.cells import FIELD_PATTERNS
 
 from .base import array_digest, as_outputs, dtype_problem, output_errors, outputs_over
+from .kernels import prepared
 from .loading import OPERATION_ATTRIBUTE, Found, last_line, raised_at
 
 #: what an operation's name may hold: it is a folder of every cell's path
@@ -327,7 +328,7 @@ def implementation_problems(
     builder = op.implementations[family]
     what = f"the {family} implementation"
     try:
-        fn = adapter.compile(op.build(family, adapter.xp, dtype, params))
+        fn = prepared(adapter, op.build(family, adapter.xp, dtype, params))[0]
     except Exception as exc:  # noqa: BLE001
         return [_raised(exc, builder, found, f"{what}'s builder")]
     file, line = source_of(builder, found)
