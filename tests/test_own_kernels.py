@@ -389,3 +389,96 @@ def test_a_compiled_kernel_runs_as_it_is_and_its_row_says_so(tmp_path, library):
     result = run_cell(spec, out, lock=str(tmp_path / "lock"))
     assert result.status == "ok", result.error
     assert set(pq.read_table(out).column("as_is").to_pylist()) == {True}
+
+
+# -- inputs of one's own --------------------------------------------------------------------------
+#: an operation that draws its inputs with its own generator, from its own seed
+OWN_SEED = """\
+import numpy as np
+
+from numbench import Operation
+
+
+def make_inputs(size, seed):
+    state = np.random.RandomState(seed)  # the suite's own input maker
+    return {{"a": state.uniform(-1.0, 1.0, size)}}
+
+
+def reference(a):
+    return a * 2.0
+
+
+def _numpy(np_, dtype):
+    return lambda a: a * 2.0
+
+
+OPERATION = Operation(
+    name="{name}",
+    summary="doubles inputs of its own",
+    input_names=("a",),
+    make_inputs=make_inputs,
+    reference=reference,
+    tolerance={{"float32": 1e-6, "float64": 1e-14}},
+    implementations={{"numpy": _numpy}},
+    seed=17,
+{extra}{impl})
+"""
+
+
+def test_an_own_generator_gets_its_seed_or_the_config_s_and_the_cell_records_it(tmp_path):
+    """The operation's own seed is used unless the config gives another; a second seed
+    changes the inputs' digest, and the cell file's ``seed`` column says which it was."""
+    import pyarrow.parquet as pq
+    from conftest import REPO
+
+    from numbench.config import cell_spec, grid, resolve
+    from numbench.measure import inputs
+    from numbench.measure.supervisor import run_cell
+
+    path = write_op(tmp_path, name="ownseed", impl="", template=OWN_SEED)
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    digests = {}
+    for given, expected in ((None, 17), ("5", 5)):
+        entry = {"module": str(path), "sizes": [100]}
+        if given is not None:
+            entry["seed"] = given  # as --config would give it: text
+        cfg = resolve({"libraries": ["numpy"], "operations": {"ownseed": entry}}, schema)
+        spec = cell_spec(cfg, grid(cfg)[0])
+        assert spec.seed == expected
+        npz = tmp_path / f"in-{expected}.npz"
+        inputs.write("ownseed", 100, spec.seed, npz, operation_file=str(path))
+        with np.load(npz) as data:
+            digests[expected] = array_digest(data["a"])
+            assert int(data["seed"]) == expected
+            drawn = np.random.RandomState(expected).uniform(-1.0, 1.0, 100)
+            np.testing.assert_array_equal(data["a"], drawn)
+        spec = spec.replace(inputs=str(npz), timing=FAST, replicates={**_one_round()})
+        out = tmp_path / f"cell-{expected}.parquet"
+        assert run_cell(spec, out, lock=str(tmp_path / "lock")).status == "ok"
+        assert set(pq.read_table(out).column("seed").to_pylist()) == {expected}
+    assert digests[17] != digests[5]
+
+
+def _one_round() -> dict:
+    return {
+        "min": 1,
+        "max": 1,
+        "target_ci": 0.03,
+        "margin": 1.1,
+        "spread": 0,
+        "round_sd": 0.03,
+        "max_cpu_taken": 0.1,
+        "lockstep": False,
+    }
+
+
+def test_a_seed_that_is_no_whole_number_is_a_declared_problem(tmp_path):
+    from numbench import operations
+    from numbench.operations.check import declared_problems
+
+    path = write_op(tmp_path, name="ownseed", impl="", extra="", template=OWN_SEED)
+    path.write_text(path.read_text().replace("seed=17", "seed=-1"))
+    found = operations.load_file(path)
+    assert [p.message for p in declared_problems(found)] == [
+        "seed: -1 is no seed: give a whole number >= 0, or None"
+    ]

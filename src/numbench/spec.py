@@ -25,7 +25,8 @@ from numbench.timing import TimingSettings
 #: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
-#: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``). It is
+#: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``, and
+#: the seed of its inputs, ``seed``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
 CELL_CONTRACT = 7
@@ -134,6 +135,9 @@ class CellSpec:
     #: default: left out of the JSON when None, so a grid without environments keeps the
     #: specs (and the measured cells) it had
     environment: Environment | None = None
+    #: the seed its inputs were drawn with (``numbench.config.operations.operation_seed``),
+    #: recorded in the cell's ``seed`` column; None in a spec that does not say
+    seed: int | None = None
 
     @property
     def key(self) -> dict[str, Any]:
@@ -292,6 +296,8 @@ class CellMeta:
     params: str | None = None
     #: the hash of the operation's code the cell was measured with (``CellSpec.operation_hash``)
     operation_hash: str | None = None
+    #: the seed the cell's inputs were drawn with (``CellSpec.seed``)
+    seed: int | None = None
     host: str | None = None
     cpu_model: str | None = None
     threads: int | None = None

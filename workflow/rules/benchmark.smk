@@ -18,7 +18,7 @@ rule inputs:
         timing_slots=1,
     params:
         script=SCRIPTS / "make_inputs.py",
-        seed=CFG["seed"],
+        seed=op_seed,
         op_params=op_params,
         op_file=op_file,
         op_hash=op_hash,

@@ -30,6 +30,7 @@ from numbench.config import (  # noqa: E402
     operation_file,
     operation_hash,
     operation_params_json,
+    operation_seed,
     resolve,
     snakemake_runs_cells_here,
 )
@@ -144,6 +145,11 @@ def cell_spec_json(wildcards):
 def op_params(wildcards):
     """The operation's parameters as JSON ("" when it has none), for rules inputs and cell."""
     return operation_params_json(CFG, wildcards.operation)
+
+
+def op_seed(wildcards):
+    """The seed of the operation's inputs (its entry's seed, its own, or the config's)."""
+    return operation_seed(CFG, wildcards.operation)
 
 
 def op_file(wildcards):

@@ -34,7 +34,12 @@ from numbench.config.normalise import (
     default_sizes,
     normalise,
 )
-from numbench.config.operations import check_operations, module_file, operation_found
+from numbench.config.operations import (
+    check_operations,
+    module_file,
+    operation_found,
+    operation_seed,
+)
 
 #: What the workflow, the offsite plan and the tests use of the config: resolve a config,
 #: expand it into cells (``grid``) and specs (``cell_spec``), and work out what its jobs ask
@@ -61,6 +66,7 @@ __all__ = [
     "operation_hash",
     "operation_params",
     "operation_params_json",
+    "operation_seed",
     "resolve",
     "snakemake_runs_cells_here",
 ]

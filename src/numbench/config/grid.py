@@ -8,7 +8,7 @@ import random
 from numbench import libraries, operations
 from numbench.cells import Cell, inputs_path
 from numbench.config.environments import environment
-from numbench.config.operations import operation_found, operation_params
+from numbench.config.operations import operation_found, operation_params, operation_seed
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
@@ -63,6 +63,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         threads=int(cell.threads),
         inputs=inputs_path(cell.operation, cell.size),
         params=operation_params(cfg, cell.operation),
+        seed=operation_seed(cfg, cell.operation),
         timing=TimingSettings(**cfg["timing"]),
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],

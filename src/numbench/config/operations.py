@@ -7,6 +7,8 @@ An entry of ``operations`` is ``{sizes: [...], module: PATH, params: {...}}``:
   that defines ``OPERATION = numbench.Operation(...)``. Without it, the name is a built-in
   operation, else one installed under the entry-point group ``numbench.operations``. The
   name must be the file's ``OPERATION.name``, and no built-in one.
+- ``seed`` draws the operation's inputs with another seed than the config's ``seed`` (or
+  than the operation's own, ``Operation.seed``); it is recorded in each cell's ``seed``.
 - ``params`` overrides the operation's parameters (``Operation.params``). A parameter
   written directly under the entry (``operations.linreg_gd.iterations``) is the older
   spelling of the same thing and is still read; one given both ways is an error.
@@ -35,7 +37,7 @@ from numbench.config.dims import ConfigError
 from numbench.operations.check import can_run, declared_problems, generator_problems
 
 #: the keys of an operation's entry that are not its parameters
-ENTRY_KEYS = ("sizes", "module", "params")
+ENTRY_KEYS = ("sizes", "module", "params", "seed")
 
 #: (name, the file's absolute path or None) -> the operation, as the last check found it
 _CHECKED: dict[tuple[str, str | None], operations.Found] = {}
@@ -77,6 +79,17 @@ def operation_params(cfg: dict, name: str) -> dict[str, Any]:
     """The parameters of one operation: its defaults, updated by the config's entry."""
     given = given_params(cfg["operations"][name], name)
     return operation_found(cfg, name).operation.resolve_params(given)
+
+
+def operation_seed(cfg: dict, name: str) -> int:
+    """The seed an operation's inputs are drawn with: its entry's ``seed``, else the
+    operation's own (``Operation.seed``, where it draws with its own generator), else the
+    config's ``seed``."""
+    given = (cfg["operations"][name] or {}).get("seed")
+    if given is not None:
+        return int(given)
+    own = operation_found(cfg, name).operation.seed
+    return int(cfg["seed"]) if own is None else int(own)
 
 
 def check_operations(cfg: dict, workflow_dir: str | Path) -> None:
@@ -142,7 +155,11 @@ def _check_user_operation(cfg: dict, name: str, found, params: dict) -> None:
     problems = declared_problems(found, tuple(cfg["dtype"]))
     if can_run(found.operation):
         size = min(int(s) for s in cfg["operations"][name]["sizes"])
-        problems += generator_problems(found, size, params, cfg["seed"])[0]
+        seed = cfg["operations"][name].get("seed")
+        seed = seed if seed is not None else found.operation.seed
+        problems += generator_problems(found, size, params, cfg["seed"] if seed is None else seed)[
+            0
+        ]
     if problems:
         where = found.file or f"the {found.origin} operation {name}"
         listed = "\n  ".join(str(p) for p in problems)

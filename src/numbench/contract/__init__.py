@@ -307,6 +307,7 @@ LATER_COLUMNS = {
     # a cell from before contract 7: its kernel was compiled by numbench (no as_is then),
     # but the file did not say so
     "as_is": None,
+    "seed": None,
 }
 
 

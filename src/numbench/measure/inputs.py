@@ -36,7 +36,7 @@ def make(
     arrays = {}
     if op.make_fixed is not None:
         arrays.update(op.make_fixed(input_rng(seed, operation, FIXED_SIZE)))
-    arrays.update(op.make_inputs(size, input_rng(seed, operation, size)))
+    arrays.update(op.make_inputs(size, op.inputs_source(size, seed)))
     reference = op.run_reference(arrays, params)
     refs = as_outputs(reference)
     out = {name: np.asarray(arrays[name], dtype=np.float64) for name in op.input_names}

@@ -95,6 +95,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         platform=platform.platform(),
         params=operations.params_json(params),
         operation_hash=spec.operation_hash,
+        seed=spec.seed,
         flops=flops,
         bytes=bytes_moved,
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

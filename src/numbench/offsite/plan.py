@@ -83,6 +83,7 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
         operation_file,
         operation_hash,
         operation_params,
+        operation_seed,
     )
 
     if cfg.get("environments"):
@@ -116,7 +117,7 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
                     "log": inputs_log_path(op, size),
                     "operation": op,
                     "size": size,
-                    "seed": cfg["seed"],
+                    "seed": operation_seed(cfg, op),
                     "params": operation_params(cfg, op),
                     "operation_file": operation_file(cfg, op) and bundled_operation_file(op),
                     "operation_hash": operation_hash(cfg, op),

@@ -41,6 +41,11 @@ implementation the library's own copies (the worker never hands it the arrays it
 neither can change the stored inputs, nor what a later cell or check sees, by writing into
 its arguments.
 
+*Its own generator.* An operation that draws its inputs its own way (a kernel suite's own
+input maker) gives its ``seed``: ``make_inputs(size, seed)`` then receives that int, or the
+config's ``operations.NAME.seed`` in its place, rather than numbench's generator. Either way
+the seed is recorded in the inputs file and in each cell's ``seed`` column.
+
 *Dtypes.* An operation that makes sense in some dtypes only (a kernel written for float64)
 says so in ``dtypes``; a grid's other dtypes give ``unsupported`` cells with the reason, and
 it gives a tolerance for its own dtypes only.
@@ -114,6 +119,20 @@ class Operation:
     #: the dtypes the operation makes sense in (``("float64",)`` for a kernel that only does):
     #: a grid's other dtypes give ``unsupported`` cells saying so, and need no tolerance
     dtypes: tuple[str, ...] = ("float32", "float64")
+    #: the seed of the operation's own input maker: where given, ``make_inputs(size, seed)``
+    #: receives an int seed (this one, or the config's ``operations.NAME.seed``) instead of
+    #: numbench's generator, and draws with its own generator from it
+    seed: int | None = None
+
+    def inputs_source(self, size: int, seed: int):
+        """What ``make_inputs`` receives at ``size`` beside the size: the seed itself, for an
+        operation with its own generator (``seed``), else numbench's generator of
+        (seed, operation, size)."""
+        if self.seed is not None:
+            return int(seed)
+        from . import input_rng
+
+        return input_rng(seed, self.name, size)
 
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """The defaults updated by ``overrides``; an unknown name is an error."""
