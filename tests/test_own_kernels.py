@@ -482,3 +482,77 @@ def test_a_seed_that_is_no_whole_number_is_a_declared_problem(tmp_path):
     assert [p.message for p in declared_problems(found)] == [
         "seed: -1 is no seed: give a whole number >= 0, or None"
     ]
+
+
+def _config_from_files(path: Path, pattern: str, sizes=(50,)) -> dict:
+    entry = {"module": str(path), "sizes": list(sizes), "inputs": pattern}
+    return {"libraries": ["numpy"], "operations": {"twice": entry}}
+
+
+def test_inputs_read_from_npz_and_parquet_files_are_measured_and_recorded(tmp_path):
+    import pandas as pd
+    from conftest import REPO
+
+    from numbench.config import cell_spec, grid, resolve
+    from numbench.measure import inputs
+    from numbench.measure.worker import measure as worker_measure
+
+    path = write_op(tmp_path, extra='mutates_inputs=("a",),\n')
+    data = np.linspace(-1.0, 1.0, 50)
+    np.savez(tmp_path / "a_50.npz", a=data, unused=np.zeros(3))
+    pd.DataFrame({"a": data}).to_parquet(tmp_path / "a_50.parquet")
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    for suffix in ("npz", "parquet"):
+        cfg = resolve(
+            _config_from_files(path, f"a_{{size}}.{suffix}"), schema, workflow_dir=tmp_path
+        )
+        spec = cell_spec(cfg, grid(cfg)[0])
+        assert (spec.seed, spec.inputs_from) == (None, str(tmp_path / f"a_50.{suffix}"))
+        npz = tmp_path / f"made-{suffix}.npz"
+        pattern = cfg["operations"]["twice"]["inputs"]
+        inputs.write("twice", 50, 1, npz, operation_file=str(path), inputs_from=pattern)
+        with np.load(npz) as made:
+            assert array_digest(made["a"]) == array_digest(data)
+            np.testing.assert_array_equal(made["ref_0"], 2.0 * data)
+            assert "unused" not in made.files
+        report = worker_measure(spec.replace(inputs=str(npz), timing=FAST))
+        assert report.status == "ok", report.error
+
+
+def test_an_inputs_file_of_the_wrong_arrays_is_refused_naming_the_file_and_array(tmp_path):
+    from numbench.inputs_from import InputsFileError
+    from numbench.measure import inputs
+
+    path = write_op(tmp_path)
+    cases = {
+        "short": ({"a": np.zeros(40)}, "array 'a' has shape (40,); at size 50 the operation's "),
+        "missing": ({"b": np.zeros(50)}, "has no array 'a' (the operation's inputs are a; "),
+        "complex": ({"a": np.zeros(50, complex)}, "array 'a' is complex128; inputs are real"),
+    }
+    for name, (arrays, message) in cases.items():
+        np.savez(tmp_path / f"{name}.npz", **arrays)
+        with pytest.raises(InputsFileError) as info:
+            inputs.make(
+                "twice", 50, 1, operation_file=str(path), inputs_from=str(tmp_path / f"{name}.npz")
+            )
+        assert str(info.value).startswith(f"{tmp_path / name}.npz")
+        assert message in str(info.value)
+
+
+def test_a_missing_inputs_file_or_another_kind_is_a_config_error(tmp_path):
+    from conftest import REPO
+
+    from numbench.config import ConfigError, resolve
+
+    path = write_op(tmp_path)
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    np.savez(tmp_path / "a_50.npz", a=np.zeros(50))
+    for pattern, message in (
+        ("a_{size}.npz", f"operations.twice.inputs: {tmp_path}/a_60.npz (the inputs of size 60) "),
+        ("a.csv", f"operations.twice.inputs: {tmp_path}/a.csv is neither a .npz nor a .parquet"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            resolve(
+                _config_from_files(path, pattern, sizes=(50, 60)), schema, workflow_dir=tmp_path
+            )
+        assert str(info.value).startswith(message)

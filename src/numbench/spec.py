@@ -26,7 +26,7 @@ from numbench.timing import TimingSettings
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
 #: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``, and
-#: the seed of its inputs, ``seed``). It is
+#: the seed of its inputs, ``seed``, or the file they were read from, ``inputs_from``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
 CELL_CONTRACT = 7
@@ -136,8 +136,12 @@ class CellSpec:
     #: specs (and the measured cells) it had
     environment: Environment | None = None
     #: the seed its inputs were drawn with (``numbench.config.operations.operation_seed``),
-    #: recorded in the cell's ``seed`` column; None in a spec that does not say
+    #: recorded in the cell's ``seed`` column; None where they are read from a file, or in a
+    #: spec that does not say
     seed: int | None = None
+    #: the user's file its inputs were read from (``operations.NAME.inputs``), or None where
+    #: they were drawn; recorded in the cell's ``inputs_from`` column
+    inputs_from: str | None = None
 
     @property
     def key(self) -> dict[str, Any]:
@@ -298,6 +302,8 @@ class CellMeta:
     operation_hash: str | None = None
     #: the seed the cell's inputs were drawn with (``CellSpec.seed``)
     seed: int | None = None
+    #: the user's file the cell's inputs were read from (``CellSpec.inputs_from``)
+    inputs_from: str | None = None
     host: str | None = None
     cpu_model: str | None = None
     threads: int | None = None

@@ -38,6 +38,7 @@ from numbench.config.operations import (
     check_operations,
     module_file,
     operation_found,
+    operation_inputs_from,
     operation_seed,
 )
 
@@ -67,6 +68,7 @@ __all__ = [
     "operation_params",
     "operation_params_json",
     "operation_seed",
+    "operation_inputs_from",
     "resolve",
     "snakemake_runs_cells_here",
 ]

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import random
 
-from numbench import libraries, operations
+from numbench import inputs_from, libraries, operations
 from numbench.cells import Cell, inputs_path
 from numbench.config.environments import environment
-from numbench.config.operations import operation_found, operation_params, operation_seed
+from numbench.config.operations import (
+    operation_found,
+    operation_inputs_from,
+    operation_params,
+    operation_seed,
+)
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
@@ -50,6 +55,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
     is_baseline = (cell.library, cell.device) == (base["library"], base["device"])
     # a cell of an environment is paired with its library in the base environment
     partner = f"{cell.library}/{cell.device}" if cell.environment else None
+    from_file = operation_inputs_from(cfg, cell.operation)
     if partner is None and not is_baseline:
         partner = f"{base['library']}/{base['device']}"
     return CellSpec(
@@ -63,7 +69,8 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         threads=int(cell.threads),
         inputs=inputs_path(cell.operation, cell.size),
         params=operation_params(cfg, cell.operation),
-        seed=operation_seed(cfg, cell.operation),
+        seed=None if from_file else operation_seed(cfg, cell.operation),
+        inputs_from=from_file and str(inputs_from.file_for(from_file, cell.size)),
         timing=TimingSettings(**cfg["timing"]),
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],

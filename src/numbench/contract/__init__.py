@@ -308,6 +308,7 @@ LATER_COLUMNS = {
     # but the file did not say so
     "as_is": None,
     "seed": None,
+    "inputs_from": None,
 }
 
 

@@ -96,6 +96,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         params=operations.params_json(params),
         operation_hash=spec.operation_hash,
         seed=spec.seed,
+        inputs_from=spec.inputs_from,
         flops=flops,
         bytes=bytes_moved,
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
