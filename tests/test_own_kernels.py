@@ -556,3 +556,158 @@ def test_a_missing_inputs_file_or_another_kind_is_a_config_error(tmp_path):
                 _config_from_files(path, pattern, sizes=(50, 60)), schema, workflow_dir=tmp_path
             )
         assert str(info.value).startswith(message)
+
+
+# -- library options and variants -----------------------------------------------------------------
+#: an operation whose Numba builder numbench compiles, with compile options of its own
+WITH_OPTIONS = """\
+import numpy as np
+
+from numbench import Operation
+
+
+def make_inputs(size, rng):
+    return {{"a": rng.standard_normal(size)}}
+
+
+def reference(a):
+    return np.sin(a) * 2.0
+
+
+def _numpy(np_, dtype):
+    return lambda a: np_.sin(a) * 2.0
+
+
+def _numba(np_, dtype):
+    def kernel(a):
+        out = np.empty_like(a)
+        for i in range(a.shape[0]):
+            out[i] = np.sin(a[i]) * 2.0
+        return out
+
+    return kernel
+
+
+OPERATION = Operation(
+    name="{name}",
+    summary="2 sin(a), numba compiled with options",
+    input_names=("a",),
+    make_inputs=make_inputs,
+    reference=reference,
+    tolerance={{"float32": 1e-6, "float64": 1e-13}},
+    implementations={{"numpy": _numpy, "numba": _numba}},
+    options={{"numba": {{"fastmath": False}}}},
+{extra}{impl})
+"""
+VARIANTS = {"numba-parallel": {"library": "numba", "options": {"parallel": True}}}
+
+
+def _variants_config(path: Path, **more) -> dict:
+    return {
+        "libraries": ["numpy", "numba", "numba-parallel"],
+        "variants": VARIANTS,
+        "operations": {"sine": {"module": str(path), "sizes": [2000], **more}},
+    }
+
+
+def test_a_variant_is_a_library_of_its_own_name_with_its_options(tmp_path):
+    from conftest import REPO
+
+    from numbench.config import cell_spec, grid, resolve
+
+    path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    given = {"options": {"numba": {"cache": False}}}
+    cfg = resolve(_variants_config(path, **given), schema)
+    specs = {c.library: cell_spec(cfg, c) for c in grid(cfg)}
+    assert sorted(specs) == ["numba", "numba-parallel", "numpy"]
+    assert (specs["numba"].adapter, specs["numba"].options) == (None, {"cache": False})
+    assert specs["numba-parallel"].adapter == "numba"
+    assert specs["numba-parallel"].options == {"cache": False, "parallel": True}
+    assert specs["numba-parallel"].paired_with == "numpy/cpu"
+
+
+def test_a_variant_or_library_the_config_cannot_use_is_refused(tmp_path):
+    from conftest import REPO
+
+    from numbench.config import ConfigError, resolve
+
+    path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
+    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    for variants, message in (
+        (
+            {"numba": {"library": "numba", "options": {"parallel": True}}},
+            "variants.numba: numba is a library of numbench's",
+        ),
+        (
+            {"numba-parallel": {"library": "nope", "options": {"parallel": True}}},
+            "variants.numba-parallel.library = 'nope' is not a known library",
+        ),
+        (
+            {"numba-parallel": {"library": "numba", "options": {}}},
+            "variants.numba-parallel.options is empty",
+        ),
+        ({}, "libraries[2] = 'numba-parallel' is not a known library"),
+    ):
+        cfg = _variants_config(path)
+        cfg["variants"] = variants
+        with pytest.raises(ConfigError) as info:
+            resolve(cfg, schema)
+        assert str(info.value).startswith(message), info.value
+
+
+def test_serial_and_parallel_numba_run_as_two_cells_each_recording_its_options(tmp_path):
+    import pyarrow.parquet as pq
+    from conftest import REPO
+
+    from numbench.config import cell_spec, grid, resolve
+    from numbench.measure.inputs import write
+    from numbench.measure.supervisor import run_cell
+
+    path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
+    cfg = resolve(_variants_config(path), REPO / "workflow" / "schemas" / "config.schema.yaml")
+    npz = tmp_path / "in.npz"
+    write("sine", 2000, 1, npz, operation_file=str(path))
+    recorded = {}
+    for cell in grid(cfg):
+        if cell.library == "numpy":
+            continue
+        spec = cell_spec(cfg, cell).replace(
+            inputs=str(npz), timing=FAST, replicates=_one_round(), paired_with=None, threads=2
+        )
+        out = tmp_path / f"{cell.library}.parquet"
+        assert run_cell(spec, out, lock=str(tmp_path / "lock")).status == "ok"
+        table = pq.read_table(out)
+        recorded[cell.library] = set(table.column("options").to_pylist())
+    assert recorded == {
+        "numba": {'{"fastmath": false}'},
+        "numba-parallel": {'{"fastmath": false, "parallel": true}'},
+    }
+
+
+def test_each_compiler_gets_the_options_and_an_eager_library_refuses_them():
+    from numbench.libraries import get
+
+    numba = get("numba")("cpu", "float64", 1)
+    numba.load()
+    compiled = numba.compile(lambda a: a + 1.0, parallel=True, fastmath=True)
+    assert compiled.targetoptions["parallel"] is True and compiled.targetoptions["fastmath"]
+    numpy = get("numpy")("cpu", "float64", 1)
+    with pytest.raises(
+        ValueError, match=r"numpy compiles nothing, so it takes no options \(given: mode\)"
+    ):
+        numpy.compile(lambda a: a, mode="fast")
+
+
+def test_a_kernel_as_it_is_has_no_variant_cells(tmp_path):
+    path = write_op(tmp_path, name="sine", template=AS_IS)
+    from numbench.measure import inputs
+    from numbench.measure.worker import measure as worker_measure
+
+    npz = tmp_path / "in.npz"
+    inputs.write("sine", 100, 1, npz, operation_file=str(path))
+    spec = make_spec("numba", "cpu", "sine", 100, npz, FAST, operation_file=path)
+    spec = spec.replace(library="numba-parallel", adapter="numba", options={"parallel": True})
+    report = worker_measure(spec)
+    assert report.status == "unsupported"
+    assert report.error.startswith("numba-parallel runs numba with other compile options; ")

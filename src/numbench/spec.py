@@ -26,7 +26,8 @@ from numbench.timing import TimingSettings
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
 #: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``, and
-#: the seed of its inputs, ``seed``, or the file they were read from, ``inputs_from``). It is
+#: the seed of its inputs, ``seed``, or the file they were read from, ``inputs_from``, and
+#: the library's compile options, ``options``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
 CELL_CONTRACT = 7
@@ -142,6 +143,17 @@ class CellSpec:
     #: the user's file its inputs were read from (``operations.NAME.inputs``), or None where
     #: they were drawn; recorded in the cell's ``inputs_from`` column
     inputs_from: str | None = None
+    #: the adapter a variant library runs (``variants.NAME.library``: ``numba`` for a
+    #: ``numba-parallel``), or None where ``library`` is an adapter's own name
+    adapter: str | None = None
+    #: compile options the config gives for this cell's library (its ``operations.NAME.options``
+    #: and its variant's), over the operation's own (``numbench.operations.kernels``)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def adapter_name(self) -> str:
+        """The library adapter that runs the cell (``numbench.libraries``)."""
+        return self.adapter or self.library
 
     @property
     def key(self) -> dict[str, Any]:
@@ -304,6 +316,8 @@ class CellMeta:
     seed: int | None = None
     #: the user's file the cell's inputs were read from (``CellSpec.inputs_from``)
     inputs_from: str | None = None
+    #: the compile options the library ran with, as sorted JSON ("" where none)
+    options: str | None = None
     host: str | None = None
     cpu_model: str | None = None
     threads: int | None = None

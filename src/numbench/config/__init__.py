@@ -41,6 +41,7 @@ from numbench.config.operations import (
     operation_inputs_from,
     operation_seed,
 )
+from numbench.config.variants import adapter_of, check_variants, known_libraries
 
 #: What the workflow, the offsite plan and the tests use of the config: resolve a config,
 #: expand it into cells (``grid``) and specs (``cell_spec``), and work out what its jobs ask
@@ -125,11 +126,12 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
     ``module`` lies (``numbench.config.operations``)."""
     check_dtypes(cfg)
     resolve_threads(cfg, cells_run_here)
+    check_variants(cfg)
     for i, lib in enumerate(cfg["libraries"]):
-        if lib not in libraries.ADAPTERS:
+        if lib not in known_libraries(cfg):
             raise ConfigError(
                 f"libraries[{i}] = {lib!r} is not a known library; allowed: "
-                + ", ".join(libraries.ADAPTERS)
+                + ", ".join(known_libraries(cfg))
             )
     if len(set(cfg["libraries"])) != len(cfg["libraries"]):
         raise ConfigError(f"libraries = {cfg['libraries']!r} lists a library twice")
@@ -158,7 +160,7 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
             f"baseline.library = {base['library']!r} is not in the grid; it must be one of "
             f"libraries: {', '.join(cfg['libraries'])}"
         )
-    adapter = libraries.get(base["library"])
+    adapter = libraries.get(adapter_of(cfg, base["library"]))
     if base["device"] not in adapter.devices:
         raise ConfigError(
             f"baseline.device = {base['device']!r} is not a device {base['library']} runs on; "

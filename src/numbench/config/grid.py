@@ -14,6 +14,7 @@ from numbench.config.operations import (
     operation_params,
     operation_seed,
 )
+from numbench.config.variants import adapter_of, cell_options
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
@@ -71,6 +72,10 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         params=operation_params(cfg, cell.operation),
         seed=None if from_file else operation_seed(cfg, cell.operation),
         inputs_from=from_file and str(inputs_from.file_for(from_file, cell.size)),
+        adapter=None
+        if adapter_of(cfg, cell.library) == cell.library
+        else adapter_of(cfg, cell.library),
+        options=cell_options(cfg, cell.operation, cell.library),
         timing=TimingSettings(**cfg["timing"]),
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],
@@ -108,7 +113,8 @@ def grid(cfg: dict) -> list[Cell]:
     wanted, base = devices_for(cfg), cfg["baseline"]
     placed = {(base["library"], base["device"], "")}
     for lib in cfg["libraries"]:
-        placed.update((lib, dev, "") for dev in wanted if dev in libraries.get(lib).devices)
+        devices = libraries.get(adapter_of(cfg, lib)).devices
+        placed.update((lib, dev, "") for dev in wanted if dev in devices)
     for name, entry in cfg.get("environments", {}).items():
         own = set(entry["libraries"])
         placed.update((lib, dev, name) for lib, dev, env in list(placed) if not env and lib in own)

@@ -40,7 +40,7 @@ from numbench.config.dims import ConfigError
 from numbench.operations.check import can_run, declared_problems, generator_problems
 
 #: the keys of an operation's entry that are not its parameters
-ENTRY_KEYS = ("sizes", "module", "params", "seed", "inputs")
+ENTRY_KEYS = ("sizes", "module", "params", "seed", "inputs", "options")
 
 #: (name, the file's absolute path or None) -> the operation, as the last check found it
 _CHECKED: dict[tuple[str, str | None], operations.Found] = {}

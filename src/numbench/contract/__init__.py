@@ -309,6 +309,7 @@ LATER_COLUMNS = {
     "as_is": None,
     "seed": None,
     "inputs_from": None,
+    "options": None,
 }
 
 

@@ -22,7 +22,7 @@ def import_library(spec: CellSpec):
     from numbench.libraries import Unavailable, get
     from numbench.libraries.slowed import slowed_if_asked
 
-    adapter = slowed_if_asked(get(spec.library)(spec.device, spec.dtype, spec.threads))
+    adapter = slowed_if_asked(get(spec.adapter_name)(spec.device, spec.dtype, spec.threads))
     t0 = time.perf_counter()
     try:
         adapter.load()
@@ -62,12 +62,23 @@ def kernel(spec: CellSpec, adapter, op, params: dict, out: ProcessReport):
     the kernel it handed over as it is (``numbench.as_is``; ``out.as_is`` says which).
     None with the report ``unsupported`` where a variant library would time a kernel handed
     over as it is (it would be the family's own cell again)."""
-    from numbench.operations.kernels import prepared, variant_reason
+    from numbench.operations.kernels import AsIs, library_options, prepared, variant_reason
 
-    fn, out.as_is = prepared(adapter, op.build(adapter.family, adapter.xp, spec.dtype, params))
-    if out.as_is and adapter.variant:
+    built = op.build(adapter.family, adapter.xp, spec.dtype, params)
+    options = library_options(op, adapter.name, spec.options)
+    if isinstance(built, AsIs) and (adapter.variant or spec.adapter):
+        # a variant library, or a library variant of the config (other options): it would
+        # time the same kernel as the family's own cell
         out.status, out.error = "unsupported", variant_reason(adapter, adapter.family)
+        if spec.adapter:
+            out.error = (
+                f"{spec.library} runs {adapter.name} with other compile options; the "
+                f"{adapter.family} builder hands its kernel over as it is (numbench.as_is), "
+                f"with options of its own, so it would time the same kernel as {adapter.name}"
+            )
         return None
+    # a kernel handed over as it is takes no options (the config's raise, as a failed cell)
+    fn, out.as_is = prepared(adapter, built, spec.options if isinstance(built, AsIs) else options)
     return fn
 
 

@@ -123,6 +123,9 @@ class Operation:
     #: receives an int seed (this one, or the config's ``operations.NAME.seed``) instead of
     #: numbench's generator, and draws with its own generator from it
     seed: int | None = None
+    #: library name -> its compile options (``{"numba": {"parallel": True}}``), passed to the
+    #: library's compiler (``numbench.operations.kernels``); the config may override them
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def inputs_source(self, size: int, seed: int):
         """What ``make_inputs`` receives at ``size`` beside the size: the seed itself, for an

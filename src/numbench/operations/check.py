@@ -19,7 +19,7 @@ import numpy as np
 from numbench.cells import FIELD_PATTERNS
 
 from .base import array_digest, as_outputs, dtype_problem, output_errors, outputs_over
-from .kernels import prepared
+from .kernels import AsIs, prepared
 from .loading import OPERATION_ATTRIBUTE, Found
 from .problems import Problem, field_lines, raised_problem, source_of
 
@@ -105,6 +105,11 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
         isinstance(op.seed, bool) or not isinstance(op.seed, int) or op.seed < 0
     ):
         add("seed", f"{op.seed!r} is no seed: give a whole number >= 0, or None")
+    options = op.options if isinstance(op.options, dict) else None
+    if options is None or not all(
+        isinstance(k, str) and isinstance(v, dict) for k, v in options.items()
+    ):
+        add("options", "is not a mapping of library name to its compile options (a dict)")
     if isinstance(op.mutates_inputs, str):
         add("mutates_inputs", f"{op.mutates_inputs!r} is a string: give a tuple of input names")
     else:
@@ -281,7 +286,10 @@ def implementation_problems(
     builder = op.implementations[family]
     what = f"the {family} implementation"
     try:
-        fn = prepared(adapter, op.build(family, adapter.xp, dtype, params))[0]
+        built = op.build(family, adapter.xp, dtype, params)
+        fn = prepared(
+            adapter, built, {} if isinstance(built, AsIs) else op.options.get(adapter.name, {})
+        )[0]
     except Exception as exc:  # noqa: BLE001
         return [raised_problem(exc, builder, found, f"{what}'s builder")]
     file, line = source_of(builder, found)

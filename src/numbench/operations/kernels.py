@@ -10,6 +10,14 @@ what it does around every call (places the inputs on the device, waits for the d
 each call, converts the result for the check). The cell's ``as_is`` column says which way
 the kernel came.
 
+*Library options.* What numbench compiles it compiles with the operation's options for
+the library (``Operation.options``: ``{"numba": {"parallel": True, "fastmath": True}, "jax":
+{"donate_argnums": 0}, "torch-compile": {"mode": "max-autotune"}, "tensorflow":
+{"jit_compile": True}}``), passed as keyword arguments to ``numba.njit``, ``jax.jit``,
+``torch.compile`` or ``tf.function``; the config overrides them per operation
+(``operations.NAME.options``), and a config's ``variants`` run a library again under other
+options, as a library of its own name (``numba-parallel``), each its own cell.
+
 A *variant* library (``jax-eager``, ``torch-compile``, ``tensorflow-eager``) is one way of
 compiling the family's builder; a kernel handed over as it is has been compiled already, so
 its variant cells are ``unsupported``, saying so, rather than timing the same kernel twice.
@@ -38,12 +46,32 @@ def as_is(kernel: Callable[..., Any]) -> AsIs:
     return AsIs(kernel)
 
 
-def prepared(adapter, built: Any) -> tuple[Callable[..., Any], bool]:
+def library_options(op, library: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The compile options of ``library`` (an adapter's name) for ``op``: the operation's own
+    (``Operation.options[library]``) updated by ``given`` (the config's, and a variant's)."""
+    own = op.options.get(library, {}) if isinstance(op.options, dict) else {}
+    return {**own, **(given or {})}
+
+
+def options_json(options: dict[str, Any]) -> str:
+    """The canonical text of compile options ("" where there are none)."""
+    import json
+
+    return json.dumps(options, sort_keys=True, default=str) if options else ""
+
+
+def prepared(adapter, built: Any, options: dict[str, Any] | None = None):
     """(the function to time, whether it came as it is): a kernel marked ``as_is`` itself,
-    else what the builder returned compiled by the adapter."""
+    else what the builder returned compiled by the adapter with ``options``. ValueError
+    where options are given for a kernel handed over as it is (its options are its own)."""
     if isinstance(built, AsIs):
+        if options:
+            raise ValueError(
+                f"compile options ({', '.join(sorted(options))}) apply to what numbench "
+                "compiles; a kernel handed over as it is (numbench.as_is) keeps its own"
+            )
         return built.kernel, True
-    return adapter.compile(built), False
+    return adapter.compile(built, **(options or {})), False
 
 
 def variant_reason(adapter, family: str) -> str:
