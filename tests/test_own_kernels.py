@@ -711,3 +711,26 @@ def test_a_kernel_as_it_is_has_no_variant_cells(tmp_path):
     report = worker_measure(spec)
     assert report.status == "unsupported"
     assert report.error.startswith("numba-parallel runs numba with other compile options; ")
+
+
+def test_the_baseline_beside_a_variant_runs_the_baseline_s_own_library(tmp_path):
+    from conftest import REPO
+
+    from numbench.config import cell_spec, grid, resolve
+
+    path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
+    cfg = resolve(_variants_config(path), REPO / "workflow" / "schemas" / "config.schema.yaml")
+    spec = next(cell_spec(cfg, c) for c in grid(cfg) if c.library == "numba-parallel")
+    partner = spec.paired_spec()
+    assert (partner.library, partner.adapter, partner.options) == ("numpy", None, {})
+    assert partner.adapter_name == "numpy"
+
+
+def test_options_for_no_library_are_a_declared_problem(tmp_path):
+    from numbench import operations
+    from numbench.operations.check import declared_problems
+
+    path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
+    path.write_text(path.read_text().replace('{"numba": {"fastmath"', '{"numbaa": {"fastmath"'))
+    messages = [p.message for p in declared_problems(operations.load_file(path))]
+    assert len(messages) == 1 and messages[0].startswith("options: 'numbaa' is no library; ")

@@ -149,6 +149,9 @@ class CellSpec:
     #: compile options the config gives for this cell's library (its ``operations.NAME.options``
     #: and its variant's), over the operation's own (``numbench.operations.kernels``)
     options: dict[str, Any] = field(default_factory=dict)
+    #: the compile options the config gives the baseline library paired beside this cell
+    #: (its ``paired_spec``'s ``options``, where that is another library)
+    paired_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def adapter_name(self) -> str:
@@ -207,7 +210,16 @@ class CellSpec:
         if self.paired_with is None:
             return None
         library, device = self.paired_with.split("/")
-        return self.replace(library=library, device=device, paired_with=None, environment=None)
+        same = library == self.library  # an environment's cell: its library in the base one
+        return self.replace(
+            library=library,
+            device=device,
+            paired_with=None,
+            environment=None,
+            adapter=self.adapter if same else None,
+            options=self.options if same else self.paired_options,
+            paired_options={},
+        )
 
     @classmethod
     def from_json(cls, text: str) -> CellSpec:

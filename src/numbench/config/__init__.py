@@ -41,7 +41,7 @@ from numbench.config.operations import (
     operation_inputs_from,
     operation_seed,
 )
-from numbench.config.variants import adapter_of, check_variants, known_libraries
+from numbench.config.variants import check_variants, known_libraries
 
 #: What the workflow, the offsite plan and the tests use of the config: resolve a config,
 #: expand it into cells (``grid``) and specs (``cell_spec``), and work out what its jobs ask
@@ -160,7 +160,12 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
             f"baseline.library = {base['library']!r} is not in the grid; it must be one of "
             f"libraries: {', '.join(cfg['libraries'])}"
         )
-    adapter = libraries.get(adapter_of(cfg, base["library"]))
+    if base["library"] in (cfg.get("variants") or {}):
+        raise ConfigError(
+            f"baseline.library = {base['library']!r} is a variant; the baseline is one of "
+            "numbench's libraries"
+        )
+    adapter = libraries.get(base["library"])
     if base["device"] not in adapter.devices:
         raise ConfigError(
             f"baseline.device = {base['device']!r} is not a device {base['library']} runs on; "

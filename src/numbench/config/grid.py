@@ -76,6 +76,9 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         if adapter_of(cfg, cell.library) == cell.library
         else adapter_of(cfg, cell.library),
         options=cell_options(cfg, cell.operation, cell.library),
+        paired_options=cell_options(cfg, cell.operation, base["library"])
+        if partner is not None and not cell.environment
+        else {},
         timing=TimingSettings(**cfg["timing"]),
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],

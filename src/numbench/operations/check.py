@@ -41,6 +41,25 @@ def families() -> tuple[str, ...]:
     return tuple(seen)
 
 
+def _kernel_fields(op, add: Callable[[str, str], None]) -> None:
+    """The problems of the fields of kernels of one's own: ``seed`` and ``options``."""
+    if op.seed is not None and (
+        isinstance(op.seed, bool) or not isinstance(op.seed, int) or op.seed < 0
+    ):
+        add("seed", f"{op.seed!r} is no seed: give a whole number >= 0, or None")
+    options = op.options if isinstance(op.options, dict) else None
+    if options is None or not all(
+        isinstance(k, str) and isinstance(v, dict) for k, v in options.items()
+    ):
+        add("options", "is not a mapping of library name to its compile options (a dict)")
+    else:
+        from numbench.libraries import ADAPTERS
+
+        for name in options:
+            if name not in ADAPTERS:
+                add("options", f"{name!r} is no library; libraries: {', '.join(ADAPTERS)}")
+
+
 def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
     """What is wrong with the fields themselves: a name numbench cannot use, inputs without
     names, dtypes that are not numbench's, a tolerance missing for a dtype of ``dtypes``
@@ -101,15 +120,7 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
             add("approx_tolerance", f"{family} is approximate, but no tolerance for {missing}")
     if not isinstance(op.params, dict) or not all(isinstance(k, str) for k in op.params):
         add("params", "is not a mapping of parameter name to default value")
-    if op.seed is not None and (
-        isinstance(op.seed, bool) or not isinstance(op.seed, int) or op.seed < 0
-    ):
-        add("seed", f"{op.seed!r} is no seed: give a whole number >= 0, or None")
-    options = op.options if isinstance(op.options, dict) else None
-    if options is None or not all(
-        isinstance(k, str) and isinstance(v, dict) for k, v in options.items()
-    ):
-        add("options", "is not a mapping of library name to its compile options (a dict)")
+    _kernel_fields(op, add)
     if isinstance(op.mutates_inputs, str):
         add("mutates_inputs", f"{op.mutates_inputs!r} is a string: give a tuple of input names")
     else:
