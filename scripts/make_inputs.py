@@ -7,6 +7,7 @@ import sys
 import _path  # noqa: F401
 
 from numbench.measure import inputs
+from numbench.inputs_from import InputsFileError
 from numbench.operations import OperationError
 
 parser = argparse.ArgumentParser(description=__doc__)
@@ -19,6 +20,11 @@ parser.add_argument(
     "--operation-file",
     default="",
     help="the user's file of the operation ('' for one found by name)",
+)
+parser.add_argument(
+    "--inputs-from",
+    default="",
+    help="the user's file of inputs ({size} replaced by the size; '' to draw them)",
 )
 parser.add_argument(
     "--operation-hash",
@@ -36,9 +42,12 @@ try:
         params,
         args.operation_file or None,
         args.operation_hash,
+        args.inputs_from or None,
     )
 except OSError as exc:  # a full disk, a folder that is not writable: the job fails, named
     sys.exit(f"inputs: cannot write {args.output}: {exc.strerror or exc}")
 except OperationError as exc:  # its code changed since the workflow planned it, or is gone
+    sys.exit(f"inputs: {exc}")
+except InputsFileError as exc:  # the user's file of inputs: missing, or the wrong arrays
     sys.exit(f"inputs: {exc}")
 print(f"inputs: {args.operation} n={args.size} seed={args.seed} params={params} -> {args.output}")

@@ -365,7 +365,9 @@ def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch, c
     assert report.rel_error == 0.0
     assert report.status == "mismatch"
     assert report.pipelined_rel_error > report.tolerance
-    assert report.error.startswith("the pipelined loop's relative error")
+    # elementwise has three outputs: the error names those that miss (here all three)
+    assert report.error.startswith("the pipelined loop's output 0: relative error")
+    assert report.error.endswith("exceeds the float64 tolerance 1e-12 (3 of 3 outputs)")
     # the cell's log (the worker's stderr) shows the wrong elements: every one is 1 off
     log = capsys.readouterr().err
     assert f"the result fails its check: {report.error}" in log

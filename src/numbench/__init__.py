@@ -3,15 +3,17 @@
 This top-level module imports nothing heavy: the cell worker sets thread limits and the
 environment before any numerical library is loaded. Its public names are loaded when first
 used: ``numbench.Operation``, the class every operation is (the nine built-in ones and a
-user's own file alike: ``OPERATION = Operation(...)``; ``numbench.operations.base``).
+user's own file alike: ``OPERATION = Operation(...)``; ``numbench.operations.base``), and
+``numbench.as_is``, with which a builder hands over a kernel compiled its own way
+(``numbench.operations.kernels``).
 """
 
 __version__ = "0.1.0"
 
 #: public name -> the module that defines it, imported on first use (PEP 562)
-_PUBLIC = {"Operation": "numbench.operations.base"}
+_PUBLIC = {"Operation": "numbench.operations.base", "as_is": "numbench.operations.kernels"}
 
-__all__ = ["Operation", "__version__"]
+__all__ = ["Operation", "__version__", "as_is"]
 
 
 def __getattr__(name: str):

@@ -129,6 +129,10 @@ def check(
     if can_run(op):
         more, inputs, reference = generator_problems(found, size, params)
         problems += more
+    if reference is not None and isinstance(op.dtypes, (tuple, list)) and dtype not in op.dtypes:
+        say(f"  inputs and reference at size {size}: made")
+        say(f"  {dtype}: unsupported ({op.unsupported_reason('numpy', dtype)}); nothing run")
+        reference = None
     if reference is not None:
         say(f"  inputs and reference at size {size} ({dtype}): made")
         for family in families():

@@ -6,6 +6,7 @@ No pyarrow: the worker loads this module into the process it measures.
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 from typing import Any
@@ -18,7 +19,8 @@ from numbench.errors import corrupt
 def load(
     path: str | os.PathLike, input_names: tuple[str, ...]
 ) -> tuple[list[np.ndarray], Any, str, str]:
-    """Read a cell's inputs, reference output, and the parameters (JSON) and the hash of the
+    """Read a cell's inputs, reference output (one array, a tuple, or a dict where the
+    reference named its outputs), and the parameters (JSON) and the hash of the
     operation's code they were made with ("" where the file does not say); raise CorruptFile
     naming the file and the command that remakes it when it cannot be read."""
     try:
@@ -26,12 +28,15 @@ def load(
             arrays = [np.array(data[name]) for name in input_names]
             n_refs = int(data["n_outputs"])
             refs = tuple(np.array(data[f"ref_{i}"]) for i in range(n_refs))
+            names = json.loads(str(data["output_names"])) if "output_names" in data else None
             made_with = str(data["params_json"]) if "params_json" in data else ""
             code = str(data["operation_hash"]) if "operation_hash" in data else ""
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
         raise corrupt("inputs", path, f"{type(exc).__name__}: {exc}") from exc
+    if names is not None:  # a reference that named its outputs
+        return arrays, dict(zip(names, refs, strict=True)), made_with, code
     return arrays, refs[0] if n_refs == 1 else refs, made_with, code
 
 

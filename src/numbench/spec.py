@@ -25,10 +25,12 @@ from numbench.timing import TimingSettings
 #: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
-#: output, ``output_bytes``). It is
+#: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``, and
+#: the seed of its inputs, ``seed``, or the file they were read from, ``inputs_from``, and
+#: the library's compile options, ``options``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 6
+CELL_CONTRACT = 7
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -134,6 +136,27 @@ class CellSpec:
     #: default: left out of the JSON when None, so a grid without environments keeps the
     #: specs (and the measured cells) it had
     environment: Environment | None = None
+    #: the seed its inputs were drawn with (``numbench.config.operations.operation_seed``),
+    #: recorded in the cell's ``seed`` column; None where they are read from a file, or in a
+    #: spec that does not say
+    seed: int | None = None
+    #: the user's file its inputs were read from (``operations.NAME.inputs``), or None where
+    #: they were drawn; recorded in the cell's ``inputs_from`` column
+    inputs_from: str | None = None
+    #: the adapter a variant library runs (``variants.NAME.library``: ``numba`` for a
+    #: ``numba-parallel``), or None where ``library`` is an adapter's own name
+    adapter: str | None = None
+    #: compile options the config gives for this cell's library (its ``operations.NAME.options``
+    #: and its variant's), over the operation's own (``numbench.operations.kernels``)
+    options: dict[str, Any] = field(default_factory=dict)
+    #: the compile options the config gives the baseline library paired beside this cell
+    #: (its ``paired_spec``'s ``options``, where that is another library)
+    paired_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def adapter_name(self) -> str:
+        """The library adapter that runs the cell (``numbench.libraries``)."""
+        return self.adapter or self.library
 
     @property
     def key(self) -> dict[str, Any]:
@@ -187,7 +210,16 @@ class CellSpec:
         if self.paired_with is None:
             return None
         library, device = self.paired_with.split("/")
-        return self.replace(library=library, device=device, paired_with=None, environment=None)
+        same = library == self.library  # an environment's cell: its library in the base one
+        return self.replace(
+            library=library,
+            device=device,
+            paired_with=None,
+            environment=None,
+            adapter=self.adapter if same else None,
+            options=self.options if same else self.paired_options,
+            paired_options={},
+        )
 
     @classmethod
     def from_json(cls, text: str) -> CellSpec:
@@ -249,6 +281,11 @@ class ProcessReport:
     #: bytes of one call's output as the library returned it (every array of it): what the
     #: roofline's first-touch estimate counts as fresh memory (``analyse.roofline_findings``)
     output_bytes: int | None = None
+    #: True where the builder handed its kernel over as it is (``numbench.as_is``: compiled
+    #: its own way, neither compiled nor wrapped by numbench), False where numbench compiled
+    #: what the builder returned (``jax.jit``, ``tf.function``, ``numba.njit``, or eager);
+    #: null where the cell ended before its kernel was built
+    as_is: bool | None = None
     #: calls per sample
     loops: int | None = None
     #: seconds per call, one per sample: every call waited for (latency)
@@ -287,6 +324,12 @@ class CellMeta:
     params: str | None = None
     #: the hash of the operation's code the cell was measured with (``CellSpec.operation_hash``)
     operation_hash: str | None = None
+    #: the seed the cell's inputs were drawn with (``CellSpec.seed``)
+    seed: int | None = None
+    #: the user's file the cell's inputs were read from (``CellSpec.inputs_from``)
+    inputs_from: str | None = None
+    #: the compile options the library ran with, as sorted JSON ("" where none)
+    options: str | None = None
     host: str | None = None
     cpu_model: str | None = None
     threads: int | None = None

@@ -80,7 +80,9 @@ class Measurement:
 
 
 def result_nbytes(result: Any) -> int:
-    """Bytes of a call's result (arrays of any of the libraries, or a tuple of them)."""
+    """Bytes of a call's result (arrays of any of the libraries, or a tuple or dict of them)."""
+    if isinstance(result, dict):
+        return sum(result_nbytes(r) for r in result.values())
     if isinstance(result, (tuple, list)):
         return sum(result_nbytes(r) for r in result)
     nbytes = getattr(result, "nbytes", None)

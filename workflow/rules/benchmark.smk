@@ -5,6 +5,8 @@
 
 
 rule inputs:
+    input:
+        op_inputs_file,
     output:
         cells.INPUTS_FILE,
     log:
@@ -18,14 +20,16 @@ rule inputs:
         timing_slots=1,
     params:
         script=SCRIPTS / "make_inputs.py",
-        seed=CFG["seed"],
+        seed=op_seed,
         op_params=op_params,
         op_file=op_file,
         op_hash=op_hash,
+        inputs_from=op_inputs_from,
     shell:
         "python {params.script:q} --operation {wildcards.operation}"
         " --size {wildcards.size} --seed {params.seed} --params={params.op_params:q}"
         " --operation-file={params.op_file:q} --operation-hash {params.op_hash}"
+        " --inputs-from={params.inputs_from:q}"
         " --output {output} > {log} 2>&1"
 
 

@@ -30,6 +30,8 @@ from numbench.config import (  # noqa: E402
     operation_file,
     operation_hash,
     operation_params_json,
+    operation_inputs_from,
+    operation_seed,
     resolve,
     snakemake_runs_cells_here,
 )
@@ -144,6 +146,23 @@ def cell_spec_json(wildcards):
 def op_params(wildcards):
     """The operation's parameters as JSON ("" when it has none), for rules inputs and cell."""
     return operation_params_json(CFG, wildcards.operation)
+
+
+def op_seed(wildcards):
+    """The seed of the operation's inputs (its entry's seed, its own, or the config's)."""
+    return operation_seed(CFG, wildcards.operation)
+
+
+def op_inputs_from(wildcards):
+    """The user's file of the operation's inputs ("" where they are drawn), for rule inputs."""
+    return operation_inputs_from(CFG, wildcards.operation) or ""
+
+
+def op_inputs_file(wildcards):
+    """That file at the size (none where they are drawn): an input of rule inputs, so that
+    an edited file remakes them."""
+    pattern = operation_inputs_from(CFG, wildcards.operation)
+    return [] if pattern is None else [pattern.replace("{size}", str(wildcards.size))]
 
 
 def op_file(wildcards):

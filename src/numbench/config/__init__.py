@@ -34,7 +34,14 @@ from numbench.config.normalise import (
     default_sizes,
     normalise,
 )
-from numbench.config.operations import check_operations, module_file, operation_found
+from numbench.config.operations import (
+    check_operations,
+    module_file,
+    operation_found,
+    operation_inputs_from,
+    operation_seed,
+)
+from numbench.config.variants import check_variants, known_libraries
 
 #: What the workflow, the offsite plan and the tests use of the config: resolve a config,
 #: expand it into cells (``grid``) and specs (``cell_spec``), and work out what its jobs ask
@@ -61,6 +68,8 @@ __all__ = [
     "operation_hash",
     "operation_params",
     "operation_params_json",
+    "operation_seed",
+    "operation_inputs_from",
     "resolve",
     "snakemake_runs_cells_here",
 ]
@@ -117,11 +126,12 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
     ``module`` lies (``numbench.config.operations``)."""
     check_dtypes(cfg)
     resolve_threads(cfg, cells_run_here)
+    check_variants(cfg)
     for i, lib in enumerate(cfg["libraries"]):
-        if lib not in libraries.ADAPTERS:
+        if lib not in known_libraries(cfg):
             raise ConfigError(
                 f"libraries[{i}] = {lib!r} is not a known library; allowed: "
-                + ", ".join(libraries.ADAPTERS)
+                + ", ".join(known_libraries(cfg))
             )
     if len(set(cfg["libraries"])) != len(cfg["libraries"]):
         raise ConfigError(f"libraries = {cfg['libraries']!r} lists a library twice")
@@ -149,6 +159,11 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
         raise ConfigError(
             f"baseline.library = {base['library']!r} is not in the grid; it must be one of "
             f"libraries: {', '.join(cfg['libraries'])}"
+        )
+    if base["library"] in (cfg.get("variants") or {}):
+        raise ConfigError(
+            f"baseline.library = {base['library']!r} is a variant; the baseline is one of "
+            "numbench's libraries"
         )
     adapter = libraries.get(base["library"])
     if base["device"] not in adapter.devices:

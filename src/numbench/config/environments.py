@@ -32,6 +32,7 @@ from typing import Any
 
 from numbench import libraries
 from numbench.cells import ENVIRONMENT_PATTERN
+from numbench.config import variants
 from numbench.config.dims import ConfigError
 from numbench.spec import SUPERVISOR_ENV, Environment
 
@@ -83,11 +84,13 @@ def library_distributions(library: str) -> set[str]:
     return {module, *EXTRA_DISTRIBUTIONS.get(module, ())}
 
 
-def pinned_libraries(pins: list[str], grid_libraries: list[str]) -> list[str]:
+def pinned_libraries(pins: list[str], grid_libraries: list[str], adapter_of=None) -> list[str]:
+    """The grid's libraries whose distribution ``pins`` pin; ``adapter_of(library)``: the
+    adapter a library (a variant's name) runs."""
     names = {distribution(p) for p in pins}
 
     def pinned(lib: str) -> bool:
-        own = library_distributions(lib)
+        own = library_distributions(adapter_of(lib) if adapter_of else lib)
         return any(n in own or any(n.startswith(f"{d}-") for d in own) for n in names)
 
     return [lib for lib in grid_libraries if pinned(lib)]
@@ -173,7 +176,9 @@ def check_environments(cfg: dict) -> None:
                 raise ConfigError(f"{where}.pins pins {dist} twice: {seen[dist]!r} and {pin!r}")
             seen[dist] = pin
         if entry["libraries"] is None:
-            pinned = pinned_libraries(entry["pins"], cfg["libraries"])
+            pinned = pinned_libraries(
+                entry["pins"], cfg["libraries"], lambda lib: variants.adapter_of(cfg, lib)
+            )
             entry["libraries"] = pinned or list(cfg["libraries"])
         for i, lib in enumerate(entry["libraries"]):
             if lib not in cfg["libraries"]:

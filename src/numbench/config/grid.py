@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import random
 
-from numbench import libraries, operations
+from numbench import inputs_from, libraries, operations
 from numbench.cells import Cell, inputs_path
 from numbench.config.environments import environment
-from numbench.config.operations import operation_found, operation_params
+from numbench.config.operations import (
+    operation_found,
+    operation_inputs_from,
+    operation_params,
+    operation_seed,
+)
+from numbench.config.variants import adapter_of, cell_options
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
@@ -50,6 +56,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
     is_baseline = (cell.library, cell.device) == (base["library"], base["device"])
     # a cell of an environment is paired with its library in the base environment
     partner = f"{cell.library}/{cell.device}" if cell.environment else None
+    from_file = operation_inputs_from(cfg, cell.operation)
     if partner is None and not is_baseline:
         partner = f"{base['library']}/{base['device']}"
     return CellSpec(
@@ -63,6 +70,15 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         threads=int(cell.threads),
         inputs=inputs_path(cell.operation, cell.size),
         params=operation_params(cfg, cell.operation),
+        seed=None if from_file else operation_seed(cfg, cell.operation),
+        inputs_from=from_file and str(inputs_from.file_for(from_file, cell.size)),
+        adapter=None
+        if adapter_of(cfg, cell.library) == cell.library
+        else adapter_of(cfg, cell.library),
+        options=cell_options(cfg, cell.operation, cell.library),
+        paired_options=cell_options(cfg, cell.operation, base["library"])
+        if partner is not None and not cell.environment
+        else {},
         timing=TimingSettings(**cfg["timing"]),
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],
@@ -100,7 +116,8 @@ def grid(cfg: dict) -> list[Cell]:
     wanted, base = devices_for(cfg), cfg["baseline"]
     placed = {(base["library"], base["device"], "")}
     for lib in cfg["libraries"]:
-        placed.update((lib, dev, "") for dev in wanted if dev in libraries.get(lib).devices)
+        devices = libraries.get(adapter_of(cfg, lib)).devices
+        placed.update((lib, dev, "") for dev in wanted if dev in devices)
     for name, entry in cfg.get("environments", {}).items():
         own = set(entry["libraries"])
         placed.update((lib, dev, name) for lib, dev, env in list(placed) if not env and lib in own)

@@ -113,6 +113,8 @@ def _normalise_operations(value: Any) -> Any:
             if isinstance(sizes, list):
                 sizes = _parse_sizes(name, sizes)
             entry["sizes"] = sizes
+        if isinstance(entry, dict) and "seed" in entry:
+            entry = {**entry, "seed": _number(entry["seed"], int)}
         result[name] = entry
     return result
 

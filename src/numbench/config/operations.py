@@ -7,6 +7,11 @@ An entry of ``operations`` is ``{sizes: [...], module: PATH, params: {...}}``:
   that defines ``OPERATION = numbench.Operation(...)``. Without it, the name is a built-in
   operation, else one installed under the entry-point group ``numbench.operations``. The
   name must be the file's ``OPERATION.name``, and no built-in one.
+- ``seed`` draws the operation's inputs with another seed than the config's ``seed`` (or
+  than the operation's own, ``Operation.seed``); it is recorded in each cell's ``seed``.
+- ``inputs`` names a ``.npz`` or Parquet file of the operation's own inputs (``{size}`` in
+  its path replaced by each size), read in place of those ``make_inputs`` draws
+  (``numbench.inputs_from``).
 - ``params`` overrides the operation's parameters (``Operation.params``). A parameter
   written directly under the entry (``operations.linreg_gd.iterations``) is the older
   spelling of the same thing and is still read; one given both ways is an error.
@@ -29,13 +34,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from numbench import operations
+from numbench import inputs_from, operations
 from numbench.cells import FIELD_PATTERNS
 from numbench.config.dims import ConfigError
 from numbench.operations.check import can_run, declared_problems, generator_problems
 
 #: the keys of an operation's entry that are not its parameters
-ENTRY_KEYS = ("sizes", "module", "params")
+ENTRY_KEYS = ("sizes", "module", "params", "seed", "inputs", "options")
 
 #: (name, the file's absolute path or None) -> the operation, as the last check found it
 _CHECKED: dict[tuple[str, str | None], operations.Found] = {}
@@ -79,6 +84,17 @@ def operation_params(cfg: dict, name: str) -> dict[str, Any]:
     return operation_found(cfg, name).operation.resolve_params(given)
 
 
+def operation_seed(cfg: dict, name: str) -> int:
+    """The seed an operation's inputs are drawn with: its entry's ``seed``, else the
+    operation's own (``Operation.seed``, where it draws with its own generator), else the
+    config's ``seed``."""
+    given = (cfg["operations"][name] or {}).get("seed")
+    if given is not None:
+        return int(given)
+    own = operation_found(cfg, name).operation.seed
+    return int(cfg["seed"]) if own is None else int(own)
+
+
 def check_operations(cfg: dict, workflow_dir: str | Path) -> None:
     """Find every operation of the config, check it, and write each file's absolute path
     into its entry; raise ConfigError naming the key, the file and every problem."""
@@ -100,9 +116,32 @@ def check_operations(cfg: dict, workflow_dir: str | Path) -> None:
             params = found.operation.resolve_params(given_params(entry, name))
         except KeyError as exc:
             raise ConfigError(f"operations.{name}: {exc.args[0]}") from None
+        if entry.get("inputs") is not None:
+            entry["inputs"] = _inputs_files(name, entry, workflow_dir)
         if found.origin != operations.loading.BUILT_IN:
             _check_user_operation(cfg, name, found, params)
         _CHECKED[(name, entry.get("module"))] = found
+
+
+def operation_inputs_from(cfg: dict, name: str) -> str | None:
+    """The user's file of the operation's inputs (absolute, ``{size}`` in it where given),
+    or None where they are drawn."""
+    return (cfg["operations"][name] or {}).get("inputs")
+
+
+def _inputs_files(name: str, entry: dict, workflow_dir: str | Path) -> str:
+    """``inputs`` resolved against the workflow's folder; ConfigError where it is no .npz or
+    Parquet file, or where a size's file is missing (its arrays are checked when the inputs
+    are made, ``numbench.inputs_from``)."""
+    pattern = str(module_file(entry["inputs"], workflow_dir))
+    for size in sorted({int(s) for s in entry["sizes"]}):
+        path = inputs_from.file_for(pattern, size)
+        problem = inputs_from.suffix_problem(path)
+        if problem is None and not path.is_file():
+            problem = f"{path} (the inputs of size {size}) does not exist"
+        if problem:
+            raise ConfigError(f"operations.{name}.inputs: {problem}")
+    return pattern
 
 
 def _find(name: str, entry: dict, workflow_dir: str | Path) -> operations.Found:
@@ -142,7 +181,11 @@ def _check_user_operation(cfg: dict, name: str, found, params: dict) -> None:
     problems = declared_problems(found, tuple(cfg["dtype"]))
     if can_run(found.operation):
         size = min(int(s) for s in cfg["operations"][name]["sizes"])
-        problems += generator_problems(found, size, params, cfg["seed"])[0]
+        seed = cfg["operations"][name].get("seed")
+        seed = seed if seed is not None else found.operation.seed
+        problems += generator_problems(found, size, params, cfg["seed"] if seed is None else seed)[
+            0
+        ]
     if problems:
         where = found.file or f"the {found.origin} operation {name}"
         listed = "\n  ".join(str(p) for p in problems)

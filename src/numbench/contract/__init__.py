@@ -304,6 +304,12 @@ LATER_COLUMNS = {
     # a cell from before contract 6 did not record its output's bytes: the roofline's
     # first-touch estimate is left out for it until it is measured again
     "output_bytes": None,
+    # a cell from before contract 7: its kernel was compiled by numbench (no as_is then),
+    # but the file did not say so
+    "as_is": None,
+    "seed": None,
+    "inputs_from": None,
+    "options": None,
 }
 
 

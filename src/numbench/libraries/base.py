@@ -43,6 +43,9 @@ class Adapter:
     description: str = ""
     #: test-only adapters are never in the defaults and are listed apart in docs
     test_only: bool = False
+    #: a variant runs its family's builder another way (``jax-eager``): it has no cell of a
+    #: kernel handed over as it is (``numbench.as_is``), which comes compiled already
+    variant: bool = False
 
     def __init__(self, device: str, dtype: str, threads: int):
         self.device = device
@@ -71,8 +74,11 @@ class Adapter:
     def to_device(self, array):
         raise NotImplementedError
 
-    def compile(self, fn: Callable) -> Callable:
-        """Wrap the operation's plain function (jit, tf.function, njit); eager by default."""
+    def compile(self, fn: Callable, **options: Any) -> Callable:
+        """Wrap the operation's plain function (jit, tf.function, njit), with the library's
+        compile ``options`` (``numbench.operations.kernels``) passed to its compiler; eager
+        by default, and an eager library takes no options."""
+        no_options(self, options)
         return fn
 
     #: ``sync(result)`` waits until the result is really computed; None when calls are
@@ -93,6 +99,8 @@ class Adapter:
         return self.device == "cpu"
 
     def to_numpy(self, result) -> Any:
+        if isinstance(result, dict):
+            return {name: self._to_numpy_one(r) for name, r in result.items()}
         if isinstance(result, (tuple, list)):
             return tuple(self._to_numpy_one(r) for r in result)
         return self._to_numpy_one(result)
@@ -134,6 +142,15 @@ class Adapter:
 
     def gpu_unavailable(self, reason: str) -> Unavailable:
         return Unavailable(f"{reason} (device=gpu asked for {self.name})")
+
+
+def no_options(adapter: Adapter, options: dict) -> None:
+    """ValueError where compile options are given to a library that compiles nothing."""
+    if options:
+        raise ValueError(
+            f"{adapter.name} compiles nothing, so it takes no options "
+            f"(given: {', '.join(sorted(options))})"
+        )
 
 
 def _c_library(*names: str):

@@ -37,7 +37,7 @@ class FaultAdapter(NumpyAdapter):
     test_only = True
     fault = ""
 
-    def compile(self, fn: Callable) -> Callable:
+    def compile(self, fn: Callable, **options) -> Callable:
         def faulty(*args):
             return self.misbehave(fn, args)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from .base import Adapter, Unavailable, cuda_driver_details
+from .base import Adapter, Unavailable, cuda_driver_details, no_options
 
 #: modules of the JAX CUDA plugins (jax[cuda12] / jax[cuda13])
 JAX_CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins.xla_cuda12")
@@ -84,8 +84,9 @@ class JaxAdapter(Adapter):
             self._jax.device_put(array.astype(self.dtype, copy=False), self._dev)
         )
 
-    def compile(self, fn):
-        return self._jax.jit(fn)
+    def compile(self, fn, **options):
+        # options: jax.jit's own (donate_argnums, static_argnums, ...)
+        return self._jax.jit(fn, **options)
 
     def sync(self, result):  # type: ignore[override]
         return self._jax.block_until_ready(result)
@@ -123,7 +124,9 @@ class JaxAdapter(Adapter):
 
 class JaxEagerAdapter(JaxAdapter):
     name = "jax-eager"
+    variant = True
     description = "JAX without jit: op-by-op dispatch"
 
-    def compile(self, fn):
+    def compile(self, fn, **options):
+        no_options(self, options)
         return fn

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-from .base import Adapter, cpu_only_check, cuda_driver_details
+from .base import Adapter, cpu_only_check, cuda_driver_details, no_options
 from .numpy_ import numpy_blas
 
 
@@ -95,10 +95,14 @@ class NumbaAdapter(Adapter):
             return placed
         return self._np.ascontiguousarray(array, dtype=self.dtype)
 
-    def compile(self, fn):
+    def compile(self, fn, **options):
         # GPU builders return a host function that launches their cuda.jit kernel; the
-        # kernel compiles at its first launch, which lands in first_call_s.
-        return fn if self.device == "gpu" else self._numba.njit(fn)
+        # kernel compiles at its first launch, which lands in first_call_s. On the CPU the
+        # options are numba.njit's own (parallel, fastmath, cache, ...).
+        if self.device == "gpu":
+            no_options(self, options)
+            return fn
+        return self._numba.njit(fn, **options)
 
     @property
     def sync(self):  # type: ignore[override]

@@ -66,8 +66,8 @@ def slowed_if_asked(adapter):
         return adapter
     compile_ = adapter.compile
 
-    def compile(fn: Callable) -> Callable:
-        return stretched(compile_(fn), adapter.sync, factor)
+    def compile(fn: Callable, **options) -> Callable:
+        return stretched(compile_(fn, **options), adapter.sync, factor)
 
     adapter.compile = compile
     return adapter

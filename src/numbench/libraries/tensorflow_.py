@@ -8,7 +8,7 @@ the peak is the allocator's ``peak`` since the reset after placement.
 
 from __future__ import annotations
 
-from .base import Adapter, Unavailable, affinity_count, cuda_driver_details
+from .base import Adapter, Unavailable, affinity_count, cuda_driver_details, no_options
 
 
 class TensorflowAdapter(Adapter):
@@ -60,14 +60,15 @@ class TensorflowAdapter(Adapter):
             self._tf.test.experimental.sync_devices()  # the copy is never inside a timed region
         return placed
 
-    def compile(self, fn):
+    def compile(self, fn, **options):
         tf, dev = self._tf, self._dev_name
 
         def on_device(*args):
             with tf.device(dev):
                 return fn(*args)
 
-        return tf.function(on_device)
+        # options: tf.function's own (jit_compile, reduce_retracing, ...)
+        return tf.function(on_device, **options)
 
     @property
     def asynchronous(self) -> bool:
@@ -125,9 +126,11 @@ class TensorflowAdapter(Adapter):
 
 class TensorflowEagerAdapter(TensorflowAdapter):
     name = "tensorflow-eager"
+    variant = True
     description = "TensorFlow, eager (no tf.function)"
 
-    def compile(self, fn):
+    def compile(self, fn, **options):
+        no_options(self, options)
         tf, dev = self._tf, self._dev_name
 
         def on_device(*args):

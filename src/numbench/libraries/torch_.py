@@ -113,7 +113,9 @@ class TorchAdapter(Adapter):
 
 class TorchCompileAdapter(TorchAdapter):
     name = "torch-compile"
+    variant = True
     description = "PyTorch, torch.compile (compile time lands in first_call_s)"
 
-    def compile(self, fn):
-        return self._torch.compile(fn)
+    def compile(self, fn, **options):
+        # options: torch.compile's own (mode, fullgraph, dynamic, backend, ...)
+        return self._torch.compile(fn, **options)

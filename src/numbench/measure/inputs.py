@@ -1,4 +1,5 @@
-"""Seeded inputs and the float64 reference output of one (operation, size).
+"""Seeded inputs (or the user's own, read from a file: ``inputs_from``) and the float64
+reference output of one (operation, size).
 
 The file records what made it: the seed, the operation's parameters and the hash of the
 operation's code (``numbench.operations.sources``); the worker refuses a file made with
@@ -9,6 +10,7 @@ name."""
 from __future__ import annotations
 
 import io
+import json
 import os
 
 import numpy as np
@@ -28,20 +30,34 @@ def make(
     params: dict | None = None,
     operation_file: str | None = None,
     operation_hash: str | None = None,
+    inputs_from: str | None = None,
 ) -> dict[str, np.ndarray]:
+    """The arrays of the inputs file: the inputs (drawn, or read from the user's file of
+    ``inputs_from``, ``numbench.inputs_from``), the float64 reference and what made
+    them."""
     found = operations.load(operation, operation_file, operation_hash)
     op = found.operation
     params = op.resolve_params(params)
     arrays = {}
     if op.make_fixed is not None:
         arrays.update(op.make_fixed(input_rng(seed, operation, FIXED_SIZE)))
-    arrays.update(op.make_inputs(size, input_rng(seed, operation, size)))
-    refs = as_outputs(op.run_reference(arrays, params))
+    arrays.update(op.make_inputs(size, op.inputs_source(size, seed)))
+    if inputs_from is not None:  # the user's own arrays, of the shapes drawn ones have
+        from numbench import inputs_from as files
+
+        shapes = {n: np.shape(arrays[n]) for n in op.input_names}
+        arrays = files.read(inputs_from, size, op.input_names, shapes)
+    reference = op.run_reference(arrays, params)
+    refs = as_outputs(reference)
     out = {name: np.asarray(arrays[name], dtype=np.float64) for name in op.input_names}
     for i, ref in enumerate(refs):
         out[f"ref_{i}"] = ref
     out["n_outputs"] = np.asarray(len(refs))
+    if isinstance(reference, dict):  # named outputs, in the reference's order
+        out["output_names"] = np.asarray(json.dumps([str(k) for k in reference]))
     out["seed"] = np.asarray(seed)
+    if inputs_from is not None:
+        out["inputs_from"] = np.asarray(str(files.file_for(inputs_from, size)))
     out["params_json"] = np.asarray(params_json(params))
     out["operation_hash"] = np.asarray(found.sha256)
     return out
@@ -55,6 +71,7 @@ def write(
     params: dict | None = None,
     operation_file: str | None = None,
     operation_hash: str | None = None,
+    inputs_from: str | None = None,
 ) -> None:
     """Write the .npz whole or not at all, with the mode a plain write gives
     (``numbench.contract.replacing``)."""
@@ -63,5 +80,6 @@ def write(
     from numbench.contract import write_bytes_atomic
 
     buf = io.BytesIO()
-    np.savez(buf, **make(operation, size, seed, params, operation_file, operation_hash))
+    made = make(operation, size, seed, params, operation_file, operation_hash, inputs_from)
+    np.savez(buf, **made)
     write_bytes_atomic(buf.getvalue(), path)

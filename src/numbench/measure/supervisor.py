@@ -45,6 +45,7 @@ from numbench.measure.replicates import (
     read_rounds,
     write_round,
 )
+from numbench.operations.kernels import library_options, options_json
 from numbench.spec import CellMeta, CellSpec
 
 
@@ -95,6 +96,9 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         platform=platform.platform(),
         params=operations.params_json(params),
         operation_hash=spec.operation_hash,
+        seed=spec.seed,
+        inputs_from=spec.inputs_from,
+        options=options_json(library_options(op, spec.adapter_name, spec.options)),
         flops=flops,
         bytes=bytes_moved,
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 
 from numbench.measure.worker_checks import (
@@ -32,7 +31,14 @@ from numbench.measure.worker_checks import (
     input_digests,
     inputs_changed,
     log_mismatch,
-    threads_seen,
+    placed_copies,
+)
+from numbench.measure.worker_setup import (
+    describe_library,
+    import_library,
+    kernel,
+    load_inputs,
+    load_operation,
 )
 from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
 
@@ -101,20 +107,22 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     partner process (a lockstep round, ``numbench.measure.lockstep``); everything else runs as alone,
     while the partner waits. Each step below returns early with the report as it stands
     where the cell cannot go on (its status and error already said)."""
-    adapter, out = _import_library(spec)
+    adapter, out = import_library(spec)
     if out.status == "unavailable":
         return out
-    op = _load_operation(spec, adapter, out)
+    op = load_operation(spec, adapter, out)
     if op is None:
         return out
-    _describe_library(spec, adapter, out)
-    loaded = _load_inputs(spec, op, out)
+    describe_library(spec, adapter, out)
+    loaded = load_inputs(spec, op, out)
     if loaded is None:
         return out
     inputs, reference, params = loaded
 
-    args = tuple(adapter.to_device(a) for a in inputs)
-    fn = adapter.compile(op.build(adapter.family, adapter.xp, spec.dtype, params))
+    fn = kernel(spec, adapter, op, params, out)
+    if fn is None:
+        return out
+    args = placed_copies(adapter, inputs, spec.dtype)
     adapter.reset_device_peak()
     digests = input_digests(adapter, args)
     sampled = _sample(spec, adapter, op, fn, inputs, args, turns, out)
@@ -143,90 +151,6 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
     if notes:
         out.error = "; ".join(([out.error] if out.error else []) + notes)
     return out
-
-
-def _import_library(spec: CellSpec):
-    """(the cell's library adapter, the report begun): the library imported first, in a fresh
-    interpreter, so that ``import_s`` is the whole import (NumPy included) as a user's
-    script would pay it. A library that is missing here gives an ``unavailable`` report."""
-    from numbench.libraries import Unavailable, get
-    from numbench.libraries.slowed import slowed_if_asked
-
-    adapter = slowed_if_asked(get(spec.library)(spec.device, spec.dtype, spec.threads))
-    t0 = time.perf_counter()
-    try:
-        adapter.load()
-    except Unavailable as exc:
-        return adapter, ProcessReport(status="unavailable", error=str(exc))
-    except ImportError as exc:
-        return adapter, ProcessReport(
-            status="unavailable", error=f"{adapter.module} cannot be imported: {exc}"
-        )
-    return adapter, ProcessReport(status="failed", import_s=time.perf_counter() - t0)
-
-
-def _load_operation(spec: CellSpec, adapter, out: ProcessReport):
-    """The cell's operation, or None with the report saying why: its file does not import
-    here (``failed``), or the library cannot express it (``unsupported``). An operation whose
-    code changed since the spec was written is not the library's outcome: the job fails."""
-    from numbench import operations
-    from numbench.errors import MachineryFault
-
-    try:
-        op = operations.load(spec.operation, spec.operation_file, spec.operation_hash).operation
-    except operations.OperationChanged as exc:
-        raise MachineryFault(str(exc)) from None
-    except operations.OperationError as exc:
-        out.error = str(exc)
-        return None
-    reason = op.unsupported_reason(adapter.family)
-    if reason is not None:
-        out.status, out.error = "unsupported", reason
-        return None
-    return op
-
-
-def _describe_library(spec: CellSpec, adapter, out: ProcessReport) -> None:
-    """What a reviewer needs of the library as loaded: its version, the device, the BLAS,
-    and the threads it really runs with."""
-    out.library_version = adapter.version()
-    out.device_name = adapter.device_name()
-    details = adapter.device_details()
-    out.device_details = json.dumps(details) if details else ""
-    out.blas = adapter.blas()
-    out.threads_used, out.threads_note = threads_seen(adapter, spec.threads)
-
-
-def _load_inputs(spec: CellSpec, op, out: ProcessReport):
-    """(host inputs, float64 reference, the operation's parameters), or None with the
-    report's error saying why: the inputs file cannot be read, or it was made with other
-    parameters or by other code of the operation than the cell's (remake it)."""
-    from numbench import operations
-    from numbench.errors import CorruptFile
-    from numbench.measure import inputs as inputs_file
-
-    params = op.resolve_params(spec.params)
-    try:
-        inputs, reference, inputs_params, inputs_code = inputs_file.load(
-            spec.inputs, op.input_names
-        )
-    except CorruptFile as exc:
-        out.error = str(exc)
-        return None
-    if inputs_params != operations.params_json(params):
-        out.error = (
-            f"the inputs file was made with parameters {inputs_params or '{}'} but the "
-            f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs"
-        )
-        return None
-    if inputs_code != spec.operation_hash:
-        out.error = (
-            f"the inputs file was made by other code of {spec.operation} (hash "
-            f"{inputs_code[:12] or 'not recorded'}, the cell's is {spec.operation_hash[:12]}); "
-            "remake the inputs"
-        )
-        return None
-    return inputs, reference, params
 
 
 def _sample(spec: CellSpec, adapter, op, fn, inputs: list, args: tuple, turns, out):
@@ -269,7 +193,7 @@ def _report_latency(spec: CellSpec, adapter, op, m, reference, out: ProcessRepor
     out.device_peak_mb = adapter.device_peak_mb()
     out.peak_rss_mb = _peak_rss_mb()
     tolerance = op.tolerance_for(adapter.family, spec.dtype)
-    rel_error, out.error = check_output(adapter, m.result, reference, "", spec.dtype)
+    rel_error, out.error = check_output(adapter, m.result, reference, "", spec.dtype, tolerance)
     out.first_call_s = m.first_call_s
     out.sampling_s = m.sampling_s
     out.loops = m.loops
@@ -293,7 +217,7 @@ def _sample_pipelined(spec: CellSpec, adapter, timer, loops: int, reference, out
     out.pipelined_samples_s = pipelined.samples_s
     out.pipelined_window = pipelined.window
     out.pipelined_rel_error, error = check_output(
-        adapter, pipelined.result, reference, "the pipelined loop's ", spec.dtype
+        adapter, pipelined.result, reference, "the pipelined loop's ", spec.dtype, out.tolerance
     )
     out.error = out.error or error
     return pipelined.result, None

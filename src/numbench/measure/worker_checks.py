@@ -1,7 +1,7 @@
 """The worker's checks of what a cell got and gave, apart from its timing: the threads and
 CPUs it really ran with against those asked, the inputs an implementation must not write into
-(a digest before the first call, compared after the samples), fresh copies of those an
-operation declares it writes into, and the output against the float64 reference.
+(a digest before the first call, compared after the samples), the inputs placed from
+copies of their own, fresh copies of those an operation declares it writes into, and the output against the float64 reference.
 
 They run in the measured process, so like the worker they import no pyarrow.
 """
@@ -47,6 +47,17 @@ def inputs_changed(adapter, op, args: tuple, before: list[str]) -> str | None:
     return mutation_message(adapter.family, names) if names else None
 
 
+def placed_copies(adapter, inputs: list, dtype: str) -> tuple:
+    """The inputs on the cell's device, each placed from a copy of its own in the cell's
+    dtype: an adapter may hand the host array itself to the implementation (NumPy and Numba
+    on the CPU at the array's own dtype, torch's ``from_numpy``), and one that writes into
+    its argument would then change ``inputs``, from which the fresh copies of
+    ``mutates_inputs``, the transfers and the check are made."""
+    import numpy as np
+
+    return tuple(adapter.to_device(np.array(a, dtype=dtype, copy=True)) for a in inputs)
+
+
 def fresh_inputs(adapter, op, inputs: list, args: tuple):
     """For an operation that declares inputs its implementations write into
     (``Operation.mutates_inputs``): a function making one call's arguments, with a fresh
@@ -80,19 +91,23 @@ def log_mismatch(adapter, result, reference, error: str | None) -> None:
     sys.stderr.flush()
 
 
-def check_output(adapter, result, reference, which: str, dtype: str) -> tuple[float, str | None]:
-    """(relative error of ``result`` against the reference, error text or None). An output
-    of another count or shape than the reference's, or of another dtype than the cell's,
-    has an infinite error: the cell is a ``mismatch`` saying why."""
-    from numbench import operations
-    from numbench.operations.base import dtype_problem
+def check_output(
+    adapter, result, reference, which: str, dtype: str, tolerance: float
+) -> tuple[float, str | None]:
+    """(largest relative error of ``result``'s outputs against the reference's, error text or
+    None). Each output is checked against its own reference; where there are several, the
+    text names those beyond ``tolerance``. An output of another count, keys or shape than the
+    reference's, or of another dtype than the cell's, has an infinite error: the cell is a
+    ``mismatch`` saying why."""
+    from numbench.operations.base import dtype_problem, output_errors, outputs_over
 
     host = adapter.to_numpy(result)
     try:
-        error = operations.relative_error(host, reference)
+        errors = output_errors(host, reference)
     except ValueError as exc:
         return float("inf"), f"{which}output does not match the reference: {exc}"
     wrong = dtype_problem(host, reference, dtype)
     if wrong:
         return float("inf"), f"{which}output does not match the reference: {wrong}"
-    return error, None
+    over = outputs_over(errors, tolerance, dtype)
+    return max(e for _, e in errors), (f"{which}{over}" if over else None)

@@ -68,6 +68,24 @@ def _bundled(spec_or_entry: dict, key: str, name: str) -> dict:
     return {**spec_or_entry, key: bundled_operation_file(name)}
 
 
+def _carried(cfg: dict) -> None:
+    """OffsiteError where the config holds what a plan does not carry: inputs read from the
+    user's files, environments."""
+    from_files = [op for op, entry in cfg["operations"].items() if (entry or {}).get("inputs")]
+    if from_files:
+        raise OffsiteError(
+            f"operations.{from_files[0]}.inputs: inputs read from the user's files are not "
+            "carried offsite; leave the key out of the offsite config to draw them"
+        )
+    if cfg.get("environments"):
+        names = ", ".join(cfg["environments"])
+        raise OffsiteError(
+            f"environments ({names}) are not carried offsite: their virtual environments "
+            "are made where the workflow runs. Leave the key out of the offsite config, and "
+            "run the environments' cells with the workflow on that host"
+        )
+
+
 def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
     """The plan of a resolved config: cells in a seeded random order (``seed`` of the config),
     so that a slow spell of the remote host is spread over libraries instead of landing on one.
@@ -83,15 +101,10 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
         operation_file,
         operation_hash,
         operation_params,
+        operation_seed,
     )
 
-    if cfg.get("environments"):
-        names = ", ".join(cfg["environments"])
-        raise OffsiteError(
-            f"environments ({names}) are not carried offsite: their virtual environments "
-            "are made where the workflow runs. Leave the key out of the offsite config, and "
-            "run the environments' cells with the workflow on that host"
-        )
+    _carried(cfg)
     cells = sorted(grid(cfg))
     random.Random(f"numbench-offsite-{cfg['seed']}").shuffle(cells)
     entries = [
@@ -116,7 +129,7 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
                     "log": inputs_log_path(op, size),
                     "operation": op,
                     "size": size,
-                    "seed": cfg["seed"],
+                    "seed": operation_seed(cfg, op),
                     "params": operation_params(cfg, op),
                     "operation_file": operation_file(cfg, op) and bundled_operation_file(op),
                     "operation_hash": operation_hash(cfg, op),

@@ -36,6 +36,20 @@ alike: a user's file defines a module-level ``OPERATION = numbench.Operation(...
 ``bytes_moved`` has no cost model: its cells measure as any other, and their rates
 (``gflop_per_s``, ``gb_per_s``) are null.
 
+*Copies, always.* The reference receives float64 copies of the inputs, and each
+implementation the library's own copies (the worker never hands it the arrays it loaded), so
+neither can change the stored inputs, nor what a later cell or check sees, by writing into
+its arguments.
+
+*Its own generator.* An operation that draws its inputs its own way (a kernel suite's own
+input maker) gives its ``seed``: ``make_inputs(size, seed)`` then receives that int, or the
+config's ``operations.NAME.seed`` in its place, rather than numbench's generator. Either way
+the seed is recorded in the inputs file and in each cell's ``seed`` column.
+
+*Dtypes.* An operation that makes sense in some dtypes only (a kernel written for float64)
+says so in ``dtypes``; a grid's other dtypes give ``unsupported`` cells with the reason, and
+it gives a tolerance for its own dtypes only.
+
 *Inputs an implementation writes into.* An implementation that changes its input arrays
 makes every later call time other data; the worker checks the inputs after the timed loop
 and fails the cell naming the input. An operation whose implementations write into some
@@ -102,6 +116,26 @@ class Operation:
     #: names of the inputs (of ``input_names``) the implementations write into by design:
     #: each call gets fresh copies of them, made outside the timed region
     mutates_inputs: tuple[str, ...] = ()
+    #: the dtypes the operation makes sense in (``("float64",)`` for a kernel that only does):
+    #: a grid's other dtypes give ``unsupported`` cells saying so, and need no tolerance
+    dtypes: tuple[str, ...] = ("float32", "float64")
+    #: the seed of the operation's own input maker: where given, ``make_inputs(size, seed)``
+    #: receives an int seed (this one, or the config's ``operations.NAME.seed``) instead of
+    #: numbench's generator, and draws with its own generator from it
+    seed: int | None = None
+    #: library name -> its compile options (``{"numba": {"parallel": True}}``), passed to the
+    #: library's compiler (``numbench.operations.kernels``); the config may override them
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def inputs_source(self, size: int, seed: int):
+        """What ``make_inputs`` receives at ``size`` beside the size: the seed itself, for an
+        operation with its own generator (``seed``), else numbench's generator of
+        (seed, operation, size)."""
+        if self.seed is not None:
+            return int(seed)
+        from . import input_rng
+
+        return input_rng(seed, self.name, size)
 
     def resolve_params(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """The defaults updated by ``overrides``; an unknown name is an error."""
@@ -117,8 +151,10 @@ class Operation:
         return self.implementations[family](xp, dtype, **self.resolve_params(params))
 
     def run_reference(self, arrays: dict[str, np.ndarray], params: dict[str, Any] | None = None):
-        """The float64 reference output for these inputs."""
-        args = (np.asarray(arrays[n], dtype=np.float64) for n in self.input_names)
+        """The float64 reference output for these inputs. The reference gets float64 copies,
+        never ``arrays`` themselves: one that writes into its arguments (as many kernels
+        written in place do) leaves the inputs as they were drawn."""
+        args = (np.array(arrays[n], dtype=np.float64, copy=True) for n in self.input_names)
         return self.reference(*args, **self.resolve_params(params))
 
     def cost(self, size: int, itemsize: int, params: dict[str, Any] | None = None):
@@ -155,7 +191,10 @@ class Operation:
             return self.approx_tolerance[dtype]
         return self.tolerance[dtype]
 
-    def unsupported_reason(self, family: str) -> str | None:
+    def unsupported_reason(self, family: str, dtype: str | None = None) -> str | None:
+        """Why a cell of ``family`` (and ``dtype``, where given) is ``unsupported``, or None."""
+        if dtype is not None and dtype not in self.dtypes:
+            return f"{self.name} supports only {', '.join(self.dtypes)}, not {dtype} (its dtypes)"
         if family in self.unsupported:
             return self.unsupported[family]
         if family not in self.implementations:
@@ -169,29 +208,81 @@ def params_json(params: dict[str, Any]) -> str:
 
 
 def as_outputs(value: Any) -> tuple[np.ndarray, ...]:
-    """Normalise one array or a tuple of arrays to a tuple of NumPy arrays."""
+    """Normalise one array, a tuple of arrays or a dict of them (in its order) to a tuple
+    of NumPy arrays."""
+    if isinstance(value, dict):
+        return tuple(np.asarray(v) for v in value.values())
     if isinstance(value, (tuple, list)):
         return tuple(np.asarray(v) for v in value)
     return (np.asarray(value),)
 
 
-def relative_error(result: Any, reference: Any) -> float:
-    """Largest norm-wise relative error over the outputs: ||r - ref|| / ||ref||."""
+def paired_outputs(result: Any, reference: Any) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(label, result's array, reference's array) of each output, in the reference's order.
+    A reference that is a dict names its outputs (``output 'u'``), and a result may then be
+    a dict of the same keys or a tuple in the reference's order; otherwise outputs are
+    numbered (``output 0``). ValueError where the count or the keys differ."""
+    if isinstance(reference, dict):
+        names = list(reference)
+        labels = [f"output {n!r}" for n in names]
+        if isinstance(result, dict):
+            if set(result) != set(names):
+                raise ValueError(
+                    f"outputs {sorted(map(str, result))} differ from the reference's "
+                    f"{sorted(map(str, names))}"
+                )
+            result = tuple(result[n] for n in names)
+    elif isinstance(result, dict):
+        raise ValueError(
+            f"a dict of outputs ({', '.join(map(str, result))}), but the reference gives "
+            "no names: return a tuple in the reference's order"
+        )
     outs, refs = as_outputs(result), as_outputs(reference)
     if len(outs) != len(refs):
         raise ValueError(f"expected {len(refs)} outputs, got {len(outs)}")
-    worst = 0.0
-    for out, ref in zip(outs, refs, strict=False):
+    if not isinstance(reference, dict):
+        labels = [f"output {i}" for i in range(len(refs))]
+    return list(zip(labels, outs, refs, strict=True))
+
+
+def _one_error(out: np.ndarray, ref: np.ndarray) -> float:
+    ref128 = ref.astype(np.complex128 if np.iscomplexobj(ref) else np.float64)
+    diff = out.astype(ref128.dtype) - ref128
+    if not np.all(np.isfinite(diff)):
+        return float("inf")
+    denom = float(np.linalg.norm(ref128.ravel()))
+    num = float(np.linalg.norm(diff.ravel()))
+    return num / denom if denom > 0 else num
+
+
+def output_errors(result: Any, reference: Any) -> list[tuple[str, float]]:
+    """(label, norm-wise relative error ||r - ref|| / ||ref||) of each output; ValueError
+    naming the output whose shape differs from the reference's."""
+    errors = []
+    for label, out, ref in paired_outputs(result, reference):
         if out.shape != ref.shape:
-            raise ValueError(f"output shape {out.shape} differs from reference {ref.shape}")
-        ref128 = ref.astype(np.complex128 if np.iscomplexobj(ref) else np.float64)
-        diff = out.astype(ref128.dtype) - ref128
-        if not np.all(np.isfinite(diff)):
-            return float("inf")
-        denom = float(np.linalg.norm(ref128.ravel()))
-        num = float(np.linalg.norm(diff.ravel()))
-        worst = max(worst, num / denom if denom > 0 else num)
-    return worst
+            what = label if len(as_outputs(reference)) > 1 else "output"
+            raise ValueError(f"{what} shape {out.shape} differs from reference {ref.shape}")
+        errors.append((label, _one_error(out, ref)))
+    return errors
+
+
+def relative_error(result: Any, reference: Any) -> float:
+    """Largest norm-wise relative error over the outputs: ||r - ref|| / ||ref||."""
+    return max((e for _, e in output_errors(result, reference)), default=0.0)
+
+
+def outputs_over(errors: list[tuple[str, float]], tolerance: float, dtype: str) -> str | None:
+    """Which of several outputs miss the tolerance, named with their errors; None where all
+    are within it, or where there is one output only (the error alone says it)."""
+    over = [(label, e) for label, e in errors if not e <= tolerance]
+    if len(errors) < 2 or not over:
+        return None
+    named = "; ".join(
+        f"{label}: relative error {e:.3g} exceeds the {dtype} tolerance {tolerance:g}"
+        for label, e in over
+    )
+    return f"{named} ({len(over)} of {len(errors)} outputs)"
 
 
 def mismatch_report(result: Any, reference: Any, worst: int = 5) -> str:
@@ -200,23 +291,24 @@ def mismatch_report(result: Any, reference: Any, worst: int = 5) -> str:
     the reference's largest magnitude, and the ``worst`` elements (index, result, reference).
     A one-off wrong element (a flipped bit) reads differently here from an inaccurate kernel
     (every element a little off)."""
-    outs, refs = as_outputs(result), as_outputs(reference)
-    if len(outs) != len(refs):
-        return f"expected {len(refs)} outputs, got {len(outs)}"
+    try:
+        paired = paired_outputs(result, reference)
+    except ValueError as exc:
+        return str(exc)
     lines = []
-    for i, (out, ref) in enumerate(zip(outs, refs, strict=True)):
+    for label, out, ref in paired:
         if out.shape != ref.shape:
-            lines.append(f"output {i}: shape {out.shape}, reference {ref.shape}")
+            lines.append(f"{label}: shape {out.shape}, reference {ref.shape}")
             continue
         ref128 = ref.astype(np.complex128 if np.iscomplexobj(ref) else np.float64).ravel()
         got = out.astype(ref128.dtype).ravel()
         err = np.abs(got - ref128)
         err = np.where(np.isfinite(err), err, np.inf)
         scale = float(np.max(np.abs(ref128))) if ref128.size else 0.0
-        one = relative_error(out, ref)
+        one = _one_error(out, ref)
         far = int(np.sum(err > 1e-3 * scale)) if scale > 0 else int(np.sum(err > 0))
         lines.append(
-            f"output {i} ({out.dtype}, shape {out.shape}): relative error {one:.3g}; "
+            f"{label} ({out.dtype}, shape {out.shape}): relative error {one:.3g}; "
             f"{far} of {err.size} elements off by more than 1e-3 of the largest |reference| "
             f"({scale:.4g})"
         )
@@ -243,13 +335,12 @@ def expected_dtype(reference: np.ndarray, dtype: str) -> np.dtype | None:
 def dtype_problem(result: Any, reference: Any, dtype: str) -> str | None:
     """Why ``result`` (NumPy arrays) is not of the dtype a ``dtype`` cell must return, or
     None: a float32 cell that returns float64 measured other work than it says."""
-    outs, refs = as_outputs(result), as_outputs(reference)
-    for i, (out, ref) in enumerate(zip(outs, refs, strict=False)):
+    for label, out, ref in paired_outputs(result, reference):
         want = expected_dtype(ref, dtype)
         if want is not None and out.dtype != want:
-            return f"output {i} has dtype {out.dtype}; a {dtype} cell must return {want}"
+            return f"{label} has dtype {out.dtype}; a {dtype} cell must return {want}"
         if want is None and out.dtype.kind != ref.dtype.kind:
-            return f"output {i} has dtype {out.dtype}; the reference's is {ref.dtype}"
+            return f"{label} has dtype {out.dtype}; the reference's is {ref.dtype}"
     return None
 
 

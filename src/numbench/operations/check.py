@@ -10,39 +10,23 @@ the first two kinds (``declared_problems``, ``generator_problems``), before any 
 
 from __future__ import annotations
 
-import ast
-import inspect
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from numbench.cells import FIELD_PATTERNS
 
-from .base import array_digest, as_outputs, dtype_problem, relative_error
-from .loading import OPERATION_ATTRIBUTE, Found, last_line, raised_at
+from .base import array_digest, as_outputs, dtype_problem, output_errors, outputs_over
+from .kernels import AsIs, prepared
+from .loading import OPERATION_ATTRIBUTE, Found
+from .problems import Problem, field_lines, raised_problem, source_of
 
 #: what an operation's name may hold: it is a folder of every cell's path
 NAME_PATTERN = FIELD_PATTERNS["operation"]
 #: the dtypes a cell may measure; an operation gives a tolerance for each one a config asks
 DTYPES = ("float32", "float64")
-#: the most lines of an exception's message a problem quotes
-MESSAGE_LINES = 6
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with an operation, and where to look."""
-
-    file: str
-    line: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.message}"
 
 
 def families() -> tuple[str, ...]:
@@ -57,51 +41,29 @@ def families() -> tuple[str, ...]:
     return tuple(seen)
 
 
-def message_of(exc: BaseException) -> str:
-    """An exception in at most ``MESSAGE_LINES`` lines (numba's errors run to dozens)."""
-    lines = [ln for ln in last_line(exc).splitlines() if ln.strip()]
-    if len(lines) > MESSAGE_LINES:
-        lines = lines[:MESSAGE_LINES] + ["..."]
-    return "\n    ".join(lines)
+def _kernel_fields(op, add: Callable[[str, str], None]) -> None:
+    """The problems of the fields of kernels of one's own: ``seed`` and ``options``."""
+    if op.seed is not None and (
+        isinstance(op.seed, bool) or not isinstance(op.seed, int) or op.seed < 0
+    ):
+        add("seed", f"{op.seed!r} is no seed: give a whole number >= 0, or None")
+    options = op.options if isinstance(op.options, dict) else None
+    if options is None or not all(
+        isinstance(k, str) and isinstance(v, dict) for k, v in options.items()
+    ):
+        add("options", "is not a mapping of library name to its compile options (a dict)")
+    else:
+        from numbench.libraries import ADAPTERS
 
-
-def field_lines(found: Found) -> dict[str, int]:
-    """Line of each keyword of the ``OPERATION = Operation(...)`` call in the operation's
-    own file (and of the assignment itself, as ``OPERATION``); empty where it is not found."""
-    try:
-        tree = ast.parse(found.code.main.read_bytes())
-    except (OSError, SyntaxError):
-        return {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == OPERATION_ATTRIBUTE for t in node.targets
-        ):
-            lines = {OPERATION_ATTRIBUTE: node.lineno}
-            if isinstance(node.value, ast.Call):
-                lines.update({k.arg: k.lineno for k in node.value.keywords if k.arg})
-            return lines
-    return {}
-
-
-def source_of(fn: Any, found: Found) -> tuple[str, int | None]:
-    """(file, line) where a function of the operation is defined, else its own file."""
-    try:
-        return inspect.getsourcefile(fn) or str(found.code.main), inspect.getsourcelines(fn)[1]
-    except (TypeError, OSError):
-        return str(found.code.main), None
-
-
-def _raised(exc: BaseException, fn: Any, found: Found, what: str) -> Problem:
-    """A problem for ``what`` raising ``exc``: at the innermost line of the operation's own
-    code it raised in, else at the function's definition."""
-    at = raised_at(exc, {found.code.main, *found.code.helpers})
-    file, line = (str(at[0]), at[1]) if at else source_of(fn, found)
-    return Problem(file, line, f"{what} raised {message_of(exc)}")
+        for name in options:
+            if name not in ADAPTERS:
+                add("options", f"{name!r} is no library; libraries: {', '.join(ADAPTERS)}")
 
 
 def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
     """What is wrong with the fields themselves: a name numbench cannot use, inputs without
-    names, a tolerance missing for a dtype, an implementation under an unknown library
+    names, dtypes that are not numbench's, a tolerance missing for a dtype of ``dtypes``
+    the operation supports, an implementation under an unknown library
     family, an input declared mutated that is not an input, a field that is not callable."""
     op, lines, file = found.operation, field_lines(found), str(found.code.main)
     problems: list[Problem] = []
@@ -128,6 +90,11 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
         value = getattr(op, field)
         if value is not None and not callable(value):
             add(field, f"{value!r} is neither a function nor None")
+    supported = op.dtypes if isinstance(op.dtypes, (tuple, list)) else ()
+    if not supported or isinstance(op.dtypes, str) or not set(supported) <= set(DTYPES):
+        add("dtypes", f"{op.dtypes!r} is not a tuple of dtypes out of {', '.join(DTYPES)}")
+        supported = DTYPES
+    dtypes = [d for d in dtypes if d in supported]
     tolerance = op.tolerance if isinstance(op.tolerance, dict) else {}
     if not isinstance(op.tolerance, dict):
         add("tolerance", "is not a mapping of dtype to relative error")
@@ -153,6 +120,7 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
             add("approx_tolerance", f"{family} is approximate, but no tolerance for {missing}")
     if not isinstance(op.params, dict) or not all(isinstance(k, str) for k in op.params):
         add("params", "is not a mapping of parameter name to default value")
+    _kernel_fields(op, add)
     if isinstance(op.mutates_inputs, str):
         add("mutates_inputs", f"{op.mutates_inputs!r} is a string: give a tuple of input names")
     else:
@@ -176,39 +144,47 @@ def can_run(op) -> bool:
     )
 
 
-def generator_problems(
-    found: Found, size: int, params: dict, seed: int = 0
-) -> tuple[list[Problem], dict[str, np.ndarray] | None, Any]:
-    """Run ``make_fixed``, ``make_inputs`` and ``reference`` at ``size`` with these
-    parameters (and the cost model and element counts, where given); return (problems,
-    the inputs by name, the reference output), the last two None where they failed."""
+def _drawn(found: Found, size: int, seed: int) -> tuple[list[Problem], dict | None]:
+    """(problems, the arrays ``make_fixed`` and ``make_inputs`` drew at ``size``, or None
+    where one of them raised or returned no dict)."""
     from . import input_rng
 
     op = found.operation
-    problems: list[Problem] = []
     arrays: dict[str, Any] = {}
     for fn, args, what in (
         (op.make_fixed, (input_rng(seed, op.name, 0),), "make_fixed"),
-        (op.make_inputs, (size, input_rng(seed, op.name, size)), f"make_inputs({size}, rng)"),
+        (
+            op.make_inputs,
+            (size, op.inputs_source(size, seed)),
+            f"make_inputs({size}, {'seed' if op.seed is not None else 'rng'})",
+        ),
     ):
         if fn is None:
             continue
         try:
             made = fn(*args)
         except Exception as exc:  # noqa: BLE001 - the user's own error is the problem
-            return [_raised(exc, fn, found, what)], None, None
+            return [raised_problem(exc, fn, found, what)], None
         if not isinstance(made, dict):
             file, line = source_of(fn, found)
-            return (
-                [
-                    Problem(
-                        file, line, f"{what} returned a {type(made).__name__}, not a dict of arrays"
-                    )
-                ],
-                None,
-                None,
-            )
+            message = f"{what} returned a {type(made).__name__}, not a dict of arrays"
+            return [Problem(file, line, message)], None
         arrays.update(made)
+    return [], arrays
+
+
+def generator_problems(
+    found: Found, size: int, params: dict, seed: int | None = None
+) -> tuple[list[Problem], dict[str, np.ndarray] | None, Any]:
+    """Run ``make_fixed``, ``make_inputs`` and ``reference`` at ``size`` with these
+    parameters (and the cost model and element counts, where given); return (problems,
+    the inputs by name, the reference output), the last two None where they failed."""
+    op = found.operation
+    if seed is None:  # the operation's own seed, else 0
+        seed = op.seed if isinstance(op.seed, int) else 0
+    problems, arrays = _drawn(found, size, seed)
+    if arrays is None:
+        return problems, None, None
     file, line = source_of(op.make_inputs, found)
     missing = [n for n in op.input_names if n not in arrays]
     if missing:
@@ -239,7 +215,7 @@ def generator_problems(
         reference = op.run_reference(inputs, params)
         refs = as_outputs(reference)
     except Exception as exc:  # noqa: BLE001
-        return [_raised(exc, op.reference, found, f"reference at size {size}")], inputs, None
+        return [raised_problem(exc, op.reference, found, f"reference at size {size}")], inputs, None
     file, line = source_of(op.reference, found)
     for i, ref in enumerate(refs):
         if ref.dtype.kind not in "biufc":
@@ -267,7 +243,7 @@ def _count_problems(found: Found, size: int, params: dict, inputs: dict, refs) -
             try:
                 float(fn(*args, **params))
             except Exception as exc:  # noqa: BLE001
-                problems.append(_raised(exc, fn, found, f"{what} at size {size}"))
+                problems.append(raised_problem(exc, fn, found, f"{what} at size {size}"))
     real = lambda a: a.size * (2 if np.iscomplexobj(a) else 1)  # noqa: E731
     for fn, actual, what in (
         (op.input_elements, sum(real(a) for a in inputs.values()), "input_elements"),
@@ -278,7 +254,7 @@ def _count_problems(found: Found, size: int, params: dict, inputs: dict, refs) -
         try:
             said = int(fn(size, **params))
         except Exception as exc:  # noqa: BLE001
-            problems.append(_raised(exc, fn, found, f"{what} at size {size}"))
+            problems.append(raised_problem(exc, fn, found, f"{what} at size {size}"))
             continue
         if said != actual:
             file, line = source_of(fn, found)
@@ -321,11 +297,15 @@ def implementation_problems(
     builder = op.implementations[family]
     what = f"the {family} implementation"
     try:
-        fn = adapter.compile(op.build(family, adapter.xp, dtype, params))
+        built = op.build(family, adapter.xp, dtype, params)
+        fn = prepared(
+            adapter, built, {} if isinstance(built, AsIs) else op.options.get(adapter.name, {})
+        )[0]
     except Exception as exc:  # noqa: BLE001
-        return [_raised(exc, builder, found, f"{what}'s builder")]
+        return [raised_problem(exc, builder, found, f"{what}'s builder")]
     file, line = source_of(builder, found)
-    host = [np.asarray(inputs[n], dtype=np.float64) for n in op.input_names]
+    # copies: the implementations of every family are called on the same ``inputs``
+    host = [np.array(inputs[n], dtype=np.float64, copy=True) for n in op.input_names]
     args = tuple(adapter.to_device(a) for a in host)
     before = [array_digest(np.asarray(adapter.to_numpy(a))) for a in args]
     call_args = tuple(
@@ -339,13 +319,13 @@ def implementation_problems(
         out = adapter.to_numpy(result)
     except Exception as exc:  # noqa: BLE001
         shapes = ", ".join(f"{n} {a.shape}" for n, a in zip(op.input_names, host, strict=True))
-        return [_raised(exc, builder, found, f"{what}, called on {shapes},")]
+        return [raised_problem(exc, builder, found, f"{what}, called on {shapes},")]
     problems = []
     changed = changed_inputs(before, args, adapter.to_numpy, op.input_names)
     if changed:
         problems.append(Problem(file, line, mutation_message(family, changed)))
     try:
-        error = relative_error(out, reference)
+        errors = output_errors(out, reference)
     except ValueError as exc:
         return problems + [
             Problem(file, line, f"{what}'s output does not match the reference: {exc}")
@@ -357,7 +337,10 @@ def implementation_problems(
         tolerance = op.tolerance_for(family, dtype)
     except (KeyError, TypeError):  # a declared problem already
         return problems
-    if not error <= tolerance:
+    over = outputs_over(errors, tolerance, dtype)
+    if over:
+        problems.append(Problem(file, line, f"{what}: {over}"))
+    elif not (error := max(e for _, e in errors)) <= tolerance:
         problems.append(
             Problem(
                 file,

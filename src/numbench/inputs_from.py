@@ -1,0 +1,105 @@
+"""Inputs of one's own, from files: ``operations.NAME.inputs`` names a ``.npz`` or Parquet
+file per size (``data/eos_{size}.npz``; ``{size}`` is replaced by each size), whose arrays
+the operation's cells are measured on in place of those ``make_inputs`` would draw.
+
+Each file must hold every array of ``input_names`` (a ``.npz`` by its name; a Parquet file as
+a column of that name, a 1-D array), of real numbers, and of the shape ``make_inputs`` gives
+at that size: what the operation's reference, cost model and element counts expect. A file
+that does not is refused with its path and the array named (``InputsFileError``). The
+arrays are stored in float64, as drawn ones are; arrays the operation does not name are
+left out.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+#: the placeholder of the size in ``operations.NAME.inputs``
+SIZE_FIELD = "{size}"
+#: the kinds of file read, by suffix
+SUFFIXES = (".npz", ".parquet")
+
+
+class InputsFileError(ValueError):
+    """An inputs file that cannot be used; the message names the file and what is wrong."""
+
+
+def file_for(pattern: str | os.PathLike, size: int) -> Path:
+    """The file of ``size``: ``pattern`` with ``{size}`` replaced (the same file for every
+    size where it has no placeholder)."""
+    return Path(str(pattern).replace(SIZE_FIELD, str(int(size))))
+
+
+def suffix_problem(path: Path) -> str | None:
+    """Why numbench cannot read ``path`` as inputs, judged by its name alone, or None."""
+    if path.suffix not in SUFFIXES:
+        return f"{path} is neither a .npz nor a .parquet file"
+    return None
+
+
+def _read(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            held = list(data.files)
+            return {n: np.array(data[n]) for n in names if n in held} | {"": np.array(held)}
+    import pyarrow.parquet as pq  # not in the worker: only the inputs job reads files
+
+    table = pq.read_table(path)
+    held = table.column_names
+    out = {}
+    for name in names:
+        if name in held:
+            column = table.column(name)
+            try:
+                out[name] = column.to_numpy()
+            except Exception as exc:  # noqa: BLE001 - nested or null values
+                raise InputsFileError(
+                    f"{path}: column {name!r} ({column.type}) is no 1-D array of numbers: {exc}"
+                ) from None
+    return out | {"": np.array(held)}
+
+
+def read(
+    pattern: str | os.PathLike, size: int, names: tuple[str, ...], shapes: dict[str, tuple]
+) -> dict[str, np.ndarray]:
+    """The arrays of ``names`` in the file of ``size``, in float64, each checked against the
+    shape in ``shapes`` (what ``make_inputs`` gives at that size); InputsFileError naming the
+    file and the array otherwise."""
+    path = file_for(pattern, size)
+    problem = suffix_problem(path)
+    if problem:
+        raise InputsFileError(problem)
+    if not path.is_file():
+        raise InputsFileError(f"{path} (the inputs of size {size}) does not exist")
+    try:
+        arrays = _read(path, names)
+    except InputsFileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
+        raise InputsFileError(f"{path} cannot be read: {type(exc).__name__}: {exc}") from None
+    held = [str(h) for h in arrays.pop("")]
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise InputsFileError(
+            f"{path} has no array {missing[0]!r} (the operation's inputs are "
+            f"{', '.join(names)}; the file holds {', '.join(held) or 'nothing'})"
+        )
+    out = {}
+    for name in names:
+        array = arrays[name]
+        if array.dtype.kind not in "biuf":
+            raise InputsFileError(
+                f"{path}: array {name!r} is {array.dtype}; inputs are real numbers "
+                "(stored as float64)"
+            )
+        want = tuple(shapes[name])
+        if array.shape != want:
+            raise InputsFileError(
+                f"{path}: array {name!r} has shape {array.shape}; at size {size} the "
+                f"operation's make_inputs gives {want}"
+            )
+        out[name] = array.astype(np.float64)
+    return out
