@@ -4,6 +4,7 @@
     numbench offsite plan|run|import ...
     numbench unlock
     numbench check PATH|NAME [--size N] [--dtype D] [--configfile FILE ...]
+    numbench history add RESULTS ... | list | show [FILTERS] [--json] | changes [--json]
 
 The workflow's own steps run through ``snakemake`` (``make run``); these are the steps a user
 takes around it. Each subcommand imports what it needs only when it runs: ``offsite run``
@@ -122,6 +123,44 @@ def _check(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _history(args: argparse.Namespace) -> int:
+    from numbench.history import HistoryError, add_results, read
+    from numbench.history.views import (
+        FILTERS,
+        changes_text,
+        frame_json,
+        list_text,
+        series_frame,
+        show_text,
+    )
+
+    try:
+        if args.step == "add":
+            for results in args.results:
+                for done in add_results(results, args.store):
+                    what = "added" if done["added"] else "already in the history"
+                    print(f"{results}: run {done['run_id']} ({done['host']}) {what}")
+            return 0
+        store = read(args.store)
+    except HistoryError as exc:
+        print(f"history {args.step}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for skipped in store.skipped:
+        print(f"history: skipped {skipped}", file=sys.stderr)
+    if args.step == "list":
+        print(list_text(store.runs))
+    elif args.step == "show":
+        frame = series_frame(store, {name: getattr(args, name) for name in FILTERS})
+        print(frame_json(frame) if args.json else show_text(frame))
+    else:
+        from numbench.config import default_margin
+        from numbench.history.changes import changes
+
+        found = changes(store, float(args.margin or default_margin()))
+        print(frame_json(found) if args.json else changes_text(found))
+    return 0
+
+
 def _config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--directory", default=".", help="the workflow's folder (default: the current one)"
@@ -142,6 +181,7 @@ def parser() -> argparse.ArgumentParser:
     _add_offsite(sub)
     _add_unlock(sub)
     _add_check(sub)
+    _add_history(sub)
     return top
 
 
@@ -259,6 +299,37 @@ def _add_check(sub) -> None:
     check.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     _config_options(check)
     check.set_defaults(run=_check)
+
+
+def _add_history(sub) -> None:
+    """``numbench history add|list|show|changes``: every run kept, and what it says."""
+    history = sub.add_parser(
+        "history",
+        help="keep every run and look at it: each cell's series, and where it stepped",
+        description="The history store (docs/results-history.md): add a results folder's runs "
+        "(one per host), list the runs, show a filter of cells run after run, or list the "
+        "steps found in each cell's series with what changed between those runs.",
+    )
+    steps = history.add_subparsers(dest="step", required=True, metavar="STEP")
+    add = steps.add_parser("add", help="add results folders' runs (the workflow does this)")
+    add.add_argument("results", nargs="+", help="a results/ folder (with benchmarks.parquet)")
+    steps.add_parser("list", help="one line a run: date, host, commit, what changed, cells")
+    show = steps.add_parser("show", help="a filter of cells, run after run (--json for JSON)")
+    for name in ("library", "device", "operation", "size", "dtype", "threads", "host"):
+        show.add_argument(f"--{name}", help=f"only cells of this {name}")
+    show.add_argument("--json", action="store_true", help="write JSON instead of a table")
+    changes = steps.add_parser("changes", help="the steps found in each cell's series")
+    changes.add_argument(
+        "--margin", type=float, help="a step passes this factor (default: the config's margin)"
+    )
+    changes.add_argument("--json", action="store_true", help="write JSON instead of a table")
+    for step in (add, steps.choices["list"], show, changes):
+        step.add_argument(
+            "--store",
+            default="history",
+            help="the history folder (default: history, the config's history.folder)",
+        )
+    history.set_defaults(run=_history)
 
 
 def main(argv: list[str] | None = None) -> int:
