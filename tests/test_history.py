@@ -316,3 +316,10 @@ def test_the_history_defaults_to_a_folder_beside_results_added_to(tmp_path):
     assert cfg["history"] == {"folder": "history", "add": True}
     check_history(cfg, cwd=tmp_path)
     check_history({"history": {"folder": "../results-history"}}, cwd=tmp_path)
+
+
+def test_text_from_another_host_reaches_the_terminal_without_control_characters(tmp_path):
+    bench = results_frame(1, host="evil\x1b[2J\nhost")
+    history.add_results(write_results(tmp_path / "r", bench), tmp_path / "history")
+    out = cli("list", "--store", str(tmp_path / "history")).stdout
+    assert "\x1b" not in out and "evil [2J host" in out

@@ -23,7 +23,8 @@ MAX_TEXT = 120
 
 def _text(value) -> str:
     text = "-" if missing(value) else str(value)
-    text = text.replace("\n", " ").replace("\r", " ")
+    # text from another host is printed, never obeyed: no control characters reach a terminal
+    text = "".join(c if c.isprintable() else " " for c in text)
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
