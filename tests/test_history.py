@@ -293,6 +293,7 @@ def test_show_selects_cells_and_writes_their_series(tmp_path):
     assert len(series) == 2 * 8  # fft and sort, eight runs each
     assert {(r["library"], r["size"]) for r in series} == {("jax", 1000)}
     assert [r["run_number"] for r in series[:8]] == list(range(1, 9))
+    assert series[0]["run_started_at"] == series[0]["started_at"] == "2026-01-01T00:00:00+00:00"
     table = cli("show", "--store", str(store), "--operation", "fft", "--size", "1000").stdout
     assert len(table.splitlines()) == 1 + 4 * 8
     none = cli("show", "--store", str(store), "--library", "cupy").stdout

@@ -1,6 +1,7 @@
 """The ``numbench`` command: the user's door to what the workflow does not run itself.
 
     numbench compare OLD NEW [--margin M] [--output FILE] [--json] [--fail-on-slowdown]
+                     [--history FOLDER]
     numbench offsite plan|run|import ...
     numbench unlock
     numbench check PATH|NAME [--size N] [--dtype D] [--configfile FILE ...]
@@ -46,9 +47,18 @@ def _compare(args: argparse.Namespace) -> int:
         compared = comparison(args.old, args.new, margin)
         table = compared.table
         text = comparison_json(compared) if args.json else markdown(compared)
+        gated = _history_gate(args, float(margin), text) if args.history else None
     except CompareError as exc:
         print(f"compare: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if gated is not None:
+        text, failed = gated
+        if args.fail_on_slowdown and failed:
+            print("compare: the history's gate fails (see 'Against the history')", file=sys.stderr)
+        print(text)
+        if args.output:
+            write_text_atomic(text.rstrip("\n") + "\n", args.output)
+        return EXIT_SLOWER if args.fail_on_slowdown and failed else 0
     print(text)
     if args.output:
         write_text_atomic(text.rstrip("\n") + "\n", args.output)
@@ -61,6 +71,32 @@ def _compare(args: argparse.Namespace) -> int:
         )
         return EXIT_SLOWER
     return 0
+
+
+def _history_gate(args: argparse.Namespace, margin: float, text: str):
+    """(text, failed) of ``compare --history``: compare's own text, then the gate's; None
+    (compare as without it, said on stderr) when the history holds no run."""
+    from numbench.analyse.compare import CompareError
+    from numbench.history import HistoryError, read
+    from numbench.history.gate import gate, gate_json, gate_text
+
+    try:
+        store = read(args.history)
+        for skipped in store.skipped:
+            print(f"history: skipped {skipped}", file=sys.stderr)
+        if store.runs.empty:
+            print(
+                f"compare: the history {args.history} holds no run: each cell is judged by the "
+                "two sides' own intervals",
+                file=sys.stderr,
+            )
+            return None
+        result = gate(args.old, args.new, store, margin)
+    except HistoryError as exc:
+        raise CompareError(str(exc)) from None
+    if args.json:
+        return gate_json(result, text), result.failed
+    return text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin), result.failed
 
 
 def _offsite(args: argparse.Namespace) -> int:
@@ -210,6 +246,12 @@ def _add_compare(sub) -> None:
         "--fail-on-slowdown",
         action="store_true",
         help="exit 1 when any cell is slower, or was ok and is not any more",
+    )
+    compare.add_argument(
+        "--history",
+        metavar="FOLDER",
+        help="also judge each cell against its own run-to-run spread in this history store "
+        "(docs/results-history.md); --fail-on-slowdown then follows that gate",
     )
     compare.set_defaults(run=_compare)
 

@@ -86,10 +86,11 @@ def select(cells: pd.DataFrame, filters: dict) -> pd.DataFrame:
 
 
 def series_frame(store, filters: dict) -> pd.DataFrame:
-    """The selected cells of every run, cell by cell, oldest run first."""
+    """The selected cells of every run, cell by cell, oldest run first: every column of the
+    cells table, with the run's number on its host and when it started."""
     runs = numbered_runs(store.runs)[["run_id", "run_number", "started_at"]]
-    chosen = select(store.cells, filters).drop(columns=["started_at"])
-    merged = chosen.merge(runs, on="run_id")
+    runs = runs.rename(columns={"started_at": "run_started_at"})
+    merged = select(store.cells, filters).merge(runs, on="run_id")
     return merged.sort_values([*SERIES_KEY, "run_number"], kind="stable").reset_index(drop=True)
 
 
@@ -102,7 +103,7 @@ def show_text(frame: pd.DataFrame) -> str:
             f"t{r['threads']}",
             r["host"],
             r["run_number"],
-            str(r["started_at"])[:16].replace("T", " "),
+            str(r["run_started_at"])[:16].replace("T", " "),
             r["status"],
             format_seconds(r["median_s"]) if not missing(r["median_s"]) else "-",
             _interval(r["ci_low_s"], r["ci_high_s"]),
