@@ -93,3 +93,11 @@ def test_the_two_runs_compared_are_left_out_of_the_history(tmp_path):
     proc = compare(str(tmp_path / "r7"), str(tmp_path / "r8"), "--history", str(store), "--json")
     cells = json.loads(proc.stdout)["history"]["cells"]
     assert {c["history_runs"] for c in cells} == {6}
+
+
+def test_a_side_may_be_a_benchmarks_file_of_any_name(store_and_pair, tmp_path):
+    store, old, new = store_and_pair
+    renamed = tmp_path / "new-run.parquet"
+    renamed.write_bytes((new / "benchmarks.parquet").read_bytes())
+    proc = compare(str(old), str(renamed), "--history", str(store), "--fail-on-slowdown")
+    assert proc.returncode == 0 and "The gate passes." in proc.stdout, proc.stderr

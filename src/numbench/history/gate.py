@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from numbench.history.ingest import load_benchmarks, run_id
+from numbench.history.ingest import load_benchmarks, read_benchmarks, run_id
 from numbench.history.schema import SERIES_KEY
 
 #: the family-wise false-alarm rate the gate is set to over all the cells it judges
@@ -62,7 +62,7 @@ def side(where: str | os.PathLike) -> pd.DataFrame:
     """A side's cells with their run's id (per host), from a results folder or its
     benchmarks.parquet."""
     path = Path(where)
-    bench = load_benchmarks(path.parent if path.is_file() else path)
+    bench = read_benchmarks(path) if path.is_file() else load_benchmarks(path)
     parts = []
     for _, cells in bench.groupby("host", sort=True):
         cells = cells.copy()

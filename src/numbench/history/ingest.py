@@ -67,6 +67,7 @@ def _read(path: Path, what: str) -> pd.DataFrame:
 
 
 def load_benchmarks(results: Path) -> pd.DataFrame:
+    """The benchmarks table of a results folder, checked for what the history keeps."""
     path = results / "benchmarks.parquet"
     if not results.is_dir():
         raise HistoryError(f"{results} is not a folder: name a numbench results/ folder")
@@ -75,6 +76,11 @@ def load_benchmarks(results: Path) -> pd.DataFrame:
             f"{results} has no benchmarks.parquet: is it a numbench results/ folder? After "
             "`numbench offsite import`, run the workflow (snakemake) to aggregate the cells"
         )
+    return read_benchmarks(path)
+
+
+def read_benchmarks(path: Path) -> pd.DataFrame:
+    """A benchmarks table (results/benchmarks.parquet), checked for what the history keeps."""
     bench = _read(path, "the benchmarks table")
     missing = [c for c in NEEDED if c not in bench.columns]
     if missing:
