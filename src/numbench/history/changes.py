@@ -12,7 +12,7 @@ searched exactly by PELT, in C) on the log of the medians, so a step is a factor
 2. **Outliers capped.** Each point is held within ``OUTLIER_CAP`` noise units of the running
    median of five: one disturbed run cannot make a segment of its own, while a real step
    (two runs or more) moves the running median with it.
-3. **Fit.** Segments of at least ``MIN_SEGMENT`` runs (a step is named once two runs show
+3. **Fit.** Segments of at least ``MIN_SEGMENT`` runs (a step is named once three runs show
    it), penalty ``penalty(n)`` per step. Where the scatter left around the fitted segments
    is larger than the noise of 1 (a cell with two modes), the series is scaled by that
    scatter and fitted again.
@@ -36,8 +36,9 @@ import pandas as pd
 from numbench.history.schema import SERIES_KEY
 from numbench.stats import Z95
 
-#: runs on each side of a step, at least
-MIN_SEGMENT = 2
+#: runs on each side of a step, at least: two runs out of line and back (a busy spell) are no
+#: step (seen on a busy 2-core machine, docs/history.md "The history store")
+MIN_SEGMENT = 3
 #: the smallest noise assumed (log units: 1%), so that a series of near-equal medians does
 #: not make every wobble a step
 NOISE_FLOOR = 0.01
