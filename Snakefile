@@ -9,6 +9,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/benchmark.smk"
 include: "workflow/rules/roofs.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/history.smk"
 
 
 rule all:
@@ -23,3 +24,4 @@ rule all:
         CHARTS_DIR,
         "results/summary.md",
         VERSIONS_INPUT,
+        HISTORY_INPUT,

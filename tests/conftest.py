@@ -100,7 +100,20 @@ def copy_workflow(dst: Path) -> Path:
             shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
         elif src.exists():
             shutil.copy2(src, dst / name)
+    history_off(dst / "config" / "config.yaml")
     return dst
+
+
+#: the default config's history switch, and what a test's copy of the workflow has instead:
+#: a test's run adds itself to no history unless the test asks (``history: {add: true}``)
+HISTORY_ON = "history:\n  folder: history\n  add: true\n"
+HISTORY_OFF = "history:\n  folder: history\n  add: false\n"
+
+
+def history_off(config_file: Path) -> None:
+    text = config_file.read_text(encoding="utf-8")
+    assert HISTORY_ON in text, f"{config_file} no longer holds {HISTORY_ON!r}"
+    config_file.write_text(text.replace(HISTORY_ON, HISTORY_OFF), encoding="utf-8")
 
 
 #: Fixtures that run the workflow (through Snakemake, or offsite's run on the "other host" in

@@ -22,6 +22,8 @@ FLOORS = {
     "report": 3,
     "offsite": 4,
     "check": 4,
+    # reads results through the contract's tables only, above the stages, beside offsite
+    "history": 4,
     "cli": 5,
     "__main__": 5,
 }

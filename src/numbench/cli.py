@@ -1,9 +1,11 @@
 """The ``numbench`` command: the user's door to what the workflow does not run itself.
 
     numbench compare OLD NEW [--margin M] [--output FILE] [--json] [--fail-on-slowdown]
+                     [--history FOLDER]
     numbench offsite plan|run|import ...
     numbench unlock
     numbench check PATH|NAME [--size N] [--dtype D] [--configfile FILE ...]
+    numbench history add RESULTS ... | list | show [FILTERS] [--json] | changes [--json]
 
 The workflow's own steps run through ``snakemake`` (``make run``); these are the steps a user
 takes around it. Each subcommand imports what it needs only when it runs: ``offsite run``
@@ -45,9 +47,18 @@ def _compare(args: argparse.Namespace) -> int:
         compared = comparison(args.old, args.new, margin)
         table = compared.table
         text = comparison_json(compared) if args.json else markdown(compared)
+        gated = _history_gate(args, float(margin), text) if args.history else None
     except CompareError as exc:
         print(f"compare: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if gated is not None:
+        text, failed = gated
+        if args.fail_on_slowdown and failed:
+            print("compare: the history's gate fails (see 'Against the history')", file=sys.stderr)
+        print(text)
+        if args.output:
+            write_text_atomic(text.rstrip("\n") + "\n", args.output)
+        return EXIT_SLOWER if args.fail_on_slowdown and failed else 0
     print(text)
     if args.output:
         write_text_atomic(text.rstrip("\n") + "\n", args.output)
@@ -60,6 +71,32 @@ def _compare(args: argparse.Namespace) -> int:
         )
         return EXIT_SLOWER
     return 0
+
+
+def _history_gate(args: argparse.Namespace, margin: float, text: str):
+    """(text, failed) of ``compare --history``: compare's own text, then the gate's; None
+    (compare as without it, said on stderr) when the history holds no run."""
+    from numbench.analyse.compare import CompareError
+    from numbench.history import HistoryError, read
+    from numbench.history.gate import gate, gate_json, gate_text
+
+    try:
+        store = read(args.history)
+        for skipped in store.skipped:
+            print(f"history: skipped {skipped}", file=sys.stderr)
+        if store.runs.empty:
+            print(
+                f"compare: the history {args.history} holds no run: each cell is judged by the "
+                "two sides' own intervals",
+                file=sys.stderr,
+            )
+            return None
+        result = gate(args.old, args.new, store, margin)
+    except HistoryError as exc:
+        raise CompareError(str(exc)) from None
+    if args.json:
+        return gate_json(result, text), result.failed
+    return text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin), result.failed
 
 
 def _offsite(args: argparse.Namespace) -> int:
@@ -122,6 +159,44 @@ def _check(args: argparse.Namespace) -> int:
     return main(args)
 
 
+def _history(args: argparse.Namespace) -> int:
+    from numbench.history import HistoryError, add_results, read
+    from numbench.history.views import (
+        FILTERS,
+        changes_text,
+        frame_json,
+        list_text,
+        series_frame,
+        show_text,
+    )
+
+    try:
+        if args.step == "add":
+            for results in args.results:
+                for done in add_results(results, args.store):
+                    what = "added" if done["added"] else "already in the history"
+                    print(f"{results}: run {done['run_id']} ({done['host']}) {what}")
+            return 0
+        store = read(args.store)
+    except HistoryError as exc:
+        print(f"history {args.step}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for skipped in store.skipped:
+        print(f"history: skipped {skipped}", file=sys.stderr)
+    if args.step == "list":
+        print(list_text(store.runs))
+    elif args.step == "show":
+        frame = series_frame(store, {name: getattr(args, name) for name in FILTERS})
+        print(frame_json(frame) if args.json else show_text(frame))
+    else:
+        from numbench.config import default_margin
+        from numbench.history.changes import changes
+
+        found = changes(store, float(args.margin or default_margin()))
+        print(frame_json(found) if args.json else changes_text(found))
+    return 0
+
+
 def _config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--directory", default=".", help="the workflow's folder (default: the current one)"
@@ -142,6 +217,7 @@ def parser() -> argparse.ArgumentParser:
     _add_offsite(sub)
     _add_unlock(sub)
     _add_check(sub)
+    _add_history(sub)
     return top
 
 
@@ -170,6 +246,12 @@ def _add_compare(sub) -> None:
         "--fail-on-slowdown",
         action="store_true",
         help="exit 1 when any cell is slower, or was ok and is not any more",
+    )
+    compare.add_argument(
+        "--history",
+        metavar="FOLDER",
+        help="also judge each cell against its own run-to-run spread in this history store "
+        "(docs/results-history.md); --fail-on-slowdown then follows that gate",
     )
     compare.set_defaults(run=_compare)
 
@@ -259,6 +341,37 @@ def _add_check(sub) -> None:
     check.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     _config_options(check)
     check.set_defaults(run=_check)
+
+
+def _add_history(sub) -> None:
+    """``numbench history add|list|show|changes``: every run kept, and what it says."""
+    history = sub.add_parser(
+        "history",
+        help="keep every run and look at it: each cell's series, and where it stepped",
+        description="The history store (docs/results-history.md): add a results folder's runs "
+        "(one per host), list the runs, show a filter of cells run after run, or list the "
+        "steps found in each cell's series with what changed between those runs.",
+    )
+    steps = history.add_subparsers(dest="step", required=True, metavar="STEP")
+    add = steps.add_parser("add", help="add results folders' runs (the workflow does this)")
+    add.add_argument("results", nargs="+", help="a results/ folder (with benchmarks.parquet)")
+    steps.add_parser("list", help="one line a run: date, host, commit, what changed, cells")
+    show = steps.add_parser("show", help="a filter of cells, run after run (--json for JSON)")
+    for name in ("library", "device", "operation", "size", "dtype", "threads", "host"):
+        show.add_argument(f"--{name}", help=f"only cells of this {name}")
+    show.add_argument("--json", action="store_true", help="write JSON instead of a table")
+    changes = steps.add_parser("changes", help="the steps found in each cell's series")
+    changes.add_argument(
+        "--margin", type=float, help="a step passes this factor (default: the config's margin)"
+    )
+    changes.add_argument("--json", action="store_true", help="write JSON instead of a table")
+    for step in (add, steps.choices["list"], show, changes):
+        step.add_argument(
+            "--store",
+            default="history",
+            help="the history folder (default: history, the config's history.folder)",
+        )
+    history.set_defaults(run=_history)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,11 @@ INPUT_FILES = input_files(CFG)
 SCRIPTS = NUMBENCH_DIR / "scripts"
 BASELINE = CFG["baseline"]
 CHARTS_DIR = "results/charts"
+# The history store beside results/ (numbench.history): the finished run is added to it
+# unless history.add is false; results/history.json says which runs were added.
+HISTORY = CFG["history"]
+HISTORY_FILE = "results/history.json"
+HISTORY_INPUT = [HISTORY_FILE] if HISTORY["add"] else []
 
 # What the rules ask of the scheduler (numbench.config.jobs): the roofs job's dimensions,
 # CPUs and GPUs, the timing lock's wait, the wall times a cell and a spread round ask Slurm

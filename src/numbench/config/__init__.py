@@ -8,6 +8,7 @@ is allowed, so the workflow can stop before any job runs with a message and no t
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import yaml
@@ -121,6 +122,24 @@ def validate_schema(cfg: dict, schema_path: str | Path) -> dict:
     return cfg
 
 
+#: the workflow's results folder, relative to its working directory
+RESULTS_FOLDER = "results"
+
+
+def check_history(cfg: dict, cwd: str | os.PathLike | None = None) -> None:
+    """The history's folder is never results/ or inside it: clearing results keeps it."""
+    folder = cfg["history"]["folder"]
+    here = Path(cwd or os.getcwd()).resolve()
+    where = Path(os.path.normpath(here / folder))
+    results = here / RESULTS_FOLDER
+    if where == results or results in where.parents:
+        raise ConfigError(
+            f"history.folder = {folder!r} is inside {RESULTS_FOLDER}/: the history is kept "
+            f"beside the results, never inside them (clearing {RESULTS_FOLDER}/ must keep "
+            "it); use e.g. history"
+        )
+
+
 def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -> None:
     """Check what the schema cannot; ``workflow_dir``: where an operation's relative
     ``module`` lies (``numbench.config.operations``)."""
@@ -137,6 +156,7 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
         raise ConfigError(f"libraries = {cfg['libraries']!r} lists a library twice")
     check_operations(cfg, workflow_dir)
     check_environments(cfg)
+    check_history(cfg)
     timing = cfg["timing"]
     if timing["min_samples"] > timing["max_samples"]:
         raise ConfigError(

@@ -1,0 +1,219 @@
+"""A regression gate that knows each cell's noise: ``numbench compare OLD NEW --history H``.
+
+``compare`` alone judges a cell by the two runs' own intervals, with one stated drift between
+runs for every cell; that is too wide for a steady cell and too narrow for one with two
+modes. With a history, each cell is judged against its own run-to-run spread in the store:
+
+1. **The cell's spread.** The standard deviation of the log of its ``ok`` medians over the
+   store's runs on the same host, the runs of OLD and NEW left out (their ids are made from
+   their content, as the store makes them), at least ``NOISE_FLOOR``. A cell with fewer than
+   ``MIN_HISTORY`` such runs is not judged by the history (it is counted and named).
+2. **The test.** ``d = log(new / old)``; if nothing changed, d is the difference of two draws
+   of the cell's series, so ``t = d / (s * sqrt(2))`` follows Student's t with ``n - 1``
+   degrees of freedom (n: the cell's runs). One-sided p-value for slower.
+3. **All cells at once.** Holm's step-down correction over every cell judged keeps the chance
+   that a pair of unchanged runs fails anywhere at ``ALPHA`` or less (the family-wise rate),
+   and a cell is *slower* only when it is also past the margin, as ``compare``'s verdicts.
+   A cell ``ok`` in OLD and not in NEW is *broken*, as in ``compare``.
+4. **Its false-alarm rate, measured.** The same gate is run on the store's own past pairs of
+   consecutive runs on one host with the same grid (each pair left out of its own history);
+   the share of pairs that would have failed is printed beside ``ALPHA``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from numbench.history.ingest import load_benchmarks, read_benchmarks, run_id
+from numbench.history.schema import SERIES_KEY
+
+#: the family-wise false-alarm rate the gate is set to over all the cells it judges
+ALPHA = 0.05
+#: runs of a cell in the history (OLD and NEW left out) before it is judged by them
+MIN_HISTORY = 4
+#: the smallest run-to-run spread assumed (log units: 1%)
+NOISE_FLOOR = 0.01
+#: the past pairs the false-alarm rate is measured on, the latest first
+MAX_PAIRS = 50
+SLOWER, FASTER, SAME, BROKEN, NO_HISTORY = "slower", "faster", "same", "broken", "no history"
+#: the order the table lists its cells in: what fails the gate first
+ORDER = (BROKEN, SLOWER, FASTER, NO_HISTORY, SAME)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One row per cell of OLD ok or NEW (``table``), and the gate's own figures."""
+
+    table: pd.DataFrame
+    judged: int
+    failed: bool
+    past_pairs: int
+    past_failed: int
+
+
+def side(where: str | os.PathLike) -> pd.DataFrame:
+    """A side's cells with their run's id (per host), from a results folder or its
+    benchmarks.parquet."""
+    path = Path(where)
+    bench = read_benchmarks(path) if path.is_file() else load_benchmarks(path)
+    parts = []
+    for _, cells in bench.groupby("host", sort=True):
+        cells = cells.copy()
+        cells["run_id"] = run_id(cells.reset_index(drop=True))
+        parts.append(cells)
+    return pd.concat(parts, ignore_index=True)
+
+
+def spreads(cells: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
+    """Per cell on its host: runs in the history (those in ``leave_out`` left out) and the
+    standard deviation of its log medians."""
+    ok = cells[(cells["status"] == "ok") & (cells["median_s"] > 0)]
+    ok = ok[~ok["run_id"].isin(leave_out)]
+    logs = ok.assign(log_median=np.log(ok["median_s"].astype(float)))
+    grouped = logs.groupby(SERIES_KEY)["log_median"]
+    out = pd.DataFrame({"history_runs": grouped.size(), "spread": grouped.std(ddof=1)})
+    out["spread"] = out["spread"].fillna(0.0).clip(lower=NOISE_FLOOR)
+    return out.reset_index()
+
+
+def holm(p: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """Holm's step-down: which of the p-values are rejected at family-wise rate ``alpha``."""
+    rejected = np.zeros(len(p), dtype=bool)
+    for rank, i in enumerate(np.argsort(p)):
+        if p[i] > alpha / (len(p) - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: float):
+    """The table of ``GateResult`` for OLD against NEW, with ``history`` (the store's cells)
+    giving each cell's spread."""
+    from scipy import stats
+
+    leave_out = set(old["run_id"]) | set(new["run_id"])
+    keep = [*SERIES_KEY, "status", "median_s"]
+    both = old[keep].merge(new[keep], on=SERIES_KEY, suffixes=("_old", "_new"))
+    both = both[both["status_old"] == "ok"]
+    both = both.merge(spreads(history, leave_out), on=SERIES_KEY, how="left")
+    both["history_runs"] = both["history_runs"].fillna(0).astype(int)
+    ok = both["status_new"] == "ok"
+    both["ratio"] = np.where(ok, both["median_s_new"] / both["median_s_old"], np.nan)
+    judged = ok & (both["history_runs"] >= MIN_HISTORY)
+    t = np.log(both["ratio"]) / (both["spread"] * math.sqrt(2))
+    df = (both["history_runs"] - 1).clip(lower=1)
+    both["p_slower"] = np.where(judged, stats.t.sf(t, df), np.nan)
+    both["p_faster"] = np.where(judged, stats.t.cdf(t, df), np.nan)
+    slower, faster = np.zeros(len(both), bool), np.zeros(len(both), bool)
+    slower[judged.to_numpy()] = holm(both.loc[judged, "p_slower"].to_numpy())
+    faster[judged.to_numpy()] = holm(both.loc[judged, "p_faster"].to_numpy())
+    both["change"] = np.select(
+        [
+            ~ok,
+            ~judged,
+            slower & (both["ratio"] > margin),
+            faster & (both["ratio"] < 1 / margin),
+        ],
+        [BROKEN, NO_HISTORY, SLOWER, FASTER],
+        SAME,
+    )
+    both["rank"] = both["change"].map(ORDER.index)
+    both = both.sort_values(["rank", "ratio"], ascending=[True, False], kind="stable")
+    return both.drop(columns=["rank"])
+
+
+def past_pairs(store, margin: float) -> tuple[int, int]:
+    """(pairs, failed): the gate run on the store's own consecutive pairs of runs on one host
+    with the same grid, the latest ``MAX_PAIRS``, each left out of its own history."""
+    runs = store.runs.sort_values(["started_at", "run_id"], kind="stable")
+    pairs = []
+    for _, same in runs.groupby(["host", "config_hash"], sort=False):
+        ids = list(same["run_id"])
+        pairs += [(same["started_at"].iloc[i], a, b) for i, (a, b) in enumerate(zip(ids, ids[1:]))]
+    pairs = sorted(pairs, reverse=True)[:MAX_PAIRS]
+    failed = 0
+    for _, a, b in pairs:
+        old = store.cells[store.cells["run_id"] == a]
+        new = store.cells[store.cells["run_id"] == b]
+        table = judge(old, new, store.cells, margin)
+        failed += bool(table["change"].isin([SLOWER]).any())
+    return len(pairs), failed
+
+
+def gate(old_where, new_where, store, margin: float) -> GateResult:
+    """OLD against NEW with the history ``store`` (``numbench.history.read``)."""
+    table = judge(side(old_where), side(new_where), store.cells, margin)
+    pairs, failed = past_pairs(store, margin)
+    judged = int((~table["change"].isin([NO_HISTORY, BROKEN])).sum())
+    fails = bool(table["change"].isin([SLOWER, BROKEN]).any())
+    return GateResult(table.reset_index(drop=True), judged, fails, pairs, failed)
+
+
+def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
+    """The gate's verdict as Markdown: what it judged, its measured false-alarm rate, and
+    every cell that is not the same speed."""
+    table = result.table
+    lines = [
+        "## Against the history",
+        "",
+        f"{result.judged} cells judged against their own run-to-run spread in the history "
+        f"({store_runs} runs, the two compared left out), at a family-wise false-alarm rate "
+        f"of {ALPHA:g} over all of them (Holm) and a margin of {margin:g}; "
+        f"{int((table['change'] == NO_HISTORY).sum())} cells have fewer than {MIN_HISTORY} "
+        "runs in it and are not judged by it.",
+    ]
+    if result.past_pairs:
+        lines.append(
+            f"On the history's own {result.past_pairs} past pairs of consecutive runs, the gate "
+            f"failed {result.past_failed} ({result.past_failed / result.past_pairs:.0%}; "
+            f"set to {ALPHA:.0%})."
+        )
+    else:
+        lines.append(
+            "The history holds no past pair of runs to measure the gate's false alarms on."
+        )
+    shown = table[~table["change"].isin([SAME])]
+    if len(shown):
+        lines += [
+            "",
+            "| cell | host | change | new / old | history runs | spread |",
+            "|---" * 6 + "|",
+        ]
+        for _, r in shown.iterrows():
+            cell = f"{r['library']}/{r['device']} {r['operation']} {r['size']} {r['dtype']} t{r['threads']}"
+            ratio = "-" if pd.isna(r["ratio"]) else f"{r['ratio']:.3f}"
+            lines.append(
+                f"| {_safe(cell)} | {_safe(r['host'])} | {r['change']} | {ratio} | "
+                f"{r['history_runs']} | {'-' if pd.isna(r['spread']) else format(r['spread'], '.1%')} |"
+            )
+    verdict = "fails" if result.failed else "passes"
+    lines += ["", f"The gate {verdict}."]
+    return "\n".join(lines) + "\n"
+
+
+def _safe(text) -> str:
+    """Text from a results folder, safe in a Markdown table cell."""
+    return "".join(c if c.isprintable() and c not in "|<>`" else " " for c in str(text))
+
+
+def gate_json(result: GateResult, comparison_json: str) -> str:
+    """``compare --history --json``: compare's own JSON and the gate's, one document."""
+    cells = json.loads(result.table.to_json(orient="records", double_precision=15))
+    gated = {
+        "comparison": json.loads(comparison_json),
+        "history": {
+            "cells_judged": result.judged,
+            "failed": result.failed,
+            "past_pairs": result.past_pairs,
+            "past_pairs_failed": result.past_failed,
+            "cells": cells,
+        },
+    }
+    return json.dumps(gated, indent=1)

@@ -1,0 +1,191 @@
+"""The history store on disk: two tables of Parquet files, added to and never rewritten.
+
+Layout (store format ``STORE_FORMAT``)::
+
+    history/
+      store.json                 {"format": 1, "numbench": "0.1.0"}: the store's format
+      runs/<run_id>.parquet      one row: the run (``RUNS_SCHEMA``)
+      cells/<run_id>.parquet     one row per cell of that run (``CELLS_SCHEMA``)
+
+Each table is a plain Parquet dataset, one file per run, so an add writes new files only and
+pyarrow (``pq.read_table("history/cells")``), pandas (``pd.read_parquet``) or DuckDB
+(``read_parquet('history/cells/*.parquet')``) read it as it is. The runs table is the store's
+index: a run is in the store once its runs file is, and the cells of a run are those whose
+``run_id`` is in the runs table.
+
+- **Adding the same run twice adds nothing**: a run's id comes from its content
+  (``numbench.history.ingest``), and its files are named by it; an add whose runs file exists
+  writes nothing.
+- **Two adds at once are safe**: no file is ever changed in place. Two adds of different runs
+  write different files; two adds of the same run write the same names, each file whole,
+  through a temporary name renamed into place (``numbench.contract.replacing``).
+- **A write cut off halfway leaves the store as it was**: a file is visible only once whole
+  (the temporary name starts with a dot and ends in ``.tmp``: no reader's ``*.parquet`` glob
+  sees it), and the cells file is written before the runs file, so a run cut off between the
+  two is not in the index; adding it again completes it.
+- **A corrupt or foreign file is named and skipped**: ``read`` reads every other file and
+  lists each skipped one with why in ``Store.skipped``.
+- **A store written by a newer numbench is refused**, naming that numbench's version
+  (``NewerStore``): its tables may mean something this one would misread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from numbench import __version__
+from numbench.contract import write_atomic, write_text_atomic
+from numbench.history.schema import CELLS_SCHEMA, RUNS_SCHEMA
+
+#: the format this numbench writes and the newest it reads
+STORE_FORMAT = 1
+#: the store's own description, at its top
+STORE_FILE = "store.json"
+RUNS, CELLS = "runs", "cells"
+#: what every file of the store carries in its Parquet metadata
+FORMAT_KEY = b"numbench.history.format"
+VERSION_KEY = b"numbench.version"
+#: the most bytes of store.json read (it holds two short fields)
+MAX_STORE_FILE_BYTES = 4096
+
+
+class HistoryError(Exception):
+    """A store or a results folder that cannot be used; the message names it and why."""
+
+
+class NewerStore(HistoryError):
+    """The store (or one of its files) was written by a newer numbench."""
+
+
+@dataclass
+class Store:
+    """What ``read`` found: the runs (one row each, oldest first) and their cells, and every
+    file it skipped, each as "path: why"."""
+
+    runs: pd.DataFrame
+    cells: pd.DataFrame
+    skipped: list[str] = field(default_factory=list)
+
+
+def _newer(where: str | os.PathLike, fmt: int, version: str) -> NewerStore:
+    return NewerStore(
+        f"{where} was written by numbench {version} (history store format {fmt}); this "
+        f"numbench {__version__} reads format {STORE_FORMAT} and older: upgrade numbench "
+        "to read it"
+    )
+
+
+def check_format(folder: str | os.PathLike) -> None:
+    """Raise ``NewerStore`` when ``folder``'s store.json says a newer format, or
+    ``HistoryError`` when it cannot be read; a folder without one is a new store."""
+    path = Path(folder) / STORE_FILE
+    if not path.exists():
+        return
+    try:
+        with open(path, "rb") as fh:
+            described = json.loads(fh.read(MAX_STORE_FILE_BYTES))
+        fmt, version = int(described["format"]), str(described["numbench"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HistoryError(
+            f"{path} is not a numbench history store's description ({type(exc).__name__}: "
+            f"{exc}); is {folder} a numbench history folder?"
+        ) from None
+    if fmt > STORE_FORMAT:
+        raise _newer(folder, fmt, version)
+
+
+def _stamped(table: pa.Table) -> pa.Table:
+    meta = dict(table.schema.metadata or {})
+    meta[FORMAT_KEY] = str(STORE_FORMAT).encode()
+    meta[VERSION_KEY] = __version__.encode()
+    return table.replace_schema_metadata(meta)
+
+
+def add(folder: str | os.PathLike, run: pa.Table, cells: pa.Table) -> bool:
+    """Add one run (``run``: its one row, ``cells``: its cells) to the store in ``folder``;
+    True if it was added, False if it was there already. The cells file is written before
+    the runs file that makes the run visible (see the module's notes)."""
+    if run.num_rows != 1:
+        raise ValueError(f"a run is one row, not {run.num_rows}")
+    folder = Path(folder)
+    check_format(folder)
+    if not (folder / STORE_FILE).exists():
+        described = {"format": STORE_FORMAT, "numbench": __version__}
+        write_text_atomic(json.dumps(described) + "\n", folder / STORE_FILE)
+    run_id = run.column("run_id")[0].as_py()
+    run_file = folder / RUNS / f"{run_id}.parquet"
+    if run_file.exists():
+        return False
+    write_atomic(_stamped(cells.cast(CELLS_SCHEMA)), folder / CELLS / f"{run_id}.parquet")
+    write_atomic(_stamped(run.cast(RUNS_SCHEMA)), run_file)
+    return True
+
+
+def _read_one(path: Path, schema: pa.Schema) -> pa.Table:
+    """One file of the store, checked; raise ``HistoryError`` (why) if it is not usable, or
+    ``NewerStore`` if a newer numbench wrote it."""
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # noqa: BLE001 - any reader error: the file is unusable
+        raise HistoryError(f"not readable as Parquet ({type(exc).__name__}: {exc})") from None
+    meta = table.schema.metadata or {}
+    if FORMAT_KEY not in meta:
+        raise HistoryError("not a file of a numbench history store (no store format in it)")
+    try:
+        fmt = int(meta[FORMAT_KEY])
+    except ValueError:
+        raise HistoryError(f"its store format {meta[FORMAT_KEY]!r} is not a number") from None
+    if fmt > STORE_FORMAT:
+        raise _newer(path, fmt, meta.get(VERSION_KEY, b"?").decode(errors="replace"))
+    missing = [name for name in schema.names if name not in table.column_names]
+    if missing:
+        raise HistoryError(f"it lacks the columns {missing}")
+    try:
+        table = table.select(schema.names).cast(schema)
+    except Exception as exc:  # noqa: BLE001 - wrong column types: unusable as well
+        raise HistoryError(f"its columns have the wrong types ({exc})") from None
+    if set(table.column("run_id").to_pylist()) != {path.stem}:
+        raise HistoryError(f"its rows are not all of run {path.stem}, the run its name gives")
+    return table
+
+
+def _read_table(folder: Path, schema: pa.Schema, skipped: list[str]) -> pa.Table:
+    """Every usable file of one table; each file skipped is named in ``skipped``. The
+    temporary files of a write in progress (names starting with a dot) are not the table's."""
+    tables = []
+    if folder.is_dir():
+        for path in sorted(folder.iterdir()):
+            if path.name.startswith((".", "_")):
+                continue
+            if path.suffix != ".parquet" or not path.is_file():
+                skipped.append(f"{path}: not a Parquet file of the store")
+                continue
+            try:
+                tables.append(_read_one(path, schema))
+            except NewerStore:
+                raise
+            except HistoryError as exc:
+                skipped.append(f"{path}: {exc}")
+    if not tables:
+        return schema.empty_table()
+    return pa.concat_tables(tables)
+
+
+def read(folder: str | os.PathLike) -> Store:
+    """The store in ``folder``: its runs (oldest first) and their cells. A missing folder is
+    an empty store; a newer one raises ``NewerStore``."""
+    folder = Path(folder)
+    check_format(folder)
+    skipped: list[str] = []
+    runs = _read_table(folder / RUNS, RUNS_SCHEMA, skipped).to_pandas()
+    cells = _read_table(folder / CELLS, CELLS_SCHEMA, skipped).to_pandas()
+    runs = runs.sort_values(["started_at", "run_id"], kind="stable").reset_index(drop=True)
+    cells = cells[cells["run_id"].isin(set(runs["run_id"]))].reset_index(drop=True)
+    return Store(runs=runs, cells=cells, skipped=skipped)

@@ -1,0 +1,146 @@
+"""The store worded for the ``numbench history`` commands: a line a run (``list``), a filter
+of cells as their series (``show``, a table or JSON) and the steps found (``changes``).
+
+Everything in the store may come from another host (a store on a shared file system, an
+imported offsite run): it is printed as text, never run or used as a path.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from numbench.formatting import format_seconds, missing
+from numbench.history.changes import numbered_runs, run_differences
+from numbench.history.schema import SERIES_KEY
+
+#: the filters of ``history show``: a cell's key on its host
+FILTERS = tuple(SERIES_KEY)
+#: text columns are cut to this many characters in a table
+MAX_TEXT = 120
+
+
+def _text(value) -> str:
+    text = "-" if missing(value) else str(value)
+    # text from another host is printed, never obeyed: no control characters reach a terminal
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    """A plain text table, columns padded to their widest value."""
+    cells = [[_text(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    for row in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(lines)
+
+
+def _quality(run: pd.Series) -> str:
+    said = [f"{run['cells_ok']}/{run['cells']} ok"]
+    if run["cells_unstable"]:
+        said.append(f"{run['cells_unstable']} unstable")
+    if run["cells_busy"]:
+        said.append(f"{run['cells_busy']} busy")
+    if not missing(run["verdicts"]):
+        said.append(f"{run['verdicts_in_doubt']}/{run['verdicts']} verdicts in doubt")
+    return ", ".join(said)
+
+
+def list_text(runs: pd.DataFrame) -> str:
+    """One line a run, oldest first: date, host, run id, numbench's commit, what changed
+    since the host's previous run, its cells and their quality."""
+    if runs.empty:
+        return "the history holds no runs"
+    numbered = numbered_runs(runs)
+    previous: dict[str, pd.Series] = {}
+    rows = []
+    for _, run in numbered.iterrows():
+        changed = run_differences(previous.get(run["host"]), run)
+        previous[run["host"]] = run
+        commit = run["numbench_commit"]
+        rows.append(
+            [
+                str(run["started_at"])[:16].replace("T", " "),
+                run["host"],
+                run["run_number"],
+                run["run_id"],
+                "-" if missing(commit) else str(commit)[:7],
+                "; ".join(changed) or ("first run" if run["run_number"] == 1 else "-"),
+                _quality(run),
+            ]
+        )
+    header = ["date", "host", "#", "run", "commit", "changed since the host's last run"]
+    return _table([*header, "cells"], rows)
+
+
+def select(cells: pd.DataFrame, filters: dict) -> pd.DataFrame:
+    """The cells matching every filter given (a cell key's field -> value, as text)."""
+    mask = pd.Series(True, index=cells.index)
+    for name, value in filters.items():
+        if value is not None:
+            mask &= cells[name].astype(str) == str(value)
+    return cells[mask]
+
+
+def series_frame(store, filters: dict) -> pd.DataFrame:
+    """The selected cells of every run, cell by cell, oldest run first: every column of the
+    cells table, with the run's number on its host and when it started."""
+    runs = numbered_runs(store.runs)[["run_id", "run_number", "started_at"]]
+    runs = runs.rename(columns={"started_at": "run_started_at"})
+    merged = select(store.cells, filters).merge(runs, on="run_id")
+    return merged.sort_values([*SERIES_KEY, "run_number"], kind="stable").reset_index(drop=True)
+
+
+def show_text(frame: pd.DataFrame) -> str:
+    if frame.empty:
+        return "no cell of the history matches"
+    rows = [
+        [
+            f"{r['library']}/{r['device']} {r['operation']} {r['size']} {r['dtype']} "
+            f"t{r['threads']}",
+            r["host"],
+            r["run_number"],
+            str(r["run_started_at"])[:16].replace("T", " "),
+            r["status"],
+            format_seconds(r["median_s"]) if not missing(r["median_s"]) else "-",
+            _interval(r["ci_low_s"], r["ci_high_s"]),
+            "unstable" if r["unstable"] is True else "",
+            r["library_version"],
+        ]
+        for _, r in frame.iterrows()
+    ]
+    header = ["cell", "host", "#", "run date", "status", "median", "95% interval", "", "version"]
+    return _table(header, rows)
+
+
+def _interval(low, high) -> str:
+    if missing(low) or missing(high):
+        return "-"
+    return f"{format_seconds(low)} .. {format_seconds(high)}"
+
+
+def frame_json(frame: pd.DataFrame) -> str:
+    """A frame as a JSON list of records (missing values as null)."""
+    return json.dumps(json.loads(frame.to_json(orient="records", double_precision=15)), indent=1)
+
+
+def changes_text(found: pd.DataFrame) -> str:
+    if found.empty:
+        return "no step found in any cell's series"
+    rows = [
+        [
+            f"{r['library']}/{r['device']} {r['operation']} {r['size']} {r['dtype']} "
+            f"t{r['threads']}",
+            r["host"],
+            f"{r['run_number']} ({r['run_id']})",
+            f"{format_seconds(r['before_s'])} -> {format_seconds(r['after_s'])}",
+            f"{r['ratio']:.2f}x [{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]",
+            r["changed"] or "nothing recorded",
+        ]
+        for _, r in found.iterrows()
+    ]
+    header = ["cell", "host", "from run", "before -> after", "ratio [95%]", "what changed"]
+    return _table(header, rows)

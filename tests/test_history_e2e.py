@@ -1,0 +1,58 @@
+"""The workflow adds its finished run to the history (rule history) when the config asks, and
+adds nothing more when a step of it is run again; clearing results/ keeps the history."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import snakemake
+
+from numbench import history
+
+pytestmark = pytest.mark.e2e
+
+#: two cheap libraries, one cell each, one process, no roofs; the history turned on (a test's
+#: copy of the workflow has it off), in a folder with a space in its name
+HISTORY_CONFIG = """\
+libraries: [numpy, numba]
+roofs: false
+operations:
+  elementwise: {sizes: [2000]}
+timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
+replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
+cell_timeout_s: 120
+history: {add: true, folder: "kept runs"}
+"""
+
+
+def test_a_finished_run_adds_itself_once_and_outlives_its_results(workdir: Path):
+    (workdir / "h.yaml").write_text(HISTORY_CONFIG)
+    proc = snakemake(workdir, "--cores", "1", "--configfile", "h.yaml")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    added = json.loads((workdir / "results" / "history.json").read_text())
+    assert added["store"] == "kept runs" and [r["added"] for r in added["runs"]] == [True]
+    store = workdir / "kept runs"
+    found = history.read(store)
+    assert list(found.runs["run_id"]) == [added["runs"][0]["run_id"]]
+    assert sorted(found.cells["library"]) == ["numba", "numpy"]
+
+    again = snakemake(workdir, "--cores", "1", "--configfile", "h.yaml", "--forcerun", "summary")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "already in the history" in (workdir / "logs" / "history.log").read_text()
+    assert len(history.read(store).runs) == 1
+
+    shutil.rmtree(workdir / "results")
+    assert len(history.read(store).runs) == 1
+
+
+def test_the_history_is_left_alone_unless_the_config_asks(workdir: Path):
+    (workdir / "h.yaml").write_text(HISTORY_CONFIG.replace("add: true", "add: false"))
+    proc = snakemake(workdir, "-n", "--cores", "1", "--configfile", "h.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rule history:" not in proc.stdout + proc.stderr
+    (workdir / "h.yaml").write_text(HISTORY_CONFIG)
+    planned = snakemake(workdir, "-n", "--cores", "1", "--configfile", "h.yaml")
+    assert "rule history:" in planned.stdout + planned.stderr
