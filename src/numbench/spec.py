@@ -25,10 +25,11 @@ from numbench.timing import TimingSettings
 #: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
-#: output, ``output_bytes``). It is
+#: output, ``output_bytes``; 7: whether the operation's flop count is exact, ``flops_exact``,
+#: which decides whether a cell past its roof found the roof low or the cost model wrong). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 6
+CELL_CONTRACT = 7
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -302,6 +303,8 @@ class CellMeta:
     platform: str | None = None
     flops: float | None = None
     bytes: float | None = None
+    #: the operation's ``flops_exact`` where it gives flops (``numbench.analyse.roofline``)
+    flops_exact: bool | None = None
     gflop_per_s: float | None = None
     gb_per_s: float | None = None
     wall_s: float | None = None

@@ -304,6 +304,9 @@ LATER_COLUMNS = {
     # a cell from before contract 6 did not record its output's bytes: the roofline's
     # first-touch estimate is left out for it until it is measured again
     "output_bytes": None,
+    # a cell from before contract 7 did not record whether its flop count is exact: past its
+    # roof, it is judged as an estimate's (a cost-model error) until it is measured again
+    "flops_exact": None,
 }
 
 

@@ -97,6 +97,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         operation_hash=spec.operation_hash,
         flops=flops,
         bytes=bytes_moved,
+        flops_exact=op.flops_exact if flops is not None else None,
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         cpu_count=os.cpu_count(),
         ram_gb=ram_gb(),

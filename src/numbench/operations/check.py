@@ -128,6 +128,10 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
         value = getattr(op, field)
         if value is not None and not callable(value):
             add(field, f"{value!r} is neither a function nor None")
+    if not isinstance(op.flops_exact, bool):
+        add("flops_exact", f"{op.flops_exact!r} is not True or False")
+    elif op.flops_exact and op.flops is None:
+        add("flops_exact", "is True, but the operation gives no flops")
     tolerance = op.tolerance if isinstance(op.tolerance, dict) else {}
     if not isinstance(op.tolerance, dict):
         add("tolerance", "is not a mapping of dtype to relative error")
