@@ -160,3 +160,12 @@ def op_hash(wildcards):
 wildcard_constraints:
     **cells.FIELD_PATTERNS,
     environment=cells.ENVIRONMENT_PATTERN,
+
+
+# What on this machine makes timings less stable (`numbench system`'s short form), in the
+# run's log before any job: a run whose timings drift can be read against it.
+onstart:
+    from snakemake.logging import logger
+    from numbench.system import short_form, system_report
+
+    logger.info(short_form(system_report()))
