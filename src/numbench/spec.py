@@ -26,7 +26,9 @@ from numbench.timing import TimingSettings
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
 #: output, ``output_bytes``; 7: whether the operation's flop count is exact, ``flops_exact``,
-#: which decides whether a cell past its roof found the roof low or the cost model wrong). It is
+#: which decides whether a cell past its roof found the roof low or the cost model wrong, and
+#: what the machine did while the cell measured, ``other_cpu_share``, ``steal_share`` and
+#: ``load_avg_1m``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
 CELL_CONTRACT = 7
@@ -314,3 +316,8 @@ class CellMeta:
     #: when this cell held the host's timing lock (Unix seconds): shows cells never overlap
     locked_from_unix: float | None = None
     locked_until_unix: float | None = None
+    #: the whole machine while the cell held the lock (``numbench.measure.activity``): other
+    #: processes' share of all CPUs' time, the hypervisor's (steal), the 1-minute load after
+    other_cpu_share: float | None = None
+    steal_share: float | None = None
+    load_avg_1m: float | None = None

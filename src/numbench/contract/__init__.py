@@ -307,6 +307,10 @@ LATER_COLUMNS = {
     # a cell from before contract 7 did not record whether its flop count is exact: past its
     # roof, it is judged as an estimate's (a cost-model error) until it is measured again
     "flops_exact": None,
+    # nor what the machine did meanwhile (``numbench.measure.activity``): unknown
+    "other_cpu_share": None,
+    "steal_share": None,
+    "load_avg_1m": None,
 }
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from numbench import libraries, operations
 from numbench.contract import cell_table, write_atomic
 from numbench.errors import MachineryFault, machinery
+from numbench.measure.activity import ActivityWatch
 from numbench.measure.host_lock import cell_label, timing_lock
 from numbench.measure.lockstep import (
     run_lockstep,
@@ -206,8 +207,12 @@ def run_cell(
     before, earlier_wall = _read_earlier(list(earlier), spec)
     with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
         meta.locked_from_unix = time.time()
+        watch = ActivityWatch()
         runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep)
+        activity = watch.stop()
         meta.locked_until_unix = time.time()
+    meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
+    meta.load_avg_1m = activity.load_avg_1m
     meta.wall_s = time.perf_counter() - t0 + earlier_wall
     meta.status, meta.error = cell_status(runs)
     if meta.status == "ok" and pairing_error:
