@@ -24,6 +24,7 @@ from numbench.analyse.crossovers import GROUP_COLUMNS
 from numbench.analyse.dimensions import precision_gaps, scaling_gaps
 from numbench.analyse.gpu_report import gpu_notice
 from numbench.analyse.grid_settings import settings
+from numbench.analyse.machine import machine_quality
 from numbench.analyse.pipelining import pipeline_facts
 from numbench.analyse.roofline_findings import roofline_findings
 from numbench.cells import SORT_BY_SIZE
@@ -226,6 +227,7 @@ def decide(
         queued_same_speed=same,
         synchronous=sync,
         roofline=tuple(roofline_findings(bench, roofs)),
+        machine=machine_quality(bench, speedups),
     )
 
 

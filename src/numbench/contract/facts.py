@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from numbench.contract.machine import MachineQuality  # noqa: F401
+
 # the roofline's facts live beside its notes; here they are facts like the others
 from numbench.contract.roofline import LOW_DRAM_SHARE, FirstTouch, RoofFinding  # noqa: F401
 from numbench.stats import FASTER, SAME, SLOWER
@@ -357,3 +359,5 @@ class Findings:
     synchronous: tuple[Synchronous, ...] = ()
     #: per (host, device, dtype, threads) and operation, sorted so
     roofline: tuple[RoofFinding, ...] = ()
+    #: how quiet the machine was while the cells measured: the summary's first line
+    machine: MachineQuality | None = None

@@ -1,0 +1,102 @@
+"""The run's headline: quiet or busy, decided from the cells' records of the machine
+(``numbench.analyse.machine``), kept in the findings table and worded as the summary's
+first line."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import MARGIN, constructed_results
+from summarise import summarise, through_table
+
+from numbench.analyse.findings import decide
+from numbench.analyse.machine import machine_quality
+from numbench.contract.machine import BUSY_MACHINE_SHARE, MachineQuality
+
+
+def with_machine(busy_fraction: float, other_busy=0.45, other_quiet=0.02):
+    """The constructed results, every ok cell's machine recorded: the first
+    ``busy_fraction`` of them (in table order) beside other processes taking
+    ``other_busy`` of the CPUs, the rest ``other_quiet``; steal 1% everywhere."""
+    bench, speedups, crossovers = constructed_results()
+    bench = bench.copy()
+    ok = bench.index[bench["status"] == "ok"]
+    busy = ok[: round(busy_fraction * len(ok))]
+    bench["other_cpu_share"], bench["steal_share"], bench["load_avg_1m"] = other_quiet, 0.01, 1.0
+    bench.loc[busy, "other_cpu_share"] = other_busy
+    return bench, speedups, crossovers, busy
+
+
+def first_line(text: str) -> str:
+    return text.split("\n")[2]
+
+
+def test_a_quiet_set_of_cells_says_quiet_with_its_figures():
+    bench, speedups, crossovers, _ = with_machine(0.0)
+    m = machine_quality(bench, speedups)
+    assert m.quiet is True and m.busy_cells == 0
+    assert m.watched == int((bench["status"] == "ok").sum())
+    assert m.other_cpu_share == pytest.approx(0.02) and m.steal_share == pytest.approx(0.01)
+    line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Quiet machine**: while the cells measured, other processes took 2%")
+    assert "(steal) 1%" in line
+    assert (
+        f"0 of the {m.watched} cells were measured busy (others above {BUSY_MACHINE_SHARE:.0%}"
+        in line
+    )
+
+
+def test_a_busy_set_of_cells_says_busy_with_its_figures_and_the_verdicts_it_puts_in_doubt():
+    bench, speedups, crossovers, busy = with_machine(0.6)
+    speedups = speedups.copy()
+    speedups["settled"] = True
+    # two verdicts in doubt: one of a cell measured busy, one of a quiet cell
+    busy_cell = bench.loc[busy[-1]]
+    quiet_cell = bench.loc[bench.index[(bench["status"] == "ok")][-1]]
+    for cell in (busy_cell, quiet_cell):
+        row = (speedups["library"] == cell["library"]) & (speedups["size"] == cell["size"])
+        row &= speedups["operation"] == cell["operation"]
+        assert row.sum() == 1, "each chosen cell has a speedup"
+        speedups.loc[row, "settled"] = False
+    bench.loc[busy[:3], "unstable"] = True
+    m = machine_quality(bench, speedups)
+    assert m.quiet is False and m.busy_cells == len(busy)
+    assert m.other_cpu_share == pytest.approx(0.45) and m.busiest_share == pytest.approx(0.46)
+    assert (m.unstable_cells, m.busy_unstable) == (3, 3)
+    assert (m.in_doubt, m.busy_in_doubt) == (2, 1)
+    line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Busy machine**: while the cells measured, other processes took 45%")
+    assert f"{len(busy)} of the {m.watched} cells were measured busy" in line
+    assert "the busiest at 46%" in line
+    assert "3 of" in line and "cells unstable (3 of them measured busy)" in line
+    assert (
+        "2 of" in line
+        and "verdicts in doubt, 1 of them measured while the machine was busy" in line
+    )
+
+
+def test_one_busy_cell_in_ten_is_still_a_quiet_run_and_one_more_is_busy():
+    bench, speedups, *_ = with_machine(0.0)
+    ok = bench.index[bench["status"] == "ok"]
+    limit = int(0.10 * len(ok))
+    bench.loc[ok[:limit], "other_cpu_share"] = 0.5
+    assert machine_quality(bench, speedups).quiet is True
+    bench.loc[ok[: limit + 1], "other_cpu_share"] = 0.5
+    assert machine_quality(bench, speedups).quiet is False
+
+
+def test_cells_that_did_not_record_the_machine_say_so_and_judge_nothing():
+    bench, speedups, crossovers = constructed_results()
+    m = machine_quality(bench, speedups)
+    assert m.quiet is None and m.watched == 0 and m.other_cpu_share is None
+    line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Machine not watched**")
+    older = bench.drop(columns=["other_cpu_share", "steal_share", "load_avg_1m"])
+    assert machine_quality(older, speedups).quiet is None
+
+
+def test_the_figures_are_kept_in_the_findings_table_for_later_comparison():
+    bench, speedups, crossovers, _ = with_machine(0.6)
+    findings = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    again = through_table(findings).machine
+    assert isinstance(again, MachineQuality) and again == findings.machine
+    assert again.quiet is False and again.other_cpu_share == pytest.approx(0.45)
