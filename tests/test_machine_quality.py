@@ -100,3 +100,60 @@ def test_the_figures_are_kept_in_the_findings_table_for_later_comparison():
     again = through_table(findings).machine
     assert isinstance(again, MachineQuality) and again == findings.machine
     assert again.quiet is False and again.other_cpu_share == pytest.approx(0.45)
+
+
+# -- where the time went (item: time on a busy machine) --------------------------------------
+def with_times(capped_cell: tuple[str, str, int] | None = None):
+    """The constructed results with injected timings: every cell 30 s over min = 2 rounds;
+    the jax fft cells took 4 rounds (2 added by the stopping rule) and one of them a round
+    measured again; ``capped_cell`` (library, operation, size) was stopped by a 60 s cap."""
+    bench, speedups, crossovers, busy = with_machine(0.0)
+    bench = bench.copy()
+    settings = '{"lockstep": true, "max_cell_s": 60.0, "min": 2}'
+    bench["wall_s"], bench["replicates"], bench["set_aside"] = 30.0, 2, 0
+    bench["replicate_settings"], bench["capped"] = settings, False
+    jax_fft = (bench["library"] == "jax") & (bench["operation"] == "fft")
+    bench.loc[jax_fft, ["wall_s", "replicates"]] = [60.0, 4]
+    bench.loc[bench.index[jax_fft][0], ["wall_s", "set_aside"]] = [75.0, 1]
+    if capped_cell is not None:
+        library, operation, size = capped_cell
+        row = (bench["library"] == library) & (bench["operation"] == operation)
+        row &= bench["size"] == size
+        bench.loc[row, ["capped", "wall_s", "replicates"]] = [True, 62.0, 3]
+    return bench, speedups, crossovers
+
+
+def test_the_summary_says_how_long_the_cells_took_and_where_the_time_went():
+    bench, speedups, crossovers = with_times()
+    t = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN).run_time
+    jax_fft = int(((bench["library"] == "jax") & (bench["operation"] == "fft")).sum())
+    assert t.cells == len(bench) and t.capped == 0
+    assert t.total_s == pytest.approx(30.0 * (len(bench) - jax_fft) + 60.0 * jax_fft + 15.0)
+    assert t.added_rounds == 2 * jax_fft and t.retries == 1
+    # 60 s over 4 rounds: 15 s a round; the retried cell 75 s over 5 attempts, the same
+    assert t.added_s == pytest.approx(2 * 15.0 * jax_fft) and t.retries_s == pytest.approx(15.0)
+    text = summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    line = text.split("\n")[4]
+    assert line.startswith(f"Time: the {len(bench)} cells took ")
+    assert (
+        f"the stopping rule added {2 * jax_fft} rounds for verdicts in doubt (about 1 min 30 s)"
+        in line
+    )
+    assert "1 round measured again because other programs took the CPUs (about 15 s)" in line
+
+
+def test_a_cell_stopped_by_the_time_cap_says_so_with_its_verdict():
+    bench, speedups, crossovers = with_times(("torch", "fft", 1000))
+    f = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    assert f.run_time.capped == 1
+    text = summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    assert "1 cell stopped early at the time cap (`replicates.max_cell_s`" in text
+    warn = text.split("## Warnings")[1]
+    assert "Cells stopped early by the time cap (`replicates.max_cell_s` = 60 s)" in warn
+    verdict = speedups.loc[
+        (speedups["library"] == "torch")
+        & (speedups["operation"] == "fft")
+        & (speedups["size"] == 1000),
+        "verdict",
+    ].item()
+    assert f"- torch (cpu) fft n = 10^3: 3 rounds in 1 min 02 s; verdict {verdict}" in warn

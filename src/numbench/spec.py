@@ -28,7 +28,7 @@ from numbench.timing import TimingSettings
 #: output, ``output_bytes``; 7: whether the operation's flop count is exact, ``flops_exact``,
 #: which decides whether a cell past its roof found the roof low or the cost model wrong, and
 #: what the machine did while the cell measured, ``other_cpu_share``, ``steal_share`` and
-#: ``load_avg_1m``). It is
+#: ``load_avg_1m``, and whether the time cap stopped it, ``capped``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
 CELL_CONTRACT = 7
@@ -72,6 +72,9 @@ class ReplicateSettings:
     #: a paired round starts both processes and takes their samples in turns
     #: (``numbench.measure.lockstep``) instead of running them back to back
     lockstep: bool
+    #: a cell that has spent this many seconds on its rounds adds no further round (its
+    #: first always runs; ``numbench.measure.replicates.capped``); None: no cap
+    max_cell_s: float | None
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
@@ -82,6 +85,8 @@ class ReplicateSettings:
             raise ValueError("need replicates.round_sd >= 0")
         if self.max_cpu_taken is not None and not self.max_cpu_taken > 0:
             raise ValueError("need replicates.max_cpu_taken > 0 (or null)")
+        if self.max_cell_s is not None and not self.max_cell_s > 0:
+            raise ValueError("need replicates.max_cell_s > 0 (or null)")
 
 
 @dataclass(frozen=True)
@@ -321,3 +326,6 @@ class CellMeta:
     other_cpu_share: float | None = None
     steal_share: float | None = None
     load_avg_1m: float | None = None
+    #: whether ``replicates.max_cell_s`` stopped the cell before its stopping rule did (None:
+    #: no cap was set)
+    capped: bool | None = None

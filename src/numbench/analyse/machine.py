@@ -7,10 +7,18 @@ and ``unstable``) and speedups.parquet (each verdict's ``settled``): nothing is 
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from numbench.cells import KEY_WITH_HOST
-from numbench.contract.machine import BUSY_MACHINE_SHARE, BUSY_RUN_FRACTION, MachineQuality
+from numbench.contract.machine import (
+    BUSY_MACHINE_SHARE,
+    BUSY_RUN_FRACTION,
+    CappedCell,
+    MachineQuality,
+    RunTime,
+)
 from numbench.contract.speedups import in_doubt
 
 
@@ -61,3 +69,76 @@ def machine_quality(bench: pd.DataFrame, speedups: pd.DataFrame) -> MachineQuali
         in_doubt=len(doubtful),
         busy_in_doubt=int(busy_doubt),
     )
+
+
+def _setting(text, name: str):
+    """One of a cell's ``replicate_settings`` (its JSON), or None where unreadable."""
+    try:
+        return json.loads(text).get(name)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _number(frame: pd.DataFrame, column: str, default: float = 0.0) -> pd.Series:
+    if column not in frame:
+        return pd.Series(default, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[column], errors="coerce").fillna(default)
+
+
+def run_time(bench: pd.DataFrame) -> RunTime | None:
+    """How long the cells took and where the time went; None where no cell recorded its
+    time. Every cell counts, whatever its status: each took its time."""
+    timed = bench[pd.to_numeric(bench.get("wall_s"), errors="coerce").notna()]
+    if "wall_s" not in bench or timed.empty:
+        return None
+    wall = _number(timed, "wall_s")
+    rounds = _number(timed, "replicates")
+    least = timed.get("replicate_settings", pd.Series(None, index=timed.index))
+    least = pd.to_numeric(least.map(lambda t: _setting(t, "min")), errors="coerce")
+    added = (rounds - least.fillna(rounds)).clip(lower=0)
+    retries = _number(timed, "set_aside")
+    per_attempt = wall / (rounds + retries).clip(lower=1)
+    busy = disturbance(timed) > BUSY_MACHINE_SHARE
+    capped = timed["capped"].fillna(False).astype(bool) if "capped" in timed else busy & False
+    return RunTime(
+        cells=len(timed),
+        total_s=float(wall.sum()),
+        rounds=int(rounds.sum()),
+        added_rounds=int(added.sum()),
+        added_s=float((per_attempt * added).sum()),
+        retries=int(retries.sum()),
+        retries_s=float((per_attempt * retries).sum()),
+        busy_s=float(wall[busy].sum()),
+        capped=int(capped.sum()),
+    )
+
+
+def capped_cells(bench: pd.DataFrame, speedups: pd.DataFrame) -> list[CappedCell]:
+    """The cells a time cap stopped (``capped``), with the cap they were measured with and
+    their speedup's verdict."""
+    if "capped" not in bench:
+        return []
+    key = list(KEY_WITH_HOST)
+    verdicts = {
+        tuple(r[:-2]): (r[-2], r[-1])
+        for r in speedups[speedups["speedup"].notna()]
+        .assign(_settled=~in_doubt(speedups))[[*key, "verdict", "_settled"]]
+        .itertuples(index=False)
+    }
+    out = []
+    for r in bench[bench["capped"].fillna(False).astype(bool)].itertuples():
+        verdict, settled = verdicts.get(tuple(getattr(r, k) for k in key), (None, None))
+        out.append(
+            CappedCell(
+                r.library,
+                r.device,
+                r.operation,
+                int(r.size),
+                int(r.replicates),
+                float(r.wall_s),
+                _setting(r.replicate_settings, "max_cell_s"),
+                verdict,
+                None if settled is None else bool(settled),
+            )
+        )
+    return out

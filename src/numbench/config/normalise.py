@@ -154,7 +154,7 @@ def normalise(config: dict) -> dict:
         for key in ("min", "max", "spread"):
             if key in reps:
                 reps[key] = _number(reps[key], int)
-        for key in ("target_ci", "round_sd", "margin", "max_cpu_taken"):
+        for key in ("target_ci", "round_sd", "margin", "max_cpu_taken", "max_cell_s"):
             if reps.get(key) is not None:
                 reps[key] = _number(reps[key], float)
         for key in ("paired", "lockstep"):

@@ -311,6 +311,8 @@ LATER_COLUMNS = {
     "other_cpu_share": None,
     "steal_share": None,
     "load_avg_1m": None,
+    # nor whether a time cap stopped it (``replicates.max_cell_s``): unknown
+    "capped": None,
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from numbench.contract.machine import MachineQuality  # noqa: F401
+from numbench.contract.machine import CappedCell, MachineQuality, RunTime  # noqa: F401
 
 # the roofline's facts live beside its notes; here they are facts like the others
 from numbench.contract.roofline import LOW_DRAM_SHARE, FirstTouch, RoofFinding  # noqa: F401
@@ -225,7 +225,9 @@ class DoubtfulVerdict(SpeedupFact):
     margin: float
 
 
-CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell | DoubtfulVerdict
+CellWarning = (
+    NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell | DoubtfulVerdict | CappedCell
+)
 
 
 @dataclass(frozen=True)
@@ -361,3 +363,5 @@ class Findings:
     roofline: tuple[RoofFinding, ...] = ()
     #: how quiet the machine was while the cells measured: the summary's first line
     machine: MachineQuality | None = None
+    #: how long the cells took and where the time went
+    run_time: RunTime | None = None

@@ -47,3 +47,43 @@ class MachineQuality:
     verdicts: int
     in_doubt: int
     busy_in_doubt: int
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """How long the run's cells took and where the time went, from the cells' records
+    (``numbench.analyse.machine.run_time``). ``total_s``: the sum of the cells' ``wall_s``
+    (their spread rounds' jobs included; cells take the host's timing lock one at a time, so
+    this is the run's measuring time). ``rounds``: the rounds kept, ``added_rounds`` of them
+    added by the stopping rule beyond ``replicates.min``; ``retries``: rounds measured again
+    because other programs took the CPUs (``set_aside``). ``added_s`` and ``retries_s``
+    estimate their time, each cell's ``wall_s`` shared evenly among its attempts. ``busy_s``:
+    the time of the cells measured on a busy machine (``BUSY_MACHINE_SHARE``). ``capped``:
+    cells a time cap stopped (``replicates.max_cell_s``)."""
+
+    cells: int
+    total_s: float
+    rounds: int
+    added_rounds: int
+    added_s: float
+    retries: int
+    retries_s: float
+    busy_s: float
+    capped: int
+
+
+@dataclass(frozen=True)
+class CappedCell:
+    """A cell that ``replicates.max_cell_s`` stopped before its stopping rule did: its
+    verdict rests on fewer rounds than the rule asked for."""
+
+    library: str
+    device: str
+    operation: str
+    size: int
+    replicates: int
+    wall_s: float
+    max_cell_s: float | None
+    #: its speedup's verdict and whether it is settled (None: no speedup, the baseline's own)
+    verdict: str | None = None
+    settled: bool | None = None

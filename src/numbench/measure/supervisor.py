@@ -39,6 +39,7 @@ from numbench.measure.process import run_worker, worker_interpreter
 from numbench.measure.replicates import (
     BASELINE,
     MEASURED,
+    CellClock,
     ProcessRun,
     RoundFileError,
     measure_replicates,
@@ -208,11 +209,13 @@ def run_cell(
     with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
         meta.locked_from_unix = time.time()
         watch = ActivityWatch()
-        runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep)
+        clock = CellClock(earlier_s=earlier_wall)
+        runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
         activity = watch.stop()
         meta.locked_until_unix = time.time()
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
     meta.load_avg_1m = activity.load_avg_1m
+    meta.capped = clock.capped if spec.replicates.max_cell_s is not None else None
     meta.wall_s = time.perf_counter() - t0 + earlier_wall
     meta.status, meta.error = cell_status(runs)
     if meta.status == "ok" and pairing_error:

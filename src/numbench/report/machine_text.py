@@ -3,7 +3,15 @@ it means for the verdicts (``numbench.contract.machine.MachineQuality``, decided
 
 from __future__ import annotations
 
-from numbench.contract.machine import BUSY_MACHINE_SHARE, BUSY_RUN_FRACTION, MachineQuality
+from numbench.contract.machine import (
+    BUSY_MACHINE_SHARE,
+    BUSY_RUN_FRACTION,
+    CappedCell,
+    MachineQuality,
+    RunTime,
+)
+from numbench.formatting import format_size
+from numbench.report.markdown import md_text
 
 
 def _share(value: float | None) -> str:
@@ -45,3 +53,56 @@ def machine_line(m: MachineQuality) -> str:
         f"**Busy machine**: {_figures(m)}; {_verdicts(m)}. The verdicts measured busy are the least firm: `numbench system` "
         "says what disturbs this machine, and a rerun on a quieter one settles them."
     )
+
+
+def duration(seconds: float) -> str:
+    """'39 min 24 s', '1 h 02 min', '12 s'."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def _rounds(n: int) -> str:
+    return f"{n} round{'' if n == 1 else 's'}"
+
+
+def time_line(t: RunTime) -> str:
+    """How long the cells took and where the time went, in one sentence."""
+    text = (
+        f"Time: the {t.cells} cells took {duration(t.total_s)} of measuring, one at a time "
+        f"({_rounds(t.rounds)} kept); the stopping rule added {_rounds(t.added_rounds)} for "
+        f"verdicts in doubt (about {duration(t.added_s)}), {_rounds(t.retries)} measured "
+        f"again because other programs took the CPUs (about {duration(t.retries_s)}), and "
+        f"cells measured on a busy machine took {duration(t.busy_s)} in all"
+    )
+    if t.capped:
+        text += (
+            f"; {t.capped} cell{'s' if t.capped != 1 else ''} stopped early at the time cap "
+            "(`replicates.max_cell_s`, listed under Warnings)"
+        )
+    return text + "."
+
+
+def capped_lines(warnings) -> list[str]:
+    """The Warnings' list of cells stopped by the time cap."""
+    capped = [w for w in warnings if isinstance(w, CappedCell)]
+    if not capped:
+        return []
+    cap = capped[0].max_cell_s
+    cap = "" if cap is None else f" = {cap:g} s"
+    lines = [
+        f"Cells stopped early by the time cap (`replicates.max_cell_s`{cap}): they "
+        "have fewer rounds than the stopping rule asked for, so their verdicts are less firm "
+        "than the rule would have made them.",
+        "",
+    ]
+    for w in capped:
+        name = md_text(f"{w.library} ({w.device}) {w.operation}")
+        said = f"{name} n = {format_size(w.size)}: {w.replicates} rounds in {duration(w.wall_s)}"
+        if w.verdict is not None:
+            said += f"; verdict {md_text(w.verdict)}{'' if w.settled else ', in doubt'}"
+        lines.append(f"- {said}")
+    return [*lines, ""]
