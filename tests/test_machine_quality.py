@@ -157,3 +157,18 @@ def test_a_cell_stopped_by_the_time_cap_says_so_with_its_verdict():
         "verdict",
     ].item()
     assert f"- torch (cpu) fft n = 10^3: 3 rounds in 1 min 02 s; verdict {verdict}" in warn
+
+
+def test_the_waits_for_quiet_are_reported():
+    bench, speedups, crossovers = with_times()
+    assert decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN).run_time.waited_cells is None
+    bench["quiet_wait_s"], bench["quiet_reached"] = 1.0, True
+    first, second = bench.index[:2]
+    bench.loc[first, ["quiet_wait_s", "quiet_reached"]] = [120.0, True]
+    bench.loc[second, ["quiet_wait_s", "quiet_reached"]] = [300.0, False]
+    t = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN).run_time
+    assert (t.waited_cells, t.not_quiet) == (len(bench), 1)
+    assert t.waited_s == pytest.approx(420.0 + len(bench) - 2)
+    text = summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    assert f"{len(bench)} cells waited 7 min {len(bench) - 2:02d} s in all for the machine" in text
+    assert "1 of them measured still busy at its limit" in text

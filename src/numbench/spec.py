@@ -28,7 +28,8 @@ from numbench.timing import TimingSettings
 #: output, ``output_bytes``; 7: whether the operation's flop count is exact, ``flops_exact``,
 #: which decides whether a cell past its roof found the roof low or the cost model wrong, and
 #: what the machine did while the cell measured, ``other_cpu_share``, ``steal_share`` and
-#: ``load_avg_1m``, and whether the time cap stopped it, ``capped``). It is
+#: ``load_avg_1m``, whether the time cap stopped it, ``capped``, and its wait for quiet,
+#: ``quiet_wait_s`` and ``quiet_reached``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
 CELL_CONTRACT = 7
@@ -329,3 +330,8 @@ class CellMeta:
     #: whether ``replicates.max_cell_s`` stopped the cell before its stopping rule did (None:
     #: no cap was set)
     capped: bool | None = None
+    #: seconds the cell waited, lock held, for other processes to quiet down before it
+    #: measured (``wait_for_quiet``; its spread rounds' waits included), and whether they did
+    #: (None: no wait asked, or the machine could not be read)
+    quiet_wait_s: float | None = None
+    quiet_reached: bool | None = None

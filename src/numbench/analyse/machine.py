@@ -110,7 +110,22 @@ def run_time(bench: pd.DataFrame) -> RunTime | None:
         retries_s=float((per_attempt * retries).sum()),
         busy_s=float(wall[busy].sum()),
         capped=int(capped.sum()),
+        **quiet_waits(timed),
     )
+
+
+def quiet_waits(timed: pd.DataFrame) -> dict:
+    """``RunTime``'s figures of the waits for quiet (none where no cell was asked to wait)."""
+    if "quiet_wait_s" not in timed or timed["quiet_wait_s"].isna().all():
+        return {}
+    waits = _number(timed, "quiet_wait_s")
+    reached = timed["quiet_reached"] if "quiet_reached" in timed else None
+    not_quiet = 0 if reached is None else int((reached == False).sum())  # noqa: E712
+    return {
+        "waited_cells": int((waits > 0).sum()),
+        "waited_s": float(waits.sum()),
+        "not_quiet": not_quiet,
+    }
 
 
 def capped_cells(bench: pd.DataFrame, speedups: pd.DataFrame) -> list[CappedCell]:

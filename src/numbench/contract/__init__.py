@@ -313,6 +313,9 @@ LATER_COLUMNS = {
     "load_avg_1m": None,
     # nor whether a time cap stopped it (``replicates.max_cell_s``): unknown
     "capped": None,
+    # nor whether it waited for quiet (``wait_for_quiet``)
+    "quiet_wait_s": None,
+    "quiet_reached": None,
 }
 
 

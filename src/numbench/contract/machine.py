@@ -59,7 +59,8 @@ class RunTime:
     because other programs took the CPUs (``set_aside``). ``added_s`` and ``retries_s``
     estimate their time, each cell's ``wall_s`` shared evenly among its attempts. ``busy_s``:
     the time of the cells measured on a busy machine (``BUSY_MACHINE_SHARE``). ``capped``:
-    cells a time cap stopped (``replicates.max_cell_s``)."""
+    cells a time cap stopped (``replicates.max_cell_s``). ``total_s`` includes the waits
+    for quiet."""
 
     cells: int
     total_s: float
@@ -70,6 +71,11 @@ class RunTime:
     retries_s: float
     busy_s: float
     capped: int
+    #: the waits for quiet (``wait_for_quiet``): cells that waited (None: none was asked),
+    #: their seconds in all, and how many measured anyway, still busy at the limit
+    waited_cells: int | None = None
+    waited_s: float = 0.0
+    not_quiet: int = 0
 
 
 @dataclass(frozen=True)

@@ -279,12 +279,19 @@ def _started(run: ProcessRun) -> float:
     return run.started_unix
 
 
-def write_round(path: str | os.PathLike, spec: CellSpec, runs: list[ProcessRun], wall_s: float):
-    """Write one spread round (its processes and its supervisor's wall time) as JSON, whole
-    or not at all (``numbench.contract.replacing``)."""
+def write_round(
+    path: str | os.PathLike,
+    spec: CellSpec,
+    runs: list[ProcessRun],
+    wall_s: float,
+    quiet_wait_s: float | None = None,
+):
+    """Write one spread round (its processes, its supervisor's wall time and its wait for
+    quiet) as JSON, whole or not at all (``numbench.contract.replacing``)."""
     data = {
         "spec": json.loads(spec.to_json()),
         "wall_s": wall_s,
+        "quiet_wait_s": quiet_wait_s,
         "runs": [
             {
                 "role": r.role,
@@ -330,3 +337,14 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RoundFileError(path, f"not a readable spread round ({exc})") from None
     return runs, wall
+
+
+def rounds_quiet_wait_s(paths: list[str | os.PathLike]) -> float | None:
+    """The summed waits for quiet of spread rounds that ``read_rounds`` has read (None where
+    none waited)."""
+    waits = []
+    for path in paths:
+        with open(path) as fh:
+            waits.append(json.load(fh).get("quiet_wait_s"))
+    waits = [w for w in waits if w is not None]
+    return float(sum(waits)) if waits else None

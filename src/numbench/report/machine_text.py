@@ -78,6 +78,12 @@ def time_line(t: RunTime) -> str:
         f"again because other programs took the CPUs (about {duration(t.retries_s)}), and "
         f"cells measured on a busy machine took {duration(t.busy_s)} in all"
     )
+    if t.waited_cells is not None:
+        text += (
+            f"; {t.waited_cells} cells waited {duration(t.waited_s)} in all for the machine to "
+            f"quiet down (`wait_for_quiet`), {t.not_quiet} of them measured still busy at "
+            "its limit"
+        )
     if t.capped:
         text += (
             f"; {t.capped} cell{'s' if t.capped != 1 else ''} stopped early at the time cap "
