@@ -39,10 +39,7 @@ def test_a_quiet_set_of_cells_says_quiet_with_its_figures():
     line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
     assert line.startswith("**Quiet machine**: while the cells measured, other processes took 2%")
     assert "(steal) 1%" in line
-    assert (
-        f"0 of the {m.watched} cells were measured busy (others above {BUSY_MACHINE_SHARE:.0%}"
-        in line
-    )
+    assert f"0 of the {m.watched} measured busy (others above {BUSY_MACHINE_SHARE:.0%}" in line
 
 
 def test_a_busy_set_of_cells_says_busy_with_its_figures_and_the_verdicts_it_puts_in_doubt():
@@ -65,7 +62,7 @@ def test_a_busy_set_of_cells_says_busy_with_its_figures_and_the_verdicts_it_puts
     assert (m.in_doubt, m.busy_in_doubt) == (2, 1)
     line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
     assert line.startswith("**Busy machine**: while the cells measured, other processes took 45%")
-    assert f"{len(busy)} of the {m.watched} cells were measured busy" in line
+    assert f"{len(busy)} of the {m.watched} measured busy" in line
     assert "the busiest at 46%" in line
     assert "3 of" in line and "cells unstable (3 of them measured busy)" in line
     assert (
@@ -172,3 +169,12 @@ def test_the_waits_for_quiet_are_reported():
     text = summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
     assert f"{len(bench)} cells waited 7 min {len(bench) - 2:02d} s in all for the machine" in text
     assert "1 of them measured still busy at its limit" in text
+
+
+def test_one_of_anything_is_said_in_the_singular():
+    from numbench.report.machine_text import machine_line
+
+    m = MachineQuality(False, 1, 1, 0.86, 0.0, 0.86, 1, 1, 1, 1, 1, 0)
+    line = machine_line(m)
+    assert "(medians over 1 cell); 1 of the 1 measured busy" in line
+    assert "1 of 1 cell unstable" in line and "1 of 1 verdict in doubt, none of them" in line

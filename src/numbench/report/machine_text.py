@@ -18,21 +18,26 @@ def _share(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.0%}"
 
 
+def _many(n: int, thing: str) -> str:
+    """'1 cell', '2 cells'."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
 def _figures(m: MachineQuality) -> str:
     return (
         f"while the cells measured, other processes took {_share(m.other_cpu_share)} of the "
         f"CPUs' time and the hypervisor (steal) {_share(m.steal_share)} (medians over "
-        f"{m.watched} cells); {m.busy_cells} of the {m.watched} cells were measured busy "
+        f"{_many(m.watched, 'cell')}); {m.busy_cells} of the {m.watched} measured busy "
         f"(others above {BUSY_MACHINE_SHARE:.0%} of the CPUs' time; a run is busy past "
         f"{BUSY_RUN_FRACTION:.0%} of its cells), the busiest at {_share(m.busiest_share)}"
     )
 
 
 def _verdicts(m: MachineQuality) -> str:
-    text = f"{m.unstable_cells} of {m.ok_cells} cells unstable"
+    text = f"{m.unstable_cells} of {_many(m.ok_cells, 'cell')} unstable"
     if m.watched:
         text += f" ({m.busy_unstable} of them measured busy)"
-    text += f"; {m.in_doubt} of {m.verdicts} verdicts in doubt"
+    text += f"; {m.in_doubt} of {_many(m.verdicts, 'verdict')} in doubt"
     if m.watched and m.in_doubt:
         busy = "none" if not m.busy_in_doubt else str(m.busy_in_doubt)
         text += f", {busy} of them measured while the machine was busy"
@@ -66,13 +71,13 @@ def duration(seconds: float) -> str:
 
 
 def _rounds(n: int) -> str:
-    return f"{n} round{'' if n == 1 else 's'}"
+    return _many(n, "round")
 
 
 def time_line(t: RunTime) -> str:
     """How long the cells took and where the time went, in one sentence."""
     text = (
-        f"Time: the {t.cells} cells took {duration(t.total_s)} of measuring, one at a time "
+        f"Time: the {_many(t.cells, 'cell')} took {duration(t.total_s)} of measuring, one at a time "
         f"({_rounds(t.rounds)} kept); the stopping rule added {_rounds(t.added_rounds)} for "
         f"verdicts in doubt (about {duration(t.added_s)}), {_rounds(t.retries)} measured "
         f"again because other programs took the CPUs (about {duration(t.retries_s)}), and "
@@ -80,7 +85,7 @@ def time_line(t: RunTime) -> str:
     )
     if t.waited_cells is not None:
         text += (
-            f"; {t.waited_cells} cells waited {duration(t.waited_s)} in all for the machine to "
+            f"; {_many(t.waited_cells, 'cell')} waited {duration(t.waited_s)} in all for the machine to "
             f"quiet down (`wait_for_quiet`), {t.not_quiet} of them measured still busy at "
             "its limit"
         )
@@ -107,7 +112,7 @@ def capped_lines(warnings) -> list[str]:
     ]
     for w in capped:
         name = md_text(f"{w.library} ({w.device}) {w.operation}")
-        said = f"{name} n = {format_size(w.size)}: {w.replicates} rounds in {duration(w.wall_s)}"
+        said = f"{name} n = {format_size(w.size)}: {_rounds(w.replicates)} in {duration(w.wall_s)}"
         if w.verdict is not None:
             said += f"; verdict {md_text(w.verdict)}{'' if w.settled else ', in doubt'}"
         lines.append(f"- {said}")
