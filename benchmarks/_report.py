@@ -73,6 +73,7 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
             round_sd=0.03,
             max_cpu_taken=0.1,
             lockstep=False,
+            max_cell_s=None,
         ),
         paired_with=None,
         contract=CELL_CONTRACT,

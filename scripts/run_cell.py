@@ -14,6 +14,7 @@ import traceback
 import _path  # noqa: F401
 
 from numbench.errors import MachineryFault
+from numbench.measure.quiet import QuietSettings
 from numbench.measure.supervisor import keep_pandas_out, run_cell, run_round
 from numbench.spec import CellSpec
 
@@ -36,15 +37,31 @@ parser.add_argument(
     type=float,
     help="give up waiting for the host's timing lock after this long (default: no limit)",
 )
+parser.add_argument(
+    "--quiet-below",
+    type=float,
+    default=0.1,
+    help="wait, lock held, until others take at most this share of all CPUs' time",
+)
+parser.add_argument(
+    "--quiet-wait-s", type=float, default=0.0, help="wait for quiet at most this long (0: never)"
+)
 args = parser.parse_args()
 spec = CellSpec.from_json(args.spec)
+quiet = QuietSettings(args.quiet_below, args.quiet_wait_s)
 try:
     if args.round is not None:
-        runs = run_round(spec, args.round, args.output, lock_timeout_s=args.lock_timeout_s)
+        runs = run_round(
+            spec, args.round, args.output, lock_timeout_s=args.lock_timeout_s, quiet=quiet
+        )
         print(f"round {args.round}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
     else:
         result = run_cell(
-            spec, args.output, earlier=args.earlier, lock_timeout_s=args.lock_timeout_s
+            spec,
+            args.output,
+            earlier=args.earlier,
+            lock_timeout_s=args.lock_timeout_s,
+            quiet=quiet,
         )
         print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
 except Exception as exc:  # noqa: BLE001 - the job fails, with the reason and no cell file

@@ -75,6 +75,7 @@ def make_spec(
             round_sd=0.03,
             max_cpu_taken=0.1,
             lockstep=lockstep,
+            max_cell_s=None,
         ),
         paired_with=paired_with,
         contract=CELL_CONTRACT,

@@ -229,11 +229,16 @@ def test_the_config_s_lock_timeout_reaches_each_timing_job_and_no_spec(tmp_path)
     assert cfg["lock_timeout_s"] == 14400
     assert all("lock_timeout" not in cell_spec(cfg, c).to_json() for c in grid(cfg))
     wd = copy_workflow(tmp_path / "wf")
-    (wd / "mine.yaml").write_text("operations: {sort: {sizes: [10]}}\nlock_timeout_s: 90\n")
+    (wd / "mine.yaml").write_text(
+        "operations: {sort: {sizes: [10]}}\nlock_timeout_s: 90\n"
+        "wait_for_quiet: {below: 0.05, max_wait_s: 30}\n"
+    )
     proc = snakemake(wd, "-n", "-p", "--cores", "1", "--configfile", "mine.yaml")
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [line for line in proc.stdout.splitlines() if "run_cell.py" in line]
     assert jobs and all("--lock-timeout-s 90 " in line for line in jobs)
+    # the wait for quiet reaches them the same way (numbench.measure.quiet)
+    assert all("--quiet-wait-s 30 --quiet-below 0.05 " in line for line in jobs)
     (wd / "mine.yaml").write_text("operations: {sort: {sizes: [10]}}\nlock_timeout_s: 0\n")
     with pytest.raises(Exception, match="lock_timeout_s"):
         load_file(wd / "mine.yaml", schema)

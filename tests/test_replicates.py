@@ -12,6 +12,7 @@ from conftest import make_spec
 from numbench.measure.replicates import (
     BASELINE,
     MEASURED,
+    CellClock,
     ProcessRun,
     RoundFileError,
     measure_replicates,
@@ -36,6 +37,7 @@ REPS = {
     "round_sd": 0.03,
     "max_cpu_taken": 0.1,
     "lockstep": False,
+    "max_cell_s": None,
 }
 
 
@@ -279,6 +281,54 @@ def test_a_failed_process_is_not_measured_again_for_waiting():
     runs = measure_round(spec, 0, worker, spec.paired_spec())
     assert [r.report.status for r in runs if r.role == MEASURED] == ["failed"]
     assert calls.count("torch") == 1  # its fault is the cell's, busy machine or not
+
+
+class TickingClock:
+    """A clock that a worker moves on: each process takes ``per_process_s``."""
+
+    def __init__(self, per_process_s: float):
+        self.now, self.per_process_s = 1000.0, per_process_s
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wrap(self, worker):
+        def run(spec):
+            self.now += self.per_process_s
+            return worker(spec)
+
+        return run
+
+
+def test_a_time_cap_stops_a_cell_in_doubt_and_says_so(capsys):
+    """A verdict in doubt would run to max = 6 rounds; 10 s a process, two processes a
+    round, and a cap of 45 s stop it after the round that passed the cap: 3 rounds."""
+    clock = TickingClock(10.0)
+    worker = clock.wrap(QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]}))
+    cell_clock = CellClock(clock=clock)
+    runs, _ = measure_replicates(spec_with(max_cell_s=45.0), worker, clock=cell_clock)
+    assert [r.role for r in runs].count(MEASURED) == 3
+    assert cell_clock.capped
+    assert "past replicates.max_cell_s = 45" in capsys.readouterr().out
+
+
+def test_a_time_cap_counts_the_spread_rounds_and_never_stops_the_first_round():
+    clock = TickingClock(10.0)
+    worker = clock.wrap(QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]}))
+    # the spread rounds' jobs already took 50 s: past the cap before any round here
+    spent = CellClock(earlier_s=50.0, clock=clock)
+    runs, _ = measure_replicates(spec_with(max_cell_s=45.0), worker, clock=spent)
+    assert [r.role for r in runs].count(MEASURED) == 1 and spent.capped
+    # a cell settled before the cap is not capped
+    worker = clock.wrap(QuietWorker({"torch": [1e-4], "numpy": [2e-3]}))
+    settled = CellClock(clock=clock)
+    runs, _ = measure_replicates(spec_with(max_cell_s=45.0), worker, clock=settled)
+    assert [r.role for r in runs].count(MEASURED) == 2 and not settled.capped
+
+
+def test_replicate_settings_refuse_a_time_cap_of_zero():
+    with pytest.raises(ValueError, match="max_cell_s"):
+        ReplicateSettings(**{**REPS, "max_cell_s": 0})
 
 
 @pytest.mark.parametrize("reps", [{"min": 3, "max": 2}, {"min": 0, "max": 2}])

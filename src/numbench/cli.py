@@ -6,6 +6,7 @@
     numbench unlock
     numbench check PATH|NAME [--size N] [--dtype D] [--configfile FILE ...]
     numbench history add RESULTS ... | list | show [FILTERS] [--json] | changes [--json]
+    numbench system [--json] [--seconds S]
 
 The workflow's own steps run through ``snakemake`` (``make run``); these are the steps a user
 takes around it. Each subcommand imports what it needs only when it runs: ``offsite run``
@@ -197,6 +198,20 @@ def _history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _system(args: argparse.Namespace) -> int:
+    import json
+
+    from numbench.system import long_form, system_report
+
+    if not 0 < args.seconds <= 60:  # nan fails this too
+        say = f"system: --seconds must be above 0 and at most 60, not {args.seconds}"
+        print(say, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    report = system_report(seconds=args.seconds)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else long_form(report))
+    return 0
+
+
 def _config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--directory", default=".", help="the workflow's folder (default: the current one)"
@@ -218,6 +233,7 @@ def parser() -> argparse.ArgumentParser:
     _add_unlock(sub)
     _add_check(sub)
     _add_history(sub)
+    _add_system(sub)
     return top
 
 
@@ -372,6 +388,26 @@ def _add_history(sub) -> None:
             help="the history folder (default: history, the config's history.folder)",
         )
     history.set_defaults(run=_history)
+
+
+def _add_system(sub) -> None:
+    """``numbench system``: what on this machine makes timings less stable."""
+    system = sub.add_parser(
+        "system",
+        help="say what on this machine makes timings less stable, and what to do about it",
+        description="Read the CPUs and the load, the frequency governor and turbo boost, "
+        "ASLR and transparent huge pages, then sample for a moment the processes that take "
+        "the CPUs and the hypervisor's steal; print each with what to do about it. Anything "
+        "that cannot be read (no /sys in a container) is said, not fatal. Changes nothing.",
+    )
+    system.add_argument("--json", action="store_true", help="write JSON instead of text")
+    system.add_argument(
+        "--seconds",
+        type=float,
+        default=0.5,
+        help="how long to sample other processes and steal (default: 0.5)",
+    )
+    system.set_defaults(run=_system)
 
 
 def main(argv: list[str] | None = None) -> int:

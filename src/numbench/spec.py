@@ -25,9 +25,13 @@ from numbench.timing import TimingSettings
 #: columns change (2: pipelined samples and transfers; 3: the allocator's settings; 4: the
 #: CPUs each worker really had, ``cpus_allowed``; 5: the hash of the operation's code,
 #: ``operation_hash``, and the inputs checked after the timed loop; 6: the bytes of a call's
-#: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``, and
-#: the seed of its inputs, ``seed``, or the file they were read from, ``inputs_from``, and
-#: the library's compile options, ``options``). It is
+#: output, ``output_bytes``; 7: whether the kernel came compiled, ``as_is``, the seed of its
+#: inputs, ``seed``, or the file they were read from, ``inputs_from``, the library's compile
+#: options, ``options``, whether the operation's flop count is exact, ``flops_exact``, which
+#: decides whether a cell past its roof found the roof low or the cost model wrong, what the
+#: machine did while the cell measured, ``other_cpu_share``, ``steal_share`` and
+#: ``load_avg_1m``, whether the time cap stopped it, ``capped``, and its wait for quiet,
+#: ``quiet_wait_s`` and ``quiet_reached``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
 CELL_CONTRACT = 7
@@ -71,6 +75,9 @@ class ReplicateSettings:
     #: a paired round starts both processes and takes their samples in turns
     #: (``numbench.measure.lockstep``) instead of running them back to back
     lockstep: bool
+    #: a cell that has spent this many seconds on its rounds adds no further round (its
+    #: first always runs; ``numbench.measure.replicates.capped``); None: no cap
+    max_cell_s: float | None
 
     def __post_init__(self) -> None:
         if not 1 <= self.min <= self.max:
@@ -81,6 +88,8 @@ class ReplicateSettings:
             raise ValueError("need replicates.round_sd >= 0")
         if self.max_cpu_taken is not None and not self.max_cpu_taken > 0:
             raise ValueError("need replicates.max_cpu_taken > 0 (or null)")
+        if self.max_cell_s is not None and not self.max_cell_s > 0:
+            raise ValueError("need replicates.max_cell_s > 0 (or null)")
 
 
 @dataclass(frozen=True)
@@ -345,6 +354,8 @@ class CellMeta:
     platform: str | None = None
     flops: float | None = None
     bytes: float | None = None
+    #: the operation's ``flops_exact`` where it gives flops (``numbench.analyse.roofline``)
+    flops_exact: bool | None = None
     gflop_per_s: float | None = None
     gb_per_s: float | None = None
     wall_s: float | None = None
@@ -354,3 +365,16 @@ class CellMeta:
     #: when this cell held the host's timing lock (Unix seconds): shows cells never overlap
     locked_from_unix: float | None = None
     locked_until_unix: float | None = None
+    #: the whole machine while the cell held the lock (``numbench.measure.activity``): other
+    #: processes' share of all CPUs' time, the hypervisor's (steal), the 1-minute load after
+    other_cpu_share: float | None = None
+    steal_share: float | None = None
+    load_avg_1m: float | None = None
+    #: whether ``replicates.max_cell_s`` stopped the cell before its stopping rule did (None:
+    #: no cap was set)
+    capped: bool | None = None
+    #: seconds the cell waited, lock held, for other processes to quiet down before it
+    #: measured (``wait_for_quiet``; its spread rounds' waits included), and whether they did
+    #: (None: no wait asked, or the machine could not be read)
+    quiet_wait_s: float | None = None
+    quiet_reached: bool | None = None

@@ -72,12 +72,16 @@ rule spread_round:
         gpu=cell_gpus,
         # a resource, not a param: changing how long a job waits remeasures nothing
         lock_timeout_s=LOCK_TIMEOUT_S,
+        # so is the wait for quiet (wait_for_quiet)
+        quiet_wait_s=QUIET_WAIT_S,
+        quiet_below=QUIET_BELOW,
     params:
         script=SCRIPTS / "run_cell.py",
         spec=cell_spec_json,
     shell:
         "python {params.script:q} --spec {params.spec:q} --round {wildcards.round}"
-        " --lock-timeout-s {resources.lock_timeout_s} --output {output} > {log} 2>&1"
+        " --lock-timeout-s {resources.lock_timeout_s} --quiet-wait-s {resources.quiet_wait_s}"
+        " --quiet-below {resources.quiet_below} --output {output} > {log} 2>&1"
 
 
 rule cell:
@@ -99,9 +103,12 @@ rule cell:
         cpus_per_task=cell_threads,
         gpu=cell_gpus,
         lock_timeout_s=LOCK_TIMEOUT_S,
+        quiet_wait_s=QUIET_WAIT_S,
+        quiet_below=QUIET_BELOW,
     params:
         script=SCRIPTS / "run_cell.py",
         spec=cell_spec_json,
     shell:
         "python {params.script:q} --spec {params.spec:q} --earlier {input.earlier}"
-        " --lock-timeout-s {resources.lock_timeout_s} --output {output} > {log} 2>&1"
+        " --lock-timeout-s {resources.lock_timeout_s} --quiet-wait-s {resources.quiet_wait_s}"
+        " --quiet-below {resources.quiet_below} --output {output} > {log} 2>&1"

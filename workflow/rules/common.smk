@@ -82,6 +82,8 @@ ROOF_THREADS = PLAN.roof_threads
 ROOF_GPUS = PLAN.roof_gpus
 ROOF_CPU_TAKEN_ARG = PLAN.roof_cpu_taken_option
 LOCK_TIMEOUT_S = PLAN.lock_timeout_s
+QUIET_WAIT_S = PLAN.quiet_wait_s
+QUIET_BELOW = PLAN.quiet_below
 CELL_RUNTIME_MIN = PLAN.cell_runtime_min
 ROUND_RUNTIME_MIN = PLAN.round_runtime_min
 INPUTS_PRIORITY = PLAN.order.inputs_priority
@@ -184,3 +186,12 @@ def op_hash(wildcards):
 wildcard_constraints:
     **cells.FIELD_PATTERNS,
     environment=cells.ENVIRONMENT_PATTERN,
+
+
+# What on this machine makes timings less stable (`numbench system`'s short form), in the
+# run's log before any job: a run whose timings drift can be read against it.
+onstart:
+    from snakemake.logging import logger
+    from numbench.system import short_form, system_report
+
+    logger.info(short_form(system_report()))

@@ -24,6 +24,7 @@ from numbench.analyse.crossovers import GROUP_COLUMNS
 from numbench.analyse.dimensions import precision_gaps, scaling_gaps
 from numbench.analyse.gpu_report import gpu_notice
 from numbench.analyse.grid_settings import settings
+from numbench.analyse.machine import capped_cells, machine_quality, run_time
 from numbench.analyse.pipelining import pipeline_facts
 from numbench.analyse.roofline_findings import roofline_findings
 from numbench.cells import SORT_BY_SIZE
@@ -182,6 +183,7 @@ def warnings(bench: pd.DataFrame, speedups: pd.DataFrame) -> tuple[CellWarning, 
         cell = (r.library, r.device, r.operation, int(r.size))
         values = (r.speedup, r.speedup_ci_low, r.speedup_ci_high, r.verdict, r.margin)
         out.append(DoubtfulVerdict(*cell, *values))
+    out += capped_cells(bench.sort_values(BY_SIZE), speedups)
     bad = bench[bench["status"] != "ok"]
     for r in bad.sort_values(["status", "operation", "size", "library"]).itertuples():
         reason = None if missing(r.error) else str(r.error)
@@ -226,6 +228,8 @@ def decide(
         queued_same_speed=same,
         synchronous=sync,
         roofline=tuple(roofline_findings(bench, roofs)),
+        machine=machine_quality(bench, speedups),
+        run_time=run_time(bench),
     )
 
 

@@ -7,7 +7,9 @@ bandwidth roof)``, and ``roof_fraction`` is what it reached (``gflop_per_s``) ov
 
 Which bandwidth roof: the one of the cache its working set (those fewest bytes) fits in,
 by the caches' sizes the roofs rule read from the system (``numbench.contract.roofs.resident_level``).
-A cell is never drawn above its roof as a win. A cell past 100% of its roof is either:
+A roof measured more than once (the roofs table holds several ``ok`` rows of it) is the best
+of them, and ``roof_spread`` gives the best over the worst. A cell is never drawn above its
+roof as a win. A cell past 100% of its roof is either:
 
 * ``cache-resident``: its working set is within ``PARTLY_RESIDENT_FACTOR`` times a faster
   cache (a repeated call finds part of its data still there): it is held against that
@@ -15,12 +17,19 @@ A cell is never drawn above its roof as a win. A cell past 100% of its roof is e
   is held against that cache's roof and says so too;
 * ``within noise``: still past its roof, by no more than ``ROOF_NOISE_FACTOR`` (a median
   against a roof that is the best of a few trials on a noisy machine);
-* ``cost-model error``: past its roof by more than that: the operation counts flops it
-  does not do, or bytes it does not need (or the roof is wrong; the roofs table says how
-  it was measured).
+* ``roof measured low``: past the compute roof by more than that, for an operation whose
+  flop count is exact (``flops_exact``: matmul's 2 n^3): the cost model cannot be wrong,
+  so the roof is (measured at a disturbed moment, or by a kernel slower than the library's);
+* ``cost-model error``: past its roof by more than that where the model can be wrong: a
+  flop count that is an estimate, or a bandwidth roof (the fewest bytes are the model's
+  own count): the operation counts flops it does not do, or bytes it does not need (or
+  the roof is wrong; the roofs table says how it was measured).
 
-A cell without a cost model (no flops or no bytes), without a time, or from a host whose
-roofs were not measured has nulls (with a note for the last).
+An operation with bytes but no flop count (a sort: its work is comparisons, not
+floating-point arithmetic) is ``placed by its bytes``: held against the bandwidth roof of its
+working set by its GB/s (``roof_fraction`` = ``gb_per_s`` over that roof), with no
+intensity, and so left off the charts. A cell without a cost model, without a time, or
+from a host whose roofs were not measured has nulls (with a note for the last).
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from dataclasses import dataclass, field
 from numbench.contract.roofline import (
     CACHE_RESIDENT,
     COST_MODEL_ERROR,
+    PLACED_BY_BYTES,
+    ROOF_MEASURED_LOW,
     ROOF_NOISE_FACTOR,
     WITHIN_NOISE,
 )
@@ -59,6 +70,8 @@ class RoofSet:
     bandwidth_gb_per_s: dict[str, float] = field(default_factory=dict)
     compute_gflop_per_s: float | None = None
     cache_bytes: dict[str, int] = field(default_factory=dict)
+    #: roof -> its best measurement over its worst, where it was measured more than once
+    spread: dict[str, float] = field(default_factory=dict)
 
     def bandwidth_for(self, level: str) -> tuple[str, float] | None:
         """The roof of ``level``, or of the next slower level measured (an L3 roof left out
@@ -78,9 +91,9 @@ def _number(value) -> float | None:
 
 def roof_sets(roof_rows) -> dict[tuple, RoofSet]:
     """(host, device, dtype, threads) -> its roofs, from the roofs table's rows (dicts);
-    only rows that measured (``ok``) count."""
-    bandwidth: dict[tuple, dict[str, float]] = {}
-    compute: dict[tuple, float] = {}
+    only rows that measured (``ok``) count. A roof with several such rows (measured more
+    than once through the run) is the best of them, and its spread is kept."""
+    measured: dict[tuple, dict[str, list[float]]] = {}
     caches: dict[tuple, dict[str, int]] = {}
     for row in roof_rows:
         key = (row["host"], row["device"], row["dtype"], int(row["threads"]))
@@ -89,11 +102,16 @@ def roof_sets(roof_rows) -> dict[tuple, RoofSet]:
         value = _number(row.get("value"))
         if row.get("status") != "ok" or value is None:
             continue
-        if row["roof"] in BANDWIDTH_ROOFS:
-            bandwidth.setdefault(key, {})[row["roof"]] = value
-        elif row["roof"] == COMPUTE_ROOF:
-            compute[key] = value
-    return {key: RoofSet(bandwidth.get(key, {}), compute.get(key), caches[key]) for key in caches}
+        if row["roof"] in (*BANDWIDTH_ROOFS, COMPUTE_ROOF):
+            measured.setdefault(key, {}).setdefault(row["roof"], []).append(value)
+    sets = {}
+    for key, levels in caches.items():
+        values = measured.get(key, {})
+        best = {roof: max(v) for roof, v in values.items()}
+        compute = best.pop(COMPUTE_ROOF, None)
+        spread = {roof: max(v) / min(v) for roof, v in values.items() if len(v) > 1 and min(v) > 0}
+        sets[key] = RoofSet(best, compute, levels, spread)
+    return sets
 
 
 def _held(intensity: float, level_roof, compute: float | None) -> tuple[str, float]:
@@ -107,26 +125,17 @@ def _held(intensity: float, level_roof, compute: float | None) -> tuple[str, flo
     return level, memory
 
 
-def place(flops, bytes_moved, gflop_per_s, roofs: RoofSet | None) -> dict:
-    """The cell's roof columns (``ROOF_COLUMNS``)."""
-    out = dict.fromkeys(ROOF_COLUMNS)
-    flops, bytes_moved, achieved = _number(flops), _number(bytes_moved), _number(gflop_per_s)
-    if not flops or not bytes_moved or flops <= 0 or bytes_moved <= 0:
-        return out
-    intensity = flops / bytes_moved
-    out["arithmetic_intensity"] = intensity
-    if roofs is None:
-        out["roof_note"] = NO_ROOFS
-        return out
-    level = resident_level(bytes_moved, roofs.cache_bytes)
-    level_roof = roofs.bandwidth_for(level)
-    if level_roof is None and roofs.compute_gflop_per_s is None:
-        out["roof_note"] = NO_ROOFS
-        return out
-    roof, attainable = _held(intensity, level_roof, roofs.compute_gflop_per_s)
+def _against(intensity, bytes_moved, achieved, roofs: RoofSet, compute) -> tuple:
+    """(roof, attainable, note) of a cell of this intensity and working set that reached
+    ``achieved`` (None: not timed): past a bandwidth roof, a faster cache that still holds
+    part of the working set is tried. ``compute`` None: bandwidth alone (a cell placed by
+    its bytes, intensity 1, attainable in GB/s). None where no roof applies."""
+    level_roof = roofs.bandwidth_for(resident_level(bytes_moved, roofs.cache_bytes))
+    if level_roof is None and compute is None:
+        return None
+    roof, attainable = _held(intensity, level_roof, compute)
     note = CACHE_RESIDENT if roof in ("l2", "l3") else None
     if achieved is not None and achieved > attainable and roof != COMPUTE_ROOF:
-        # past a bandwidth roof: a faster cache that still holds part of the working set?
         for faster in reversed(BANDWIDTH_ROOFS[: BANDWIDTH_ROOFS.index(roof)]):
             size = roofs.cache_bytes.get(faster)
             if not size or bytes_moved > PARTLY_RESIDENT_FACTOR * size:
@@ -134,18 +143,55 @@ def place(flops, bytes_moved, gflop_per_s, roofs: RoofSet | None) -> dict:
             if faster not in roofs.bandwidth_gb_per_s:
                 continue
             candidate = (faster, roofs.bandwidth_gb_per_s[faster])
-            roof, attainable = _held(intensity, candidate, roofs.compute_gflop_per_s)
+            roof, attainable = _held(intensity, candidate, compute)
             note = CACHE_RESIDENT
             if achieved <= attainable:
                 break
-    out.update(attainable_gflop_per_s=attainable, roof=roof)
+    return roof, attainable, note
+
+
+def place(
+    flops,
+    bytes_moved,
+    gflop_per_s,
+    roofs: RoofSet | None,
+    flops_exact: bool | None = False,
+    gb_per_s=None,
+) -> dict:
+    """The cell's roof columns (``ROOF_COLUMNS``). ``flops_exact``: the operation's flop
+    count is exact (past the compute roof: ``roof measured low``); ``gb_per_s`` places a
+    cell with bytes but no flops by its bytes."""
+    out = dict.fromkeys(ROOF_COLUMNS)
+    flops, bytes_moved = _number(flops), _number(bytes_moved)
+    if not bytes_moved or bytes_moved <= 0 or (flops is not None and flops <= 0):
+        return out
+    by_bytes = flops is None
+    if by_bytes and _number(gb_per_s) is None:
+        return out
+    intensity = 1.0 if by_bytes else flops / bytes_moved
+    out["arithmetic_intensity"] = None if by_bytes else intensity
+    if roofs is None:
+        out["roof_note"] = NO_ROOFS
+        return out
+    achieved = _number(gb_per_s if by_bytes else gflop_per_s)
+    placed = _against(
+        intensity, bytes_moved, achieved, roofs, None if by_bytes else roofs.compute_gflop_per_s
+    )
+    if placed is None:
+        out["roof_note"] = NO_ROOFS
+        return out
+    roof, attainable, note = placed
+    out.update(attainable_gflop_per_s=None if by_bytes else attainable, roof=roof)
     if achieved is not None:
         fraction = achieved / attainable
         out["roof_fraction"] = fraction
         if fraction > ROOF_NOISE_FACTOR:
-            note = COST_MODEL_ERROR
+            exact = flops_exact and roof == COMPUTE_ROOF
+            note = ROOF_MEASURED_LOW if exact else COST_MODEL_ERROR
         elif fraction > 1:
             note = WITHIN_NOISE if note is None else f"{note}, {WITHIN_NOISE}"
+    if by_bytes:
+        note = PLACED_BY_BYTES if note is None else f"{PLACED_BY_BYTES}, {note}"
     out["roof_note"] = note
     return out
 
@@ -160,7 +206,14 @@ def place_rows(rows: list[dict], roof_rows) -> list[dict]:
             placed.append({**row, **dict.fromkeys(ROOF_COLUMNS)})
             continue
         key = (row.get("host"), row.get("device"), row.get("dtype"), row.get("threads"))
-        got = place(row.get("flops"), row.get("bytes"), row.get("gflop_per_s"), sets.get(key))
+        got = place(
+            row.get("flops"),
+            row.get("bytes"),
+            row.get("gflop_per_s"),
+            sets.get(key),
+            flops_exact=row.get("flops_exact"),
+            gb_per_s=row.get("gb_per_s"),
+        )
         tf32 = row.get("device") == "gpu" and row.get("dtype") == "float32"
         if tf32 and got["roof"] == COMPUTE_ROOF and got["roof_note"] == COST_MODEL_ERROR:
             got["roof_note"] = TF32_PAST_PEAK

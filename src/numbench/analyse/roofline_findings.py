@@ -17,6 +17,7 @@ import math
 
 import pandas as pd
 
+from numbench.analyse.roofline import roof_sets
 from numbench.cells import SETTING
 from numbench.contract.facts import LOW_DRAM_SHARE, FirstTouch, RoofFinding
 from numbench.libraries.base import STEADY_MALLOC
@@ -70,15 +71,23 @@ def first_touch(cell: pd.Series, roofs: pd.DataFrame | None) -> FirstTouch | Non
     )
 
 
+def _optional(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
+
+
 def roofline_findings(bench: pd.DataFrame, roofs: pd.DataFrame | None) -> list[RoofFinding]:
-    """One finding per (host, device, dtype, threads, operation) with placed cells."""
+    """One finding per (host, device, dtype, threads, operation) with placed cells, with the
+    spread of the roof it was held against where that roof was measured more than once."""
     if "roof_fraction" not in bench:
         return []
     placed = bench[(bench["status"] == "ok") & bench["roof_fraction"].notna()]
+    sets = roof_sets(roofs.to_dict("records")) if roofs is not None else {}
     findings = []
     for key, group in placed.groupby(GROUP + ["operation"], sort=True):
         largest = group[group["size"] == group["size"].max()]
         cell = largest.loc[largest["median_s"].idxmin()]
+        roofs_here = sets.get((key[0], key[1], key[2], int(key[3])))
+        spread = roofs_here.spread.get(cell["roof"]) if roofs_here is not None else None
         findings.append(
             RoofFinding(
                 host=key[0],
@@ -89,7 +98,9 @@ def roofline_findings(bench: pd.DataFrame, roofs: pd.DataFrame | None) -> list[R
                 size=int(cell["size"]),
                 library=cell["library"],
                 median_s=float(cell["median_s"]),
-                gflop_per_s=float(cell["gflop_per_s"]),
+                gflop_per_s=_optional(cell["gflop_per_s"]),
+                gb_per_s=_optional(cell.get("gb_per_s")),
+                roof_spread=spread,
                 roof=cell["roof"],
                 roof_fraction=float(cell["roof_fraction"]),
                 roof_note=None if pd.isna(cell["roof_note"]) else cell["roof_note"],

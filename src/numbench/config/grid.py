@@ -92,6 +92,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
             round_sd=float(reps["round_sd"]),
             max_cpu_taken=None if reps["max_cpu_taken"] is None else float(reps["max_cpu_taken"]),
             lockstep=bool(reps["lockstep"]),
+            max_cell_s=None if reps["max_cell_s"] is None else float(reps["max_cell_s"]),
         ),
         paired_with=partner if reps["paired"] else None,
         contract=CELL_CONTRACT,

@@ -48,6 +48,18 @@ def lock_timeout_s(cfg: dict) -> int:
     return math.ceil(cfg["lock_timeout_s"])
 
 
+def quiet_wait_s(cfg: dict) -> int:
+    """The longest a timing job waits for quiet (``wait_for_quiet.max_wait_s``), in whole
+    seconds: a resource, as ``lock_timeout_s`` is, so that changing it remeasures nothing."""
+    return math.ceil(cfg["wait_for_quiet"]["max_wait_s"])
+
+
+def quiet_below(cfg: dict) -> str:
+    """The others' share a timing job waits for (``wait_for_quiet.below``), as the text of
+    a resource (Snakemake's resources are whole numbers or text)."""
+    return f"{float(cfg['wait_for_quiet']['below']):g}"
+
+
 def round_processes(cfg: dict) -> int:
     """Worker processes of one round: the cell's own and, paired, a baseline process."""
     return 2 if cfg["replicates"]["paired"] else 1
@@ -65,13 +77,16 @@ def runtime_min(processes: int, timeout_s: float) -> int:
 
 
 def cell_runtime_min(cfg: dict) -> int:
-    """The wall time a cell's job asks for (resource ``runtime``)."""
-    return runtime_min(cell_max_processes(cfg), cfg["cell_timeout_s"])
+    """The wall time a cell's job asks for (resource ``runtime``), its wait for quiet
+    included."""
+    wait_min = math.ceil(quiet_wait_s(cfg) / 60)
+    return runtime_min(cell_max_processes(cfg), cfg["cell_timeout_s"]) + wait_min
 
 
 def round_runtime_min(cfg: dict) -> int:
-    """The wall time a spread round's job asks for: one round's processes."""
-    return runtime_min(round_processes(cfg), cfg["cell_timeout_s"])
+    """The wall time a spread round's job asks for: one round's processes, and its wait."""
+    wait_min = math.ceil(quiet_wait_s(cfg) / 60)
+    return runtime_min(round_processes(cfg), cfg["cell_timeout_s"]) + wait_min
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,8 @@ class JobPlan:
     roof_gpus: int
     roof_cpu_taken_option: str
     lock_timeout_s: int
+    quiet_wait_s: int
+    quiet_below: str
     cell_runtime_min: int
     round_runtime_min: int
     order: JobOrder
@@ -135,6 +152,8 @@ def job_plan(cfg: dict, cells: list[Cell]) -> JobPlan:
         roof_gpus=roof_gpus(dims),
         roof_cpu_taken_option=cpu_taken_option(cfg),
         lock_timeout_s=lock_timeout_s(cfg),
+        quiet_wait_s=quiet_wait_s(cfg),
+        quiet_below=quiet_below(cfg),
         cell_runtime_min=cell_runtime_min(cfg),
         round_runtime_min=round_runtime_min(cfg),
         order=JobOrder.of(cfg, cells),

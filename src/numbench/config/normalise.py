@@ -156,7 +156,7 @@ def normalise(config: dict) -> dict:
         for key in ("min", "max", "spread"):
             if key in reps:
                 reps[key] = _number(reps[key], int)
-        for key in ("target_ci", "round_sd", "margin", "max_cpu_taken"):
+        for key in ("target_ci", "round_sd", "margin", "max_cpu_taken", "max_cell_s"):
             if reps.get(key) is not None:
                 reps[key] = _number(reps[key], float)
         for key in ("paired", "lockstep"):
@@ -167,6 +167,11 @@ def normalise(config: dict) -> dict:
     for key in ("cell_timeout_s", "lock_timeout_s"):
         if key in cfg:
             cfg[key] = _number(cfg[key], float)
+    if isinstance(cfg.get("wait_for_quiet"), dict):
+        cfg["wait_for_quiet"] = {
+            key: _number(value, float) if key in ("below", "max_wait_s") else value
+            for key, value in cfg["wait_for_quiet"].items()
+        }
     if "cell_memory_limit_mb" in cfg:
         limit = cfg["cell_memory_limit_mb"]
         if isinstance(limit, str) and limit.strip().lower() in NULL_WORDS:

@@ -310,6 +310,18 @@ LATER_COLUMNS = {
     "seed": None,
     "inputs_from": None,
     "options": None,
+    # a cell from before contract 7 did not record whether its flop count is exact: past its
+    # roof, it is judged as an estimate's (a cost-model error) until it is measured again
+    "flops_exact": None,
+    # nor what the machine did meanwhile (``numbench.measure.activity``): unknown
+    "other_cpu_share": None,
+    "steal_share": None,
+    "load_avg_1m": None,
+    # nor whether a time cap stopped it (``replicates.max_cell_s``): unknown
+    "capped": None,
+    # nor whether it waited for quiet (``wait_for_quiet``)
+    "quiet_wait_s": None,
+    "quiet_reached": None,
 }
 
 

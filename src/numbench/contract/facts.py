@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from numbench.contract.roofs import COMPUTE_ROOF
+from numbench.contract.machine import CappedCell, MachineQuality, RunTime  # noqa: F401
+
+# the roofline's facts live beside its notes; here they are facts like the others
+from numbench.contract.roofline import LOW_DRAM_SHARE, FirstTouch, RoofFinding  # noqa: F401
 from numbench.stats import FASTER, SAME, SLOWER
 
 NOISY_IQR_FRACTION = 0.10
@@ -222,7 +225,9 @@ class DoubtfulVerdict(SpeedupFact):
     margin: float
 
 
-CellWarning = NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell | DoubtfulVerdict
+CellWarning = (
+    NoisyCell | UnmeasuredCell | NoBaseline | UnstableCell | BusyCell | DoubtfulVerdict | CappedCell
+)
 
 
 @dataclass(frozen=True)
@@ -331,47 +336,6 @@ class Synchronous:
     device: str
 
 
-# -- the roofline ------------------------------------------------------------------------------
-#: a memory-bound cell below this share of the DRAM roof gets the first-touch estimate
-LOW_DRAM_SHARE = 0.6
-
-
-@dataclass(frozen=True)
-class FirstTouch:
-    """Touching a fresh output, as the roofs rule measured it on the cell's host."""
-
-    output_bytes: float
-    seconds: float
-    s_per_gb: float
-    faults_per_mib: float | None
-    share_of_time: float
-    fraction_without: float
-
-
-@dataclass(frozen=True)
-class RoofFinding:
-    """The fastest library of one (host, device, dtype, threads) and operation at the largest
-    size placed on the roofline: its share of the roof it was held against."""
-
-    host: str
-    device: str
-    dtype: str
-    threads: int
-    operation: str
-    size: int
-    library: str
-    median_s: float
-    gflop_per_s: float
-    roof: str
-    roof_fraction: float
-    roof_note: str | None
-    first_touch: FirstTouch | None
-
-    @property
-    def bound(self) -> str:
-        return "arithmetic" if self.roof == COMPUTE_ROOF else "memory"
-
-
 # -- all of it ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Findings:
@@ -397,3 +361,7 @@ class Findings:
     synchronous: tuple[Synchronous, ...] = ()
     #: per (host, device, dtype, threads) and operation, sorted so
     roofline: tuple[RoofFinding, ...] = ()
+    #: how quiet the machine was while the cells measured: the summary's first line
+    machine: MachineQuality | None = None
+    #: how long the cells took and where the time went
+    run_time: RunTime | None = None

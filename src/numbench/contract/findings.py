@@ -42,7 +42,7 @@ FINDINGS_COLUMNS = FINDINGS_SCHEMA.names
 #: the row of the run's own facts
 RUN = "run"
 #: the fields of ``Findings`` that hold one fact, or none
-SINGLE_TOPICS = ("gpu_notice", "firmness")
+SINGLE_TOPICS = ("machine", "run_time", "gpu_notice", "firmness")
 #: the fields of ``Findings`` that hold a tuple of facts (None for a dimension not compared)
 MANY_TOPICS = (
     "fastest",

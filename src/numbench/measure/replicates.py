@@ -35,6 +35,13 @@ of its own and adds rounds while its median's interval is wider than ``target_ci
 value. Cells whose processes still disagree are flagged unstable later. Processes are the
 cost of a cell, so they go where a verdict is in doubt.
 
+A cap on a cell's time (``replicates.max_cell_s``): on a busy machine every round takes
+longer and more verdicts stay in doubt, so the stopping rule adds more rounds of longer
+processes. With the cap, a cell whose rounds (its spread rounds' jobs included) have taken
+that long adds no further round, the stopping rule's wish or ``min`` notwithstanding; its
+first round always runs, and a round begun runs to its end (measured again, if disturbed).
+The cell records that the cap stopped it (``capped``), and the summary says so.
+
 A process that is not ``ok`` ends the cell's measuring: its status and error are the cell's
 (a fault in any process is the cell's fault). A failed baseline process ends the pairing
 only: the cell keeps its own processes, and its speedup is then taken against the baseline
@@ -50,7 +57,7 @@ import random
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -180,19 +187,55 @@ def _attempt(
     return runs
 
 
+@dataclass
+class CellClock:
+    """The time a cell has spent on its rounds, held against ``replicates.max_cell_s``:
+    ``earlier_s`` (its spread rounds' jobs) and the ``clock``'s seconds since it was made
+    (tests hand in a constructed clock). ``capped`` is set once the cap stopped the cell."""
+
+    earlier_s: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+    capped: bool = False
+    started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def spent_s(self) -> float:
+        return self.earlier_s + self.clock() - self.started
+
+
+def capped(spec: CellSpec, replicate: int, clock: CellClock) -> bool:
+    """True when the cell adds no round ``replicate`` because of ``replicates.max_cell_s``
+    (never its first round); says so in the cell's log."""
+    cap = spec.replicates.max_cell_s
+    if cap is None or replicate < 1 or clock.spent_s() < cap:
+        return False
+    print(
+        f"round {replicate}: the cell has spent {clock.spent_s():.1f} s on its rounds, "
+        f"past replicates.max_cell_s = {cap:g}; stopping at {replicate} rounds",
+        flush=True,
+    )
+    clock.capped = True
+    return True
+
+
 def measure_replicates(
     spec: CellSpec,
     run_worker: Callable[[CellSpec], ProcessReport],
     earlier: list[ProcessRun] = (),
     run_pair: RunPair | None = None,
+    clock: CellClock | None = None,
 ) -> tuple[list[ProcessRun], str | None]:
     """Run the cell's processes; return them and, when pairing had to stop, why.
     ``run_pair`` runs a lockstep round (``measure_round``).
 
     ``earlier``: the processes of rounds already measured in jobs of their own (the spread
     rounds, ``replicates.spread``); they count as the first rounds, and the rounds run here
-    continue their numbering.
+    continue their numbering. ``clock``: the cell's time against ``replicates.max_cell_s``
+    (its ``capped`` says whether the cap stopped the cell); None starts one here.
     """
+    clock = CellClock() if clock is None else clock
     runs: list[ProcessRun] = []
     paired = spec.paired_spec()
     pairing_error = None
@@ -225,6 +268,8 @@ def measure_replicates(
     for replicate in range(done, spec.replicates.max):
         if replicate >= spec.replicates.min and precise_enough(spec, runs):
             break
+        if capped(spec, replicate, clock):
+            break
         if absorb(measure_round(spec, replicate, run_worker, paired, run_pair)):
             break
     return runs, pairing_error
@@ -234,12 +279,19 @@ def _started(run: ProcessRun) -> float:
     return run.started_unix
 
 
-def write_round(path: str | os.PathLike, spec: CellSpec, runs: list[ProcessRun], wall_s: float):
-    """Write one spread round (its processes and its supervisor's wall time) as JSON, whole
-    or not at all (``numbench.contract.replacing``)."""
+def write_round(
+    path: str | os.PathLike,
+    spec: CellSpec,
+    runs: list[ProcessRun],
+    wall_s: float,
+    quiet_wait_s: float | None = None,
+):
+    """Write one spread round (its processes, its supervisor's wall time and its wait for
+    quiet) as JSON, whole or not at all (``numbench.contract.replacing``)."""
     data = {
         "spec": json.loads(spec.to_json()),
         "wall_s": wall_s,
+        "quiet_wait_s": quiet_wait_s,
         "runs": [
             {
                 "role": r.role,
@@ -285,3 +337,14 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RoundFileError(path, f"not a readable spread round ({exc})") from None
     return runs, wall
+
+
+def rounds_quiet_wait_s(paths: list[str | os.PathLike]) -> float | None:
+    """The summed waits for quiet of spread rounds that ``read_rounds`` has read (None where
+    none waited)."""
+    waits = []
+    for path in paths:
+        with open(path) as fh:
+            waits.append(json.load(fh).get("quiet_wait_s"))
+    waits = [w for w in waits if w is not None]
+    return float(sum(waits)) if waits else None

@@ -30,19 +30,23 @@ from pathlib import Path
 from numbench import libraries, operations
 from numbench.contract import cell_table, write_atomic
 from numbench.errors import MachineryFault, machinery
+from numbench.measure.activity import ActivityWatch
 from numbench.measure.host_lock import cell_label, timing_lock
 from numbench.measure.lockstep import (
     run_lockstep,
 )
 from numbench.measure.process import run_worker, worker_interpreter
+from numbench.measure.quiet import QuietSettings
 from numbench.measure.replicates import (
     BASELINE,
     MEASURED,
+    CellClock,
     ProcessRun,
     RoundFileError,
     measure_replicates,
     measure_round,
     read_rounds,
+    rounds_quiet_wait_s,
     write_round,
 )
 from numbench.operations.kernels import library_options, options_json
@@ -101,6 +105,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         options=options_json(library_options(op, spec.adapter_name, spec.options)),
         flops=flops,
         bytes=bytes_moved,
+        flops_exact=op.flops_exact if flops is not None else None,
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         cpu_count=os.cpu_count(),
         ram_gb=ram_gb(),
@@ -157,9 +162,11 @@ def run_round(
     output: str | os.PathLike,
     lock: str | None = None,
     lock_timeout_s: float | None = None,
+    quiet: QuietSettings | None = None,
 ) -> list[ProcessRun]:
     """Measure one spread round of a cell (its own process and, paired, a baseline process)
     under the host lock, and write it for the cell's job (``replicates.write_round``).
+    ``quiet``: wait for the machine to quiet down first (``numbench.measure.quiet``).
 
     A process's fault is written like any other outcome: the cell's job reads it and ends
     the cell. A fault of the machinery raises (``MachineryFault``) and writes nothing.
@@ -169,9 +176,11 @@ def run_round(
     cell_operation(spec)  # its code must still be the code the cell was planned with
     label = cell_label(spec, replicate)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s):
+        waited = quiet.wait() if quiet is not None else None
         runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
+    waited_s = None if waited is None else waited.waited_s
     with machinery(f"cannot write the round's file {output}"):
-        write_round(output, spec, runs, time.perf_counter() - t0)
+        write_round(output, spec, runs, time.perf_counter() - t0, waited_s)
     return runs
 
 
@@ -188,18 +197,30 @@ def _read_earlier(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[
         ) from None
 
 
+def record_quiet_wait(meta: CellMeta, waited, rounds_waited_s: float | None) -> None:
+    """The cell's wait for quiet (``quiet_wait_s``, ``quiet_reached``): its own job's and
+    its spread rounds'; None where none was asked."""
+    if waited is None and rounds_waited_s is None:
+        return
+    meta.quiet_wait_s = (0.0 if waited is None else waited.waited_s) + (rounds_waited_s or 0.0)
+    meta.quiet_reached = None if waited is None else waited.reached
+
+
 def run_cell(
     spec: CellSpec,
     output: str | os.PathLike,
     lock: str | None = None,
     earlier: list[str | os.PathLike] = (),
     lock_timeout_s: float | None = None,
+    quiet: QuietSettings | None = None,
 ) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
     ``earlier``: the files of the cell's spread rounds, measured by jobs of their own; the
     cell continues from them. ``lock_timeout_s``: how long to wait for the host's timing
-    lock (the config's ``lock_timeout_s``; None waits without a limit). Every outcome of the library writes the Parquet; a fault of
+    lock (the config's ``lock_timeout_s``; None waits without a limit). ``quiet``: wait,
+    lock held, for the machine to quiet down before measuring (the config's
+    ``wait_for_quiet``, ``numbench.measure.quiet``). Every outcome of the library writes the Parquet; a fault of
     numbench's machinery or of the host (the lock, an unusable round file, a worker that
     cannot start, a file that cannot be written) raises ``MachineryFault`` and writes none.
     """
@@ -207,10 +228,19 @@ def run_cell(
     check_writable(output)
     meta = host_metadata(spec)
     before, earlier_wall = _read_earlier(list(earlier), spec)
+    rounds_waited_s = rounds_quiet_wait_s(list(earlier))
     with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
         meta.locked_from_unix = time.time()
-        runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep)
+        waited = quiet.wait() if quiet is not None else None
+        watch = ActivityWatch()
+        clock = CellClock(earlier_s=earlier_wall - (rounds_waited_s or 0.0))
+        runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
+        activity = watch.stop()
         meta.locked_until_unix = time.time()
+    meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
+    meta.load_avg_1m = activity.load_avg_1m
+    meta.capped = clock.capped if spec.replicates.max_cell_s is not None else None
+    record_quiet_wait(meta, waited, rounds_waited_s)
     meta.wall_s = time.perf_counter() - t0 + earlier_wall
     meta.status, meta.error = cell_status(runs)
     if meta.status == "ok" and pairing_error:

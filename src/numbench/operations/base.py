@@ -34,7 +34,12 @@ alike: a user's file defines a module-level ``OPERATION = numbench.Operation(...
 ``summary``, ``input_names``, ``make_inputs``, ``reference``, ``tolerance`` and
 ``implementations``; the rest are optional. An operation without ``flops`` or
 ``bytes_moved`` has no cost model: its cells measure as any other, and their rates
-(``gflop_per_s``, ``gb_per_s``) are null.
+(``gflop_per_s``, ``gb_per_s``) are null; one with ``bytes_moved`` alone (its work is not
+floating-point arithmetic: a sort's comparisons) has a ``gb_per_s`` and is placed on the
+roofline by its bytes. ``flops_exact`` says the flop count is the arithmetic every
+implementation does (matmul's 2 n^3, which no BLAS shortens): a cell of it past its roof has
+found the roof measured low, never a cost-model error. It is false by default: a count
+that is an estimate (an FFT's, a function counted as one flop) can be wrong.
 
 *Copies, always.* The reference receives float64 copies of the inputs, and each
 implementation the library's own copies (the worker never hands it the arrays it loaded), so
@@ -97,6 +102,8 @@ class Operation:
     flops: Callable[..., float] | None = None
     #: ``bytes_moved(size, itemsize, **params)``: fewest bytes one call reads and writes
     bytes_moved: Callable[..., float] | None = None
+    #: whether ``flops`` is exactly the arithmetic every implementation does (see above)
+    flops_exact: bool = False
     #: family -> why it cannot express the operation (said in the cell's ``unsupported``)
     unsupported: dict[str, str] = field(default_factory=dict)
     # Families whose implementation is an approximation by design (finite differences):

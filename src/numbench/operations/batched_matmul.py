@@ -35,6 +35,7 @@ OPERATION = Operation(
     make_fixed=make_fixed,
     reference=reference,
     flops=lambda b: 2.0 * b * WIDTH * WIDTH,
+    flops_exact=True,  # as matmul's
     # Read x and w once, write the (batch x WIDTH) result once.
     bytes_moved=lambda b, itemsize: (2.0 * b * WIDTH + WIDTH * WIDTH) * itemsize,
     input_elements=lambda b: b * WIDTH + WIDTH * WIDTH,

@@ -95,6 +95,10 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
         add("dtypes", f"{op.dtypes!r} is not a tuple of dtypes out of {', '.join(DTYPES)}")
         supported = DTYPES
     dtypes = [d for d in dtypes if d in supported]
+    if not isinstance(op.flops_exact, bool):
+        add("flops_exact", f"{op.flops_exact!r} is not True or False")
+    elif op.flops_exact and op.flops is None:
+        add("flops_exact", "is True, but the operation gives no flops")
     tolerance = op.tolerance if isinstance(op.tolerance, dict) else {}
     if not isinstance(op.tolerance, dict):
         add("tolerance", "is not a mapping of dtype to relative error")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .base import Operation
@@ -51,8 +49,9 @@ OPERATION = Operation(
     input_names=("a",),
     make_inputs=make_inputs,
     reference=reference,
-    # Comparisons, not floating-point arithmetic: n log2 n is the work a comparison sort needs.
-    flops=lambda n: n * math.log2(n) if n > 1 else 0.0,
+    # No flops: a sort's work is comparisons (about n log2 n), not floating-point arithmetic,
+    # so it has no GFLOP/s and no place on the flop-per-byte axis: the roofline holds it
+    # against the bandwidth roof of its working set by its bytes.
     bytes_moved=lambda n, itemsize: 2.0 * n * itemsize,
     input_elements=lambda n: n,
     output_elements=lambda n: n,

@@ -2,9 +2,12 @@
 
 Log-log: arithmetic intensity (flop per byte, from each operation's cost model) across,
 GFLOP/s up. Each bandwidth roof (L2, L3, DRAM) is a line ``intensity x GB/s`` that bends
-into the compute roof at its ridge point (``compute / GB/s``, marked). Every ok cell is a
-point, coloured by library and shaped by operation. A cell past its roof is never drawn as
-a win: it is an open point, and its tooltip gives its note (``numbench.analyse.roofline``).
+into the compute roof at its ridge point (``compute / GB/s``, marked); the roofs' labels are
+stacked at the left edge far enough apart not to overlap. Every ok cell is a point, coloured
+by library and shaped by operation (``SHAPES``: each operation its own, up to that many). A
+cell past its roof is never drawn as a win: it is an open point, and its tooltip gives its
+note (``numbench.analyse.roofline``). An operation without a flop count (a sort) has no
+intensity: it is left off, and the chart's subtitle names it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,26 @@ ROOF_LINE_POINTS = 60
 AXIS_MARGIN = 4.0
 ROOF_LABELS = {"l2": "L2", "l3": "L3", "dram": "DRAM"}
 GROUP_COLUMNS = list(SETTING)
+#: the operations' shapes: Vega's eight named ones, then SVG paths (a star, a hexagon, an X);
+#: Vega's default list has eight and repeats, so a ninth operation shared the first's mark
+SHAPES = (
+    "circle",
+    "square",
+    "cross",
+    "diamond",
+    "triangle-up",
+    "triangle-down",
+    "triangle-right",
+    "triangle-left",
+    "M0,-1L0.24,-0.33L0.95,-0.31L0.38,0.12L0.59,0.81L0,0.4L-0.59,0.81L-0.38,0.12L-0.95,-0.31"
+    "L-0.24,-0.33Z",
+    "M0,-1L0.87,-0.5L0.87,0.5L0,1L-0.87,0.5L-0.87,-0.5Z",
+    "M-1,-0.7L-0.7,-1L0,-0.3L0.7,-1L1,-0.7L0.3,0L1,0.7L0.7,1L0,0.3L-0.7,1L-1,0.7L-0.3,0Z",
+)
+#: pixels between two roof labels' baselines (their font is 10 px)
+LABEL_GAP_PX = 13
+#: the GFLOP/s axis reaches this far beyond the roofs and the cells, each side
+Y_MARGIN = 2.0
 
 
 def roofline_chart_names(bench: pd.DataFrame, roofs: pd.DataFrame) -> dict[tuple, str]:
@@ -92,24 +115,53 @@ def placed_cells(bench: pd.DataFrame, key: tuple) -> pd.DataFrame:
     ].copy()
 
 
+def left_off(bench: pd.DataFrame, key: tuple) -> list[str]:
+    """The group's operations with ok cells of which none is drawn: no flop count (placed
+    by their bytes in the summary) or no cost model at all."""
+    ok = bench[(bench["status"] == "ok") & _of_group(bench, key)]
+    drawn = set(placed_cells(bench, key)["operation"])
+    return sorted(set(ok["operation"]) - drawn)
+
+
+def label_ys(ys: list[float], y_lo: float, y_hi: float) -> list[float]:
+    """Each label's height on the log axis [y_lo, y_hi] (``HEIGHT`` px tall), as near its
+    own ``ys`` as it can be while at least ``LABEL_GAP_PX`` below the label above it: two
+    roofs of close bandwidth (an L2 and an L3) no longer print over each other."""
+    gap = (y_hi / y_lo) ** (LABEL_GAP_PX / HEIGHT)
+    order = sorted(range(len(ys)), key=lambda i: -ys[i])
+    out = list(ys)
+    ceiling = math.inf
+    for i in order:
+        out[i] = min(ys[i], ceiling)
+        ceiling = out[i] / gap
+    return out
+
+
 def roof_layers(
-    lines: pd.DataFrame, ridge_points: pd.DataFrame, compute: pd.DataFrame, x: alt.X, hi: float
+    lines: pd.DataFrame,
+    ridge_points: pd.DataFrame,
+    compute: pd.DataFrame,
+    axes: tuple[alt.X, alt.Scale],
+    hi: float,
 ) -> list:
     """The roofs: each bandwidth roof's line and label, the compute roof's label, the ridges."""
+    x, y_scale = axes
     y_title = "GFLOP/s (cost model / median time)"
-    log_y = alt.Y("y:Q", scale=alt.Scale(type="log"))
+    log_y = alt.Y("y:Q", scale=y_scale)
     layers = [
         alt.Chart(lines)
         .mark_line(color="#555", strokeDash=[4, 2])
         .encode(
             x=x,
-            y=alt.Y("y:Q", scale=alt.Scale(type="log"), title=y_title),
+            y=alt.Y("y:Q", scale=y_scale, title=y_title),
             detail="roof:N",
             tooltip=[alt.Tooltip("roof:N", title="roof")],
         )
     ]
     if not lines.empty:
         ends = lines.sort_values("x").groupby("roof", as_index=False).first()
+        domain = y_scale.to_dict()["domain"]
+        ends["y"] = label_ys(list(ends["y"]), *domain)
         layers.append(
             alt.Chart(ends)
             .mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#333")
@@ -136,10 +188,13 @@ def roof_layers(
     return layers
 
 
-def cell_layers(cells: pd.DataFrame, x: alt.X) -> list:
+def cell_layers(cells: pd.DataFrame, axes: tuple[alt.X, alt.Scale]) -> list:
     """Every placed cell: filled below its roof, open past it (never drawn as a win)."""
     if cells.empty:
         return []
+    x, y_scale = axes
+    operations = sorted(cells["operation"].unique())
+    shapes = [SHAPES[i % len(SHAPES)] for i in range(len(operations))]
     cells["series"] = series_labels(cells)
     cells["x"] = cells["arithmetic_intensity"]
     cells["above"] = cells["roof_fraction"].fillna(0) > 1
@@ -147,9 +202,11 @@ def cell_layers(cells: pd.DataFrame, x: alt.X) -> list:
     domain = sorted(cells["series"].unique())
     encode = dict(
         x=x,
-        y=alt.Y("gflop_per_s:Q", scale=alt.Scale(type="log")),
+        y=alt.Y("gflop_per_s:Q", scale=y_scale),
         color=alt.Color("series:N", title="library", scale=alt.Scale(domain=domain)),
-        shape=alt.Shape("operation:N", title="operation"),
+        shape=alt.Shape(
+            "operation:N", title="operation", scale=alt.Scale(domain=operations, range=shapes)
+        ),
         tooltip=[
             alt.Tooltip("series:N", title="library"),
             alt.Tooltip("operation:N"),
@@ -191,13 +248,25 @@ def roofline_chart(
     lines, ridge_points = roof_lines(mine, lo, hi)
     x_scale = alt.Scale(type="log", domain=[lo, hi], nice=False)
     x = alt.X("x:Q", scale=x_scale, title="arithmetic intensity (flop per byte, cost model)")
-    layers = roof_layers(lines, ridge_points, compute, x, hi) + cell_layers(cells, x)
+    ys = list(cells["gflop_per_s"]) + (list(lines["y"]) if not lines.empty else [])
+    y_domain = [min(ys, default=1.0) / Y_MARGIN, max(ys, default=10.0) * Y_MARGIN]
+    axes = (x, alt.Scale(type="log", domain=y_domain, nice=False))
+    layers = roof_layers(lines, ridge_points, compute, axes, hi) + cell_layers(cells, axes)
     threads_word = "thread" if int(threads) == 1 else "threads"
+    subtitle = [
+        "dashed: the roofs measured here (results/roofs.parquet), diamonds: ridge points; "
+        "open points: past their roof (see the note), never a win"
+    ]
+    missing = left_off(bench, key)
+    if missing:
+        subtitle.append(
+            f"left off: {', '.join(missing)} (no flop count, so no intensity; the summary "
+            "places an operation with bytes by its GB/s)"
+        )
     return alt.layer(*layers).properties(
         title=alt.Title(
             f"roofline: {device}, {dtype}, {int(threads)} {threads_word}, host {host}",
-            subtitle="dashed: the roofs measured here (results/roofs.parquet), diamonds: "
-            "ridge points; open points: past their roof (see the note), never a win",
+            subtitle=subtitle,
         ),
         width=WIDTH,
         height=HEIGHT,

@@ -12,7 +12,12 @@ import pandas as pd
 
 from numbench.cells import SETTING
 from numbench.contract.facts import LOW_DRAM_SHARE, RoofFinding
-from numbench.contract.roofline import COST_MODEL_ERROR, ROOF_NOISE_FACTOR
+from numbench.contract.roofline import (
+    COST_MODEL_ERROR,
+    PLACED_BY_BYTES,
+    ROOF_MEASURED_LOW,
+    ROOF_NOISE_FACTOR,
+)
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.formatting import display, format_size
 from numbench.report.charts_roofline import roofline_chart_names
@@ -23,15 +28,20 @@ ROOF_NAMES = {"l2": "L2", "l3": "L3", "dram": "DRAM", "compute": "compute"}
 
 
 def _value(rows: pd.DataFrame, roof: str) -> str:
-    row = rows[rows["roof"] == roof]
-    if row.empty:
+    """The roof's value: the best of its measurements, with their spread (best over worst)
+    where it was measured more than once."""
+    rows = rows[rows["roof"] == roof]
+    if rows.empty:
         return "not measured"
-    row = row.iloc[0]
-    if row["status"] != "ok" or pd.isna(row["value"]):
-        return str(row["status"])
+    ok = rows[(rows["status"] == "ok") & rows["value"].notna()]
+    if ok.empty:
+        return str(rows.iloc[0]["status"])
+    row = ok.loc[ok["value"].idxmax()]
     text = f"{row['value']:.3g}"
     if roof == COMPUTE_ROOF and isinstance(row["library"], str):
         text += f" ({display(row['library'])})"
+    if len(ok) > 1 and ok["value"].min() > 0:
+        text += f", {len(ok)} measurements spread {row['value'] / ok['value'].min():.2f}x"
     return text
 
 
@@ -73,6 +83,29 @@ def _share(finding: RoofFinding) -> str:
     return text
 
 
+def _rate(finding: RoofFinding) -> str:
+    if finding.gflop_per_s is not None:
+        return f"{finding.gflop_per_s:.3g}"
+    gb = f"{finding.gb_per_s:.3g} GB/s" if finding.gb_per_s is not None else "no rate"
+    return f"none ({gb})"
+
+
+def note_text(finding: RoofFinding) -> str:
+    """The finding's note, with the roof's spread where the roof was measured low."""
+    note = finding.roof_note or ""
+    if ROOF_MEASURED_LOW not in note:
+        return note
+    spread = (
+        f"its measurements spread {finding.roof_spread:.2f}x"
+        if finding.roof_spread is not None
+        else "measured once, so its spread is not known"
+    )
+    return (
+        f"{note}: the flop count is exact, so the cell shows the machine can do "
+        f"{finding.roof_fraction:.0%} of the roof ({spread})"
+    )
+
+
 def findings_table(findings: list[RoofFinding]) -> str:
     header = ["operation", "size", "fastest", "GFLOP/s", "held against", "share", "bound by"]
     header += ["note"]
@@ -81,11 +114,11 @@ def findings_table(findings: list[RoofFinding]) -> str:
             f.operation,
             format_size(f.size),
             display(f.library),
-            f"{f.gflop_per_s:.3g}",
+            _rate(f),
             ROOF_NAMES.get(f.roof, f.roof),
             _share(f),
-            f.bound,
-            f.roof_note or "",
+            f.bound or "not known (no flop count)",
+            note_text(f),
         ]
         for f in findings
     ]
@@ -183,9 +216,14 @@ def _notes_line() -> str:
     return (
         "Notes: *cache-resident*: the working set fits (or, called again and again, partly "
         "stays in) a cache, and the cell is held against that cache's roof; *within noise*: "
-        f"past its roof by at most {ROOF_NOISE_FACTOR:g}x; *{COST_MODEL_ERROR}*: further "
-        "past it than noise explains (the cost model counts work the library does not do, "
-        "or the roof is wrong)."
+        f"past its roof by at most {ROOF_NOISE_FACTOR:g}x; *{ROOF_MEASURED_LOW}*: further "
+        "past the compute roof than noise explains, by an operation whose flop count is exact "
+        "(a matrix product's): the roof, not the cell, is wrong (measured at a disturbed "
+        f"moment); *{COST_MODEL_ERROR}*: further past its roof than noise explains where the "
+        "cost model can be wrong (it counts work the library does not do, or the roof is "
+        f"wrong); *{PLACED_BY_BYTES}*: the operation's work is not floating-point arithmetic "
+        "(a sort compares), so its share is its GB/s against the bandwidth roof of its "
+        "working set, it has no intensity to say what bounds it, and the charts leave it off."
     )
 
 

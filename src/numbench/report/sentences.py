@@ -38,6 +38,7 @@ from numbench.formatting import (
     who,
 )
 from numbench.report.charts import OPERATION_CHARTS, chart_names, operation_chart
+from numbench.report.machine_text import capped_lines
 from numbench.report.markdown import md_code, md_text
 
 
@@ -228,6 +229,7 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
             for w in busy
         ]
         lines.append("")
+    lines += capped_lines(warnings)
     if noisy:
         lines += [
             f"Noisy cells (IQR above {NOISY_IQR_FRACTION:.0%} of the median): their speedups "

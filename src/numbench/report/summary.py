@@ -30,6 +30,7 @@ from numbench.contract.versions import read_versions
 from numbench.formatting import display
 from numbench.report.dimensions_text import dimension_findings, dimension_sections
 from numbench.report.gpu_text import render_gpu_notice
+from numbench.report.machine_text import machine_line, time_line
 from numbench.report.markdown import md_text
 from numbench.report.pipelining_text import pipeline_findings, pipeline_sections
 from numbench.report.roofline_text import roofline_section
@@ -122,6 +123,10 @@ def render(
     status_line = ", ".join(f"{counts[s]} {md_text(s)}" for s in sorted(counts))
     operations = sorted(bench["operation"].unique())
     parts = ["# numbench summary", ""]
+    if f.machine is not None:
+        parts += [machine_line(f.machine), ""]
+    if f.run_time is not None:
+        parts += [time_line(f.run_time), ""]
     if f.gpu_notice is not None:
         parts += [render_gpu_notice(f.gpu_notice), ""]
     parts += [

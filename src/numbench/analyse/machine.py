@@ -1,0 +1,159 @@
+"""How quiet the machine was while the run measured, from the cells' own records: the run's
+headline (``numbench.contract.machine``, where the rule and its thresholds are).
+
+Every figure comes from benchmarks.parquet (each cell's ``other_cpu_share``, ``steal_share``
+and ``unstable``) and speedups.parquet (each verdict's ``settled``): nothing is measured here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from numbench.cells import KEY_WITH_HOST
+from numbench.contract.machine import (
+    BUSY_MACHINE_SHARE,
+    BUSY_RUN_FRACTION,
+    CappedCell,
+    MachineQuality,
+    RunTime,
+)
+from numbench.contract.speedups import in_doubt
+
+
+def disturbance(bench: pd.DataFrame) -> pd.Series:
+    """Per cell, the share of all CPUs' time others took meanwhile (other processes and
+    steal; NaN where the cell did not record the machine)."""
+    if "other_cpu_share" not in bench:
+        return pd.Series(float("nan"), index=bench.index)
+    other = pd.to_numeric(bench["other_cpu_share"], errors="coerce")
+    if "steal_share" not in bench:
+        return other
+    return other + pd.to_numeric(bench["steal_share"], errors="coerce").fillna(0.0)
+
+
+def _median(frame: pd.DataFrame, column: str) -> float | None:
+    if column not in frame:
+        return None
+    values = pd.to_numeric(frame[column], errors="coerce").dropna()
+    return None if values.empty else float(values.median())
+
+
+def machine_quality(bench: pd.DataFrame, speedups: pd.DataFrame) -> MachineQuality:
+    """The run's ``MachineQuality``: its ok cells' records, and its verdicts in doubt."""
+    ok = bench[bench["status"] == "ok"].copy()
+    ok["_taken"] = disturbance(ok)
+    ok["_busy"] = ok["_taken"] > BUSY_MACHINE_SHARE
+    watched = ok[ok["_taken"].notna()]
+    unstable = ok["unstable"].fillna(False).astype(bool)
+    quiet = None
+    if not watched.empty:
+        quiet = bool(watched["_busy"].sum() <= BUSY_RUN_FRACTION * len(watched))
+    measured = speedups[speedups["speedup"].notna()]
+    doubtful = measured[in_doubt(measured)]
+    key = list(KEY_WITH_HOST)
+    busy_keys = {tuple(r) for r in ok.loc[ok["_busy"], key].itertuples(index=False)}
+    busy_doubt = sum(tuple(r) in busy_keys for r in doubtful[key].itertuples(index=False))
+    return MachineQuality(
+        quiet=quiet,
+        watched=len(watched),
+        busy_cells=int(watched["_busy"].sum()),
+        other_cpu_share=_median(watched, "other_cpu_share"),
+        steal_share=_median(watched, "steal_share"),
+        busiest_share=None if watched.empty else float(watched["_taken"].max()),
+        ok_cells=len(ok),
+        unstable_cells=int(unstable.sum()),
+        busy_unstable=int((unstable & ok["_busy"]).sum()),
+        verdicts=len(measured),
+        in_doubt=len(doubtful),
+        busy_in_doubt=int(busy_doubt),
+    )
+
+
+def _setting(text, name: str):
+    """One of a cell's ``replicate_settings`` (its JSON), or None where unreadable."""
+    try:
+        return json.loads(text).get(name)
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _number(frame: pd.DataFrame, column: str, default: float = 0.0) -> pd.Series:
+    if column not in frame:
+        return pd.Series(default, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[column], errors="coerce").fillna(default)
+
+
+def run_time(bench: pd.DataFrame) -> RunTime | None:
+    """How long the cells took and where the time went; None where no cell recorded its
+    time. Every cell counts, whatever its status: each took its time."""
+    timed = bench[pd.to_numeric(bench.get("wall_s"), errors="coerce").notna()]
+    if "wall_s" not in bench or timed.empty:
+        return None
+    wall = _number(timed, "wall_s")
+    rounds = _number(timed, "replicates")
+    least = timed.get("replicate_settings", pd.Series(None, index=timed.index))
+    least = pd.to_numeric(least.map(lambda t: _setting(t, "min")), errors="coerce")
+    added = (rounds - least.fillna(rounds)).clip(lower=0)
+    retries = _number(timed, "set_aside")
+    per_attempt = wall / (rounds + retries).clip(lower=1)
+    busy = disturbance(timed) > BUSY_MACHINE_SHARE
+    capped = timed["capped"].fillna(False).astype(bool) if "capped" in timed else busy & False
+    return RunTime(
+        cells=len(timed),
+        total_s=float(wall.sum()),
+        rounds=int(rounds.sum()),
+        added_rounds=int(added.sum()),
+        added_s=float((per_attempt * added).sum()),
+        retries=int(retries.sum()),
+        retries_s=float((per_attempt * retries).sum()),
+        busy_s=float(wall[busy].sum()),
+        capped=int(capped.sum()),
+        **quiet_waits(timed),
+    )
+
+
+def quiet_waits(timed: pd.DataFrame) -> dict:
+    """``RunTime``'s figures of the waits for quiet (none where no cell was asked to wait)."""
+    if "quiet_wait_s" not in timed or timed["quiet_wait_s"].isna().all():
+        return {}
+    waits = _number(timed, "quiet_wait_s")
+    reached = timed["quiet_reached"] if "quiet_reached" in timed else None
+    not_quiet = 0 if reached is None else int((reached == False).sum())  # noqa: E712
+    return {
+        "waited_cells": int((waits > 0).sum()),
+        "waited_s": float(waits.sum()),
+        "not_quiet": not_quiet,
+    }
+
+
+def capped_cells(bench: pd.DataFrame, speedups: pd.DataFrame) -> list[CappedCell]:
+    """The cells a time cap stopped (``capped``), with the cap they were measured with and
+    their speedup's verdict."""
+    if "capped" not in bench:
+        return []
+    key = list(KEY_WITH_HOST)
+    verdicts = {
+        tuple(r[:-2]): (r[-2], r[-1])
+        for r in speedups[speedups["speedup"].notna()]
+        .assign(_settled=~in_doubt(speedups))[[*key, "verdict", "_settled"]]
+        .itertuples(index=False)
+    }
+    out = []
+    for r in bench[bench["capped"].fillna(False).astype(bool)].itertuples():
+        verdict, settled = verdicts.get(tuple(getattr(r, k) for k in key), (None, None))
+        out.append(
+            CappedCell(
+                r.library,
+                r.device,
+                r.operation,
+                int(r.size),
+                int(r.replicates),
+                float(r.wall_s),
+                _setting(r.replicate_settings, "max_cell_s"),
+                verdict,
+                None if settled is None else bool(settled),
+            )
+        )
+    return out

@@ -1,0 +1,95 @@
+"""The run's headline facts: how quiet the machine was while the cells measured
+(``MachineQuality``), decided by ``numbench.analyse.machine`` from the cells' records, kept in
+results/findings.parquet (topic ``machine``, one row, for a later run to be compared with) and
+worded as the summary's first line.
+
+The rule, in two named thresholds: a cell was measured on a *busy* machine when other
+processes and the hypervisor (steal) together took more than ``BUSY_MACHINE_SHARE`` of all the
+machine's CPU time while it held the timing lock (the cell's ``other_cpu_share`` plus
+``steal_share``, ``numbench.measure.activity``); a run is *busy* when more than
+``BUSY_RUN_FRACTION`` of its cells that recorded the machine were, and *quiet* otherwise.
+10% of all CPUs' time is a fifth of one core on a 2-core machine: more than a shell, an editor
+and the workflow's own scheduler take, less than any program that computes beside the run (one
+CPU-bound process on one core of two is 50%). One busy cell in ten is what a quiet machine's
+occasional neighbour gives; more is a machine doing other work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: a cell was measured on a busy machine past this share of all CPUs' time taken by others
+BUSY_MACHINE_SHARE = 0.10
+#: a run is busy when more than this fraction of its cells (with the machine recorded) were
+BUSY_RUN_FRACTION = 0.10
+
+
+@dataclass(frozen=True)
+class MachineQuality:
+    """The machine around the run's cells and what it means for the verdicts.
+
+    ``quiet``: the rule's answer (None: no cell recorded the machine: cells from before
+    contract 7, or no ``/proc``). The shares are medians over the ``watched`` cells (those
+    with the machine recorded) and the highest; ``busy_cells`` of them were measured on a
+    busy machine. ``unstable_cells`` of the ``ok_cells`` are unstable (``busy_unstable`` of
+    them busy); ``in_doubt`` of the ``verdicts`` are in doubt, ``busy_in_doubt`` of them
+    measured on a busy machine: the verdicts the disturbance may have put in doubt."""
+
+    quiet: bool | None
+    watched: int
+    busy_cells: int
+    other_cpu_share: float | None
+    steal_share: float | None
+    busiest_share: float | None
+    ok_cells: int
+    unstable_cells: int
+    busy_unstable: int
+    verdicts: int
+    in_doubt: int
+    busy_in_doubt: int
+
+
+@dataclass(frozen=True)
+class RunTime:
+    """How long the run's cells took and where the time went, from the cells' records
+    (``numbench.analyse.machine.run_time``). ``total_s``: the sum of the cells' ``wall_s``
+    (their spread rounds' jobs included; cells take the host's timing lock one at a time, so
+    this is the run's measuring time). ``rounds``: the rounds kept, ``added_rounds`` of them
+    added by the stopping rule beyond ``replicates.min``; ``retries``: rounds measured again
+    because other programs took the CPUs (``set_aside``). ``added_s`` and ``retries_s``
+    estimate their time, each cell's ``wall_s`` shared evenly among its attempts. ``busy_s``:
+    the time of the cells measured on a busy machine (``BUSY_MACHINE_SHARE``). ``capped``:
+    cells a time cap stopped (``replicates.max_cell_s``). ``total_s`` includes the waits
+    for quiet."""
+
+    cells: int
+    total_s: float
+    rounds: int
+    added_rounds: int
+    added_s: float
+    retries: int
+    retries_s: float
+    busy_s: float
+    capped: int
+    #: the waits for quiet (``wait_for_quiet``): cells that waited (None: none was asked),
+    #: their seconds in all, and how many measured anyway, still busy at the limit
+    waited_cells: int | None = None
+    waited_s: float = 0.0
+    not_quiet: int = 0
+
+
+@dataclass(frozen=True)
+class CappedCell:
+    """A cell that ``replicates.max_cell_s`` stopped before its stopping rule did: its
+    verdict rests on fewer rounds than the rule asked for."""
+
+    library: str
+    device: str
+    operation: str
+    size: int
+    replicates: int
+    wall_s: float
+    max_cell_s: float | None
+    #: its speedup's verdict and whether it is settled (None: no speedup, the baseline's own)
+    verdict: str | None = None
+    settled: bool | None = None

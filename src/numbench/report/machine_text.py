@@ -1,0 +1,119 @@
+"""The summary's first line: how quiet the machine was, with the figures behind it and what
+it means for the verdicts (``numbench.contract.machine.MachineQuality``, decided by analyse)."""
+
+from __future__ import annotations
+
+from numbench.contract.machine import (
+    BUSY_MACHINE_SHARE,
+    BUSY_RUN_FRACTION,
+    CappedCell,
+    MachineQuality,
+    RunTime,
+)
+from numbench.formatting import format_size
+from numbench.report.markdown import md_text
+
+
+def _share(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.0%}"
+
+
+def _many(n: int, thing: str) -> str:
+    """'1 cell', '2 cells'."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
+
+
+def _figures(m: MachineQuality) -> str:
+    return (
+        f"while the cells measured, other processes took {_share(m.other_cpu_share)} of the "
+        f"CPUs' time and the hypervisor (steal) {_share(m.steal_share)} (medians over "
+        f"{_many(m.watched, 'cell')}); {m.busy_cells} of the {m.watched} measured busy "
+        f"(others above {BUSY_MACHINE_SHARE:.0%} of the CPUs' time; a run is busy past "
+        f"{BUSY_RUN_FRACTION:.0%} of its cells), the busiest at {_share(m.busiest_share)}"
+    )
+
+
+def _verdicts(m: MachineQuality) -> str:
+    text = f"{m.unstable_cells} of {_many(m.ok_cells, 'cell')} unstable"
+    if m.watched:
+        text += f" ({m.busy_unstable} of them measured busy)"
+    text += f"; {m.in_doubt} of {_many(m.verdicts, 'verdict')} in doubt"
+    if m.watched and m.in_doubt:
+        busy = "none" if not m.busy_in_doubt else str(m.busy_in_doubt)
+        text += f", {busy} of them measured while the machine was busy"
+    return text
+
+
+def machine_line(m: MachineQuality) -> str:
+    """One line: quiet, busy, or not watched, with its figures."""
+    if m.quiet is None:
+        return (
+            "**Machine not watched**: the cells did not record what the machine did while they "
+            "measured (cells from before contract 7, or no `/proc`); "
+            f"{_verdicts(m)}."
+        )
+    if m.quiet:
+        return f"**Quiet machine**: {_figures(m)}; {_verdicts(m)}."
+    return (
+        f"**Busy machine**: {_figures(m)}; {_verdicts(m)}. The verdicts measured busy are the least firm: `numbench system` "
+        "says what disturbs this machine, and a rerun on a quieter one settles them."
+    )
+
+
+def duration(seconds: float) -> str:
+    """'39 min 24 s', '1 h 02 min', '12 s'."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def _rounds(n: int) -> str:
+    return _many(n, "round")
+
+
+def time_line(t: RunTime) -> str:
+    """How long the cells took and where the time went, in one sentence."""
+    text = (
+        f"Time: the {_many(t.cells, 'cell')} took {duration(t.total_s)} of measuring, one at a time "
+        f"({_rounds(t.rounds)} kept); the stopping rule added {_rounds(t.added_rounds)} for "
+        f"verdicts in doubt (about {duration(t.added_s)}), {_rounds(t.retries)} measured "
+        f"again because other programs took the CPUs (about {duration(t.retries_s)}), and "
+        f"cells measured on a busy machine took {duration(t.busy_s)} in all"
+    )
+    if t.waited_cells is not None:
+        text += (
+            f"; {_many(t.waited_cells, 'cell')} waited {duration(t.waited_s)} in all for the machine to "
+            f"quiet down (`wait_for_quiet`), {t.not_quiet} of them measured still busy at "
+            "its limit"
+        )
+    if t.capped:
+        text += (
+            f"; {t.capped} cell{'s' if t.capped != 1 else ''} stopped early at the time cap "
+            "(`replicates.max_cell_s`, listed under Warnings)"
+        )
+    return text + "."
+
+
+def capped_lines(warnings) -> list[str]:
+    """The Warnings' list of cells stopped by the time cap."""
+    capped = [w for w in warnings if isinstance(w, CappedCell)]
+    if not capped:
+        return []
+    cap = capped[0].max_cell_s
+    cap = "" if cap is None else f" = {cap:g} s"
+    lines = [
+        f"Cells stopped early by the time cap (`replicates.max_cell_s`{cap}): they "
+        "have fewer rounds than the stopping rule asked for, so their verdicts are less firm "
+        "than the rule would have made them.",
+        "",
+    ]
+    for w in capped:
+        name = md_text(f"{w.library} ({w.device}) {w.operation}")
+        said = f"{name} n = {format_size(w.size)}: {_rounds(w.replicates)} in {duration(w.wall_s)}"
+        if w.verdict is not None:
+            said += f"; verdict {md_text(w.verdict)}{'' if w.settled else ', in doubt'}"
+        lines.append(f"- {said}")
+    return [*lines, ""]
