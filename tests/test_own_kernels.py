@@ -469,6 +469,7 @@ def _one_round() -> dict:
         "round_sd": 0.03,
         "max_cpu_taken": 0.1,
         "lockstep": False,
+        "max_cell_s": None,
     }
 
 

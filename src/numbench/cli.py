@@ -161,41 +161,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from numbench.history import HistoryError, add_results, read
-    from numbench.history.views import (
-        FILTERS,
-        changes_text,
-        frame_json,
-        list_text,
-        series_frame,
-        show_text,
-    )
+    from numbench.history.cli import run_history
 
-    try:
-        if args.step == "add":
-            for results in args.results:
-                for done in add_results(results, args.store):
-                    what = "added" if done["added"] else "already in the history"
-                    print(f"{results}: run {done['run_id']} ({done['host']}) {what}")
-            return 0
-        store = read(args.store)
-    except HistoryError as exc:
-        print(f"history {args.step}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    for skipped in store.skipped:
-        print(f"history: skipped {skipped}", file=sys.stderr)
-    if args.step == "list":
-        print(list_text(store.runs))
-    elif args.step == "show":
-        frame = series_frame(store, {name: getattr(args, name) for name in FILTERS})
-        print(frame_json(frame) if args.json else show_text(frame))
-    else:
-        from numbench.config import default_margin
-        from numbench.history.changes import changes
-
-        found = changes(store, float(args.margin or default_margin()))
-        print(frame_json(found) if args.json else changes_text(found))
-    return 0
+    return run_history(args, EXIT_BAD_INPUT)
 
 
 def _system(args: argparse.Namespace) -> int:
