@@ -4,25 +4,13 @@ cells at once, with the gate's false-alarm rate measured on the store's own past
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from test_compare import cmd as compare
 from test_history import eight_runs, results_frame, write_results
 
 from numbench.history.gate import holm
-
-
-def compare(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "numbench", "compare", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )
 
 
 @pytest.fixture

@@ -260,8 +260,9 @@ def host_facts(threads: int, root: Path = SYS_CPU) -> HostFacts:
         {"level": c.level, "bytes": c.size_bytes, "shared_cpus": sorted(c.shared_cpus)}
         for c in caches
     ]
-    cache_bytes = named_caches(capacities(caches))
-    if cache_bytes != capacities(caches):
+    found = capacities(caches)
+    cache_bytes = named_caches(found)
+    if cache_bytes != found:
         listed = [
             {"level": int(k[1:]), "bytes": v, "test_size": True} for k, v in cache_bytes.items()
         ]
