@@ -24,6 +24,8 @@ FLOORS = {
     "check": 4,
     # reads results through the contract's tables only, above the stages, beside offsite
     "history": 4,
+    # the results site: the history's frames drawn with the report's look, beside history
+    "site": 4,
     "cli": 5,
     "__main__": 5,
 }

@@ -7,6 +7,7 @@
     numbench check PATH|NAME [--size N] [--dtype D] [--configfile FILE ...]
     numbench history add RESULTS ... | list | show [FILTERS] [--json] | changes [--json]
     numbench system [--json] [--seconds S]
+    numbench site [--history FOLDER] [--out FOLDER] [--margin M]
 
 The workflow's own steps run through ``snakemake`` (``make run``); these are the steps a user
 takes around it. Each subcommand imports what it needs only when it runs: ``offsite run``
@@ -75,29 +76,15 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _history_gate(args: argparse.Namespace, margin: float, text: str):
-    """(text, failed) of ``compare --history``: compare's own text, then the gate's; None
-    (compare as without it, said on stderr) when the history holds no run."""
+    """``compare --history``'s (text, failed), or None without runs (history/cli.py)."""
     from numbench.analyse.compare import CompareError
-    from numbench.history import HistoryError, read
-    from numbench.history.gate import gate, gate_json, gate_text
+    from numbench.history import HistoryError
+    from numbench.history.cli import history_gate
 
     try:
-        store = read(args.history)
-        for skipped in store.skipped:
-            print(f"history: skipped {skipped}", file=sys.stderr)
-        if store.runs.empty:
-            print(
-                f"compare: the history {args.history} holds no run: each cell is judged by the "
-                "two sides' own intervals",
-                file=sys.stderr,
-            )
-            return None
-        result = gate(args.old, args.new, store, margin)
+        return history_gate(args, margin, text)
     except HistoryError as exc:
         raise CompareError(str(exc)) from None
-    if args.json:
-        return gate_json(result, text), result.failed
-    return text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin), result.failed
 
 
 def _offsite(args: argparse.Namespace) -> int:
@@ -166,6 +153,12 @@ def _history(args: argparse.Namespace) -> int:
     return run_history(args, EXIT_BAD_INPUT)
 
 
+def _site(args: argparse.Namespace) -> int:
+    from numbench.site.cli import run_site
+
+    return run_site(args, EXIT_BAD_INPUT)
+
+
 def _system(args: argparse.Namespace) -> int:
     import json
 
@@ -201,6 +194,7 @@ def parser() -> argparse.ArgumentParser:
     _add_unlock(sub)
     _add_check(sub)
     _add_history(sub)
+    _add_site(sub)
     _add_system(sub)
     return top
 
@@ -356,6 +350,19 @@ def _add_history(sub) -> None:
             help="the history folder (default: history, the config's history.folder)",
         )
     history.set_defaults(run=_history)
+
+
+def _add_site(sub) -> None:
+    """``numbench site``: the history as static HTML (numbench.site)."""
+    site = sub.add_parser(
+        "site",
+        help="build the history's results site: static HTML that opens from the file system",
+        description="Build the history store's static results site (docs/results-history.md).",
+    )
+    site.add_argument("--history", default="history", help="the store (default: history)")
+    site.add_argument("--out", default="site", help="the site's folder (default: site)")
+    site.add_argument("--margin", type=float, help="a step passes this factor (default: margin)")
+    site.set_defaults(run=_site)
 
 
 def _add_system(sub) -> None:

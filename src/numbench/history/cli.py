@@ -1,5 +1,6 @@
-"""What each step of ``numbench history`` does and prints (``numbench.cli`` holds its
-arguments, and imports this only when the command runs: the store needs pandas)."""
+"""What each step of ``numbench history`` and ``compare --history`` does and prints
+(``numbench.cli`` holds their arguments, and imports this only when the command runs: the
+store needs pandas)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,26 @@ def run_history(args: argparse.Namespace, exit_bad_input: int) -> int:
         found = changes(store, float(args.margin or default_margin()))
         print(frame_json(found) if args.json else changes_text(found))
     return 0
+
+
+def history_gate(args: argparse.Namespace, margin: float, text: str):
+    """(text, failed) of ``compare --history``: compare's own text, then the gate's; None
+    (compare as without it, said on stderr) when the history holds no run. A store that
+    cannot be read raises ``HistoryError``."""
+    from numbench.history import read
+    from numbench.history.gate import gate, gate_json, gate_text
+
+    store = read(args.history)
+    for skipped in store.skipped:
+        print(f"history: skipped {skipped}", file=sys.stderr)
+    if store.runs.empty:
+        print(
+            f"compare: the history {args.history} holds no run: each cell is judged by the "
+            "two sides' own intervals",
+            file=sys.stderr,
+        )
+        return None
+    result = gate(args.old, args.new, store, margin)
+    if args.json:
+        return gate_json(result, text), result.failed
+    return text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin), result.failed

@@ -38,7 +38,8 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _quality(run: pd.Series) -> str:
+def quality(run: pd.Series) -> str:
+    """A run's cells and their quality, in a few words."""
     said = [f"{run['cells_ok']}/{run['cells']} ok"]
     if run["cells_unstable"]:
         said.append(f"{run['cells_unstable']} unstable")
@@ -49,11 +50,10 @@ def _quality(run: pd.Series) -> str:
     return ", ".join(said)
 
 
-def list_text(runs: pd.DataFrame) -> str:
-    """One line a run, oldest first: date, host, run id, numbench's commit, what changed
-    since the host's previous run, its cells and their quality."""
-    if runs.empty:
-        return "the history holds no runs"
+def list_rows(runs: pd.DataFrame) -> tuple[list[str], list[list]]:
+    """``history list``'s header and rows, a run a row, oldest first: date, host, its number
+    on the host, run id, numbench's commit, what changed since the host's previous run, its
+    cells and their quality (the results site shows the same rows)."""
     numbered = numbered_runs(runs)
     previous: dict[str, pd.Series] = {}
     rows = []
@@ -69,11 +69,18 @@ def list_text(runs: pd.DataFrame) -> str:
                 run["run_id"],
                 "-" if missing(commit) else str(commit)[:7],
                 "; ".join(changed) or ("first run" if run["run_number"] == 1 else "-"),
-                _quality(run),
+                quality(run),
             ]
         )
     header = ["date", "host", "#", "run", "commit", "changed since the host's last run"]
-    return _table([*header, "cells"], rows)
+    return [*header, "cells"], rows
+
+
+def list_text(runs: pd.DataFrame) -> str:
+    """One line a run (``list_rows``), oldest first."""
+    if runs.empty:
+        return "the history holds no runs"
+    return _table(*list_rows(runs))
 
 
 def select(cells: pd.DataFrame, filters: dict) -> pd.DataFrame:
@@ -99,8 +106,7 @@ def show_text(frame: pd.DataFrame) -> str:
         return "no cell of the history matches"
     rows = [
         [
-            f"{r['library']}/{r['device']} {r['operation']} {r['size']} {r['dtype']} "
-            f"t{r['threads']}",
+            cell_label(r),
             r["host"],
             r["run_number"],
             str(r["run_started_at"])[:16].replace("T", " "),
@@ -127,13 +133,19 @@ def frame_json(frame: pd.DataFrame) -> str:
     return json.dumps(json.loads(frame.to_json(orient="records", double_precision=15)), indent=1)
 
 
-def changes_text(found: pd.DataFrame) -> str:
-    if found.empty:
-        return "no step found in any cell's series"
+def cell_label(row) -> str:
+    """A cell's key without its host, in a few words: 'torch/cpu sort 10000 float64 t1'."""
+    return (
+        f"{row['library']}/{row['device']} {row['operation']} {row['size']} {row['dtype']} "
+        f"t{row['threads']}"
+    )
+
+
+def changes_rows(found: pd.DataFrame) -> tuple[list[str], list[list]]:
+    """``history changes``' header and rows, a step a row (the results site shows the same)."""
     rows = [
         [
-            f"{r['library']}/{r['device']} {r['operation']} {r['size']} {r['dtype']} "
-            f"t{r['threads']}",
+            cell_label(r),
             r["host"],
             f"{r['run_number']} ({r['run_id']})",
             f"{format_seconds(r['before_s'])} -> {format_seconds(r['after_s'])}",
@@ -143,4 +155,10 @@ def changes_text(found: pd.DataFrame) -> str:
         for _, r in found.iterrows()
     ]
     header = ["cell", "host", "from run", "before -> after", "ratio [95%]", "what changed"]
-    return _table(header, rows)
+    return header, rows
+
+
+def changes_text(found: pd.DataFrame) -> str:
+    if found.empty:
+        return "no step found in any cell's series"
+    return _table(*changes_rows(found))

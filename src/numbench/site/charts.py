@@ -1,0 +1,166 @@
+"""The results site's charts: each cell's time run after run, one chart per operation's size,
+dtype and threads, with one panel per machine side by side.
+
+In a panel, each library (and device) is a line of its medians against the run's date, with
+each median's 95% interval drawn as a bar; a step the history found (``history changes``) is
+a dashed rule at the first run after it, and a run where the library's version changed from
+the cell's previous run is a diamond with the versions in its tooltip.
+
+A chart's data is written into its spec as values (``json_records``), never through altair's
+data transformers (which stop at 5,000 rows): a store of 1,000 runs is drawn whole.
+"""
+
+from __future__ import annotations
+
+import json
+
+import altair as alt
+import pandas as pd
+
+from numbench.formatting import series_label, series_labels
+from numbench.report.style import FONT
+
+#: a panel's size (one machine's series of one chart)
+PANEL_WIDTH, PANEL_HEIGHT = 420, 240
+#: a chart's group: the cells drawn together (their libraries and devices as lines)
+GROUP = ["size", "dtype", "threads"]
+#: the columns of the series drawn (and shown in a point's tooltip)
+POINT_COLUMNS = [
+    "series",
+    "run_number",
+    "run_id",
+    "run_started_at",
+    "median_s",
+    "ci_low_s",
+    "ci_high_s",
+    "library_version",
+    "unstable",
+]
+
+
+def json_records(frame: pd.DataFrame) -> list[dict]:
+    """A frame as plain JSON records (missing values as null, numbers as JSON numbers)."""
+    return json.loads(frame.to_json(orient="records", double_precision=15))
+
+
+def version_changes(cells: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """The cells (ordered by ``run_number`` within each series of ``key``) whose library
+    version differs from the series' previous cell, with ``versions``: 'numpy 2.4 -> 2.5'."""
+    ordered = cells.sort_values([*key, "run_number"], kind="stable")
+    before = ordered.groupby(key, sort=False, dropna=False)["library_version"].shift()
+    moved = before.notna() & (before != ordered["library_version"])
+    out = ordered[moved].copy()
+    out["versions"] = [
+        f"{lib} {old} -> {new}"
+        for lib, old, new in zip(out["library"], before[moved], out["library_version"], strict=True)
+    ]
+    return out
+
+
+def _y(title: str | None = "time per call (s)") -> alt.Y:
+    return alt.Y(
+        "median_s:Q",
+        scale=alt.Scale(type="log"),
+        axis=alt.Axis(title=title, format="~s", tickCount=5),
+    )
+
+
+def _x() -> alt.X:
+    return alt.X("run_started_at:T", axis=alt.Axis(title="run date", labelOverlap=True))
+
+
+def _colour(domain: list[str]) -> alt.Color:
+    return alt.Color("series:N", scale=alt.Scale(domain=domain), legend=alt.Legend(title=None))
+
+
+def host_panel(
+    points: pd.DataFrame, steps: pd.DataFrame, versions: pd.DataFrame, host: str, domain: list[str]
+) -> alt.LayerChart:
+    """One machine's panel: lines of medians, interval bars, steps and version changes."""
+    colour = _colour(domain)
+    tooltip = [
+        alt.Tooltip("series:N", title="library"),
+        alt.Tooltip("run_number:Q", title="run on this host"),
+        alt.Tooltip("run_id:N", title="run"),
+        alt.Tooltip("run_started_at:N", title="started"),
+        alt.Tooltip("median_s:Q", title="median s", format=".3e"),
+        alt.Tooltip("ci_low_s:Q", title="95% low s", format=".3e"),
+        alt.Tooltip("ci_high_s:Q", title="95% high s", format=".3e"),
+        alt.Tooltip("library_version:N", title="version"),
+    ]
+    data = alt.Data(values=json_records(points[POINT_COLUMNS]))
+    base = alt.Chart(data).encode(x=_x(), color=colour)
+    layers = [
+        base.mark_rule(opacity=0.5).encode(
+            y=alt.Y("ci_low_s:Q", scale=alt.Scale(type="log")), y2="ci_high_s:Q"
+        ),
+        base.mark_line(point=True).encode(y=_y(), tooltip=tooltip),
+    ]
+    if not steps.empty:
+        shown = steps[["series", "run_started_at", "run_number", "ratio_text", "changed"]]
+        step_data = alt.Data(values=json_records(shown))
+        layers.append(
+            alt.Chart(step_data)
+            .mark_rule(strokeDash=[6, 4], strokeWidth=2)
+            .encode(
+                x=_x(),
+                color=colour,
+                tooltip=[
+                    alt.Tooltip("series:N", title="step in"),
+                    alt.Tooltip("run_number:Q", title="from run"),
+                    alt.Tooltip("ratio_text:N", title="after / before [95%]"),
+                    alt.Tooltip("changed:N", title="what changed"),
+                ],
+            )
+        )
+    if not versions.empty:
+        version_data = alt.Data(values=json_records(versions))
+        layers.append(
+            alt.Chart(version_data)
+            .mark_point(shape="diamond", size=120, filled=False, strokeWidth=2)
+            .encode(
+                x=_x(),
+                y=_y(),
+                color=colour,
+                tooltip=[alt.Tooltip("versions:N", title="version changed")],
+            )
+        )
+    return alt.layer(*layers).properties(title=host, width=PANEL_WIDTH, height=PANEL_HEIGHT)
+
+
+def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> alt.TopLevelMixin:
+    """One group's chart (its cells on every host; ``steps``: their steps, as ``history
+    changes`` gives them, with ``ratio_text``): the hosts' panels side by side, sharing the
+    colours."""
+    with_device = cells["device"].nunique() > 1
+    cells = cells.assign(series=series_labels(cells, with_device=with_device))
+    steps = steps.assign(
+        series=[
+            series_label(lib, dev, with_device)
+            for lib, dev in zip(steps["library"], steps["device"], strict=True)
+        ],
+    )
+    domain = sorted(cells["series"].unique())
+    key = ["host", "library", "device"]
+    versions = version_changes(cells, key)
+    panels = []
+    for host, points in cells.groupby("host", sort=True):
+        ordered = points.sort_values(["series", "run_number"], kind="stable")
+        on_host = steps[steps["host"] == host] if not steps.empty else steps
+        changed = versions[versions["host"] == host][
+            ["series", "run_started_at", "median_s", "versions"]
+        ]
+        panels.append(host_panel(ordered, on_host, changed, str(host), domain))
+    chart = panels[0] if len(panels) == 1 else alt.hconcat(*panels)
+    subtitle = "bars: 95% intervals; dashed rules: steps found; diamonds: library version changed"
+    # the page's heading names the group: the chart's own title only explains the marks
+    explained = alt.Title(subtitle, fontSize=11, fontWeight="normal", anchor="start")
+    return chart.properties(title=explained).configure(font=FONT)
+
+
+def chart_spec(chart: alt.TopLevelMixin) -> str:
+    """The chart's Vega-Lite spec as JSON that is inert inside an HTML ``<script>``: its
+    ``<``, ``>`` and ``&`` written as JSON's ``\\u003c``-style escapes (as
+    ``numbench.report.charts.chart_page`` does), so a value holding ``</script>`` stays data."""
+    spec = json.dumps(chart.to_dict(validate=False), separators=(",", ":"))
+    return spec.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
