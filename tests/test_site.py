@@ -1,0 +1,249 @@
+"""The results site (``numbench site``): its pages' content, and every page in a real browser.
+
+The browser test drives Debian's Chromium through Playwright for Python (pinned in
+envs/requirements-cpu.txt; no browser is downloaded: it launches the system's ``chromium``).
+Where either is missing it is skipped with the reason (``.ci/run`` installs Chromium on CI).
+It takes seconds (a browser, every page drawn), so it is marked e2e: ``make test`` runs it,
+``make test-fast`` leaves it out.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from test_history import VERSIONS, results_frame, write_results
+
+from numbench import history
+from numbench.site import build_site
+from numbench.site.pages import BUNDLE, operation_file, text
+
+HOSTILE_HOST = "offsite<img src=x onerror=alert(1)>&co"
+HOSTILE_VERSION = "9.9</script><script>alert(1)</script>"
+SLOW = ("torch", "sort", 10000, 1.2)
+
+
+def make_store(tmp_path: Path, hostile: bool = True) -> Path:
+    """8 runs of 24 cells on one host, torch sort 10000 slowed 1.2x and numpy 2.4.6 -> 2.5.0
+    from run 5, and one imported offsite run on a second host (hostile names, if asked)."""
+    store = tmp_path / "history"
+    for run in range(1, 9):
+        versions = dict(VERSIONS, numpy="2.5.0") if run >= 5 else None
+        bench = results_frame(run, slow=SLOW if run >= 5 else None, versions=versions)
+        history.add_results(write_results(tmp_path / f"r{run}", bench), store)
+    host = HOSTILE_HOST if hostile else "offsite-gpu"
+    offsite = results_frame(9, host=host, versions=dict(VERSIONS, jax=HOSTILE_VERSION))
+    history.add_results(write_results(tmp_path / "offsite", offsite), store)
+    return store
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("site")
+    out = tmp / "site"
+    build_site(make_store(tmp), out, margin=1.1)
+    return out
+
+
+def specs_of(page: str) -> list[dict]:
+    """The charts' specs embedded in a page (each vegaEmbed call's second argument)."""
+    decoder = json.JSONDecoder()
+    found = []
+    for match in re.finditer(r'vegaEmbed\("#chart-\d+", ', page):
+        spec, _ = decoder.raw_decode(page, match.end())
+        found.append(spec)
+    return found
+
+
+def datasets(spec) -> list[dict]:
+    """Every inline data row anywhere in a spec."""
+    rows = []
+    if isinstance(spec, dict):
+        if isinstance(spec.get("data"), dict) and "values" in spec["data"]:
+            rows += spec["data"]["values"]
+        for value in spec.values():
+            rows += datasets(value)
+    elif isinstance(spec, list):
+        for value in spec:
+            rows += datasets(value)
+    return rows
+
+
+def test_the_index_lists_both_machines_the_operations_and_the_step(site):
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert text(HOSTILE_HOST) in index and "testhost" in index
+    assert "9 runs on 2 machines" in index
+    for operation in ("fft", "sort"):
+        assert f'href="{operation_file(operation)}"' in index
+        assert (site / operation_file(operation)).is_file()
+    changes = index.split("<h2>Changes</h2>")[1].split("<h2>")[0]
+    assert "torch/cpu sort 10000 float64 t1" in changes and "numpy 2.4.6 -&gt; 2.5.0" in changes
+    assert changes.count("<tr>") == 2  # the header and the one step
+    runs = index.split("<h2>Runs</h2>")[1]
+    assert runs.count("<tr>") == 10 and "first run" in runs
+
+
+def test_no_value_from_the_store_reaches_a_page_as_markup(site):
+    for page in site.glob("*.html"):
+        content = page.read_text(encoding="utf-8")
+        assert "<img" not in content and "<script>alert" not in content, page.name
+        assert "</script><script>" not in content, page.name
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert html.escape(HOSTILE_HOST) in index
+    # in a chart's spec the hostile text is data: the same string once the JSON is read
+    sort = (site / operation_file("sort")).read_text(encoding="utf-8")
+    rows = [row for spec in specs_of(sort) for row in datasets(spec)]
+    assert any(row.get("library_version") == HOSTILE_VERSION for row in rows)
+
+
+def test_a_second_machine_is_a_panel_of_its_own_beside_the_first(site):
+    fft = (site / operation_file("fft")).read_text(encoding="utf-8")
+    specs = specs_of(fft)
+    assert len(specs) == 3  # fft at three sizes, float64, 1 thread
+    for spec in specs:
+        panels = [p["title"] for p in spec["hconcat"]]
+        assert panels == [HOSTILE_HOST, "testhost"]
+
+
+def test_the_step_is_marked_on_its_cell_and_the_version_change_annotated(site):
+    sort = (site / operation_file("sort")).read_text(encoding="utf-8")
+    steps_table = sort.split("<h2>Steps found</h2>")[1].split("<h2>")[0]
+    assert "torch/cpu sort 10000 float64 t1" in steps_table and "from run" in steps_table
+    marked = {}
+    for spec in specs_of(sort):
+        for row in datasets(spec):
+            if "ratio_text" in row:
+                marked.setdefault(row["series"], []).append(row)
+    assert list(marked) == ["torch"] and len(marked["torch"]) == 1
+    step = marked["torch"][0]
+    assert step["run_number"] == 5 and step["run_started_at"].startswith("2026-01-05")
+    versions = {
+        row["versions"] for spec in specs_of(sort) for row in datasets(spec) if "versions" in row
+    }
+    assert versions == {"numpy 2.4.6 -> 2.5.0"}
+    fft = (site / operation_file("fft")).read_text(encoding="utf-8")
+    assert "no step found in this operation" in fft
+    assert not any("ratio_text" in row for s in specs_of(fft) for row in datasets(s))
+
+
+def test_pages_reference_the_bundle_written_once(site, tmp_path):
+    bundle = site / BUNDLE
+    assert bundle.stat().st_size > 100_000 and "vegaEmbed" in bundle.read_text(encoding="utf-8")
+    for page in site.glob("op-*.html"):
+        content = page.read_text(encoding="utf-8")
+        assert content.count(f'<script src="{BUNDLE}"></script>') == 1
+        assert len(content) < 200_000  # the bundle is not inlined
+    store = make_store(tmp_path, hostile=False)
+    assert build_site(store, tmp_path / "out").bundle_written
+    assert not build_site(store, tmp_path / "out").bundle_written
+
+
+def test_an_operation_page_is_named_by_a_safe_file_name():
+    assert operation_file("../../etc/passwd") == operation_file("../../etc/passwd")
+    name = operation_file("../../etc/<x>")
+    assert re.fullmatch(r"op-[A-Za-z0-9_-]+-[0-9a-f]{8}\.html", name)
+    assert operation_file("a/b") != operation_file("a?b")
+
+
+def run_site(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "numbench", "site", *args],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": str(Path(sys.executable).parent)},
+    )
+
+
+def test_the_command_builds_the_site_and_refuses_an_empty_store(tmp_path):
+    store = make_store(tmp_path, hostile=False)
+    proc = run_site("--history", str(store), "--out", str(tmp_path / "web"))
+    assert proc.returncode == 0, proc.stderr
+    assert "site: 3 pages" in proc.stdout and (tmp_path / "web" / "index.html").is_file()
+    empty = run_site("--history", str(tmp_path / "nothing"), "--out", str(tmp_path / "w2"))
+    assert empty.returncode == 2 and "holds no run" in empty.stderr
+    assert not (tmp_path / "w2").exists()
+    bad = run_site("--history", str(store), "--margin", "0.5")
+    assert bad.returncode == 2 and "--margin must be a factor" in bad.stderr
+
+
+# -- in a real browser ------------------------------------------------------------------------
+
+#: Chromium's switches: headless, no network of its own, nothing from the user's profile
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+#: how long a page's charts may take to draw (ms)
+DRAW_TIMEOUT_MS = 30_000
+POLL_MS = 50
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="playwright is not installed: pip install the pinned set"
+    )
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.skip("chromium is not installed: install Debian's chromium to run the browser test")
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=exe, args=BROWSER_ARGS)
+        yield launched
+        launched.close()
+
+
+def open_page(browser, path: Path) -> tuple[int, int, list[str]]:
+    """Open ``path`` from the file system, the network cut off: (chart divs, charts drawn,
+    console messages and page errors). It waits until every chart is drawn, something is
+    said, or ``DRAW_TIMEOUT_MS`` has passed."""
+    page = browser.new_page()
+    said: list[str] = []
+    page.on("console", lambda m: said.append(f"console {m.type}: {m.text}"))
+    page.on("pageerror", lambda e: said.append(f"page error: {e}"))
+    # anything but a file of the site is refused: a page that needs the network fails here
+    page.route(re.compile(r"^(?!file:).*"), lambda route: route.abort())
+    page.goto(path.resolve().as_uri())
+    charts = page.locator("div.chart").count()
+    drawn = page.locator("div.chart svg.marks, div.chart canvas.marks")
+    waited = 0
+    while drawn.count() < charts and not said and waited < DRAW_TIMEOUT_MS:
+        page.wait_for_timeout(POLL_MS)
+        waited += POLL_MS
+    result = charts, drawn.count(), said
+    page.close()
+    return result
+
+
+@pytest.mark.e2e
+def test_every_page_opens_from_the_file_system_with_every_chart_drawn(browser, site):
+    pages = sorted(site.glob("*.html"))
+    assert len(pages) == 3
+    for path in pages:
+        charts, drawn, said = open_page(browser, path)
+        assert said == [], f"{path.name}: {said}"
+        assert drawn == charts, f"{path.name}: {drawn} of {charts} charts drawn"
+        assert charts == (0 if path.name == "index.html" else 3)
+
+
+@pytest.mark.e2e
+def test_the_browser_check_catches_a_page_that_fails(browser, site, tmp_path):
+    """The check above can fail: a page whose chart's spec is broken logs an error and draws
+    nothing, and is caught."""
+    page = (site / operation_file("fft")).read_text(encoding="utf-8")
+    broken = tmp_path / "broken.html"
+    shutil.copytree(site / "assets", tmp_path / "assets")
+    broken.write_text(page.replace('"mark":', '"mark_broken":', 1), encoding="utf-8")
+    charts, drawn, said = open_page(browser, broken)
+    assert said and drawn < charts
