@@ -30,14 +30,16 @@ from numbench.report.markdown import md_table
 LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
 
 
-def template(folder: Path, cells: int) -> tuple[pa.Table, pa.Table]:
-    """One run of ``cells`` cells (a constructed results folder), as the store's tables."""
+def template(folder: Path, cells: int, operations: int = 1) -> tuple[pa.Table, pa.Table]:
+    """One run of ``cells`` cells (a constructed results folder), as the store's tables: the
+    cells shared among ``operations`` operations, each size measured by every library in turn."""
+    per_operation = -(-cells // operations)
     rows = [
         {
             "library": LIBRARIES[i % len(LIBRARIES)],
             "device": "cpu",
-            "operation": "op",
-            "size": i,
+            "operation": f"op{i // per_operation}",
+            "size": 1000 * (1 + (i % per_operation) // len(LIBRARIES)),
             "dtype": "float64",
             "threads": 1,
             "host": "host",
@@ -55,10 +57,11 @@ def template(folder: Path, cells: int) -> tuple[pa.Table, pa.Table]:
     return runs_of(folder)[0]
 
 
-def build(store: Path, runs: int, cells: int, seed: int = 0) -> float:
-    """Add ``runs`` runs to ``store``; the seconds it took."""
+def build(store: Path, runs: int, cells: int, seed: int = 0, operations: int = 1) -> float:
+    """Add ``runs`` runs of ``cells`` cells of ``operations`` operations to ``store``; the
+    seconds it took."""
     rng = np.random.default_rng(seed)
-    run, table = template(store.parent / "template", cells)
+    run, table = template(store.parent / "template", cells, operations)
     medians = table.column("median_s").to_numpy()
     start = time.perf_counter()
     for i in range(runs):

@@ -62,18 +62,9 @@ def specs_of(page: str) -> list[dict]:
     return found
 
 
-def datasets(spec) -> list[dict]:
-    """Every inline data row anywhere in a spec."""
-    rows = []
-    if isinstance(spec, dict):
-        if isinstance(spec.get("data"), dict) and "values" in spec["data"]:
-            rows += spec["data"]["values"]
-        for value in spec.values():
-            rows += datasets(value)
-    elif isinstance(spec, list):
-        for value in spec:
-            rows += datasets(value)
-    return rows
+def datasets(spec: dict) -> list[dict]:
+    """Every data row of a spec (its named datasets)."""
+    return [row for rows in spec["datasets"].values() for row in rows]
 
 
 def test_the_index_lists_both_machines_the_operations_and_the_step(site):

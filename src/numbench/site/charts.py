@@ -6,8 +6,10 @@ each median's 95% interval drawn as a bar; a step the history found (``history c
 a dashed rule at the first run after it, and a run where the library's version changed from
 the cell's previous run is a diamond with the versions in its tooltip.
 
-A chart's data is written into its spec as values (``json_records``), never through altair's
-data transformers (which stop at 5,000 rows): a store of 1,000 runs is drawn whole.
+A chart's data goes into its spec's top-level ``datasets`` (named, as plain JSON records:
+``json_records``), added after altair made the spec: altair neither validates nor walks the
+rows (that was most of a build's time) nor stops at its transformers' 5,000 rows, so a store
+of 1,000 runs is drawn whole.
 """
 
 from __future__ import annotations
@@ -74,9 +76,16 @@ def _colour(domain: list[str]) -> alt.Color:
 
 
 def host_panel(
-    points: pd.DataFrame, steps: pd.DataFrame, versions: pd.DataFrame, host: str, domain: list[str]
+    points: pd.DataFrame,
+    steps: pd.DataFrame,
+    versions: pd.DataFrame,
+    host: str,
+    domain: list[str],
+    datasets: dict[str, list],
 ) -> alt.LayerChart:
-    """One machine's panel: lines of medians, interval bars, steps and version changes."""
+    """One machine's panel: lines of medians, interval bars, steps and version changes; its
+    data goes into ``datasets`` by name."""
+    tag = len(datasets)
     colour = _colour(domain)
     tooltip = [
         alt.Tooltip("series:N", title="library"),
@@ -88,7 +97,8 @@ def host_panel(
         alt.Tooltip("ci_high_s:Q", title="95% high s", format=".3e"),
         alt.Tooltip("library_version:N", title="version"),
     ]
-    data = alt.Data(values=json_records(points[POINT_COLUMNS]))
+    datasets[f"points-{tag}"] = json_records(points[POINT_COLUMNS])
+    data = alt.NamedData(name=f"points-{tag}")
     base = alt.Chart(data).encode(x=_x(), color=colour)
     layers = [
         base.mark_rule(opacity=0.5).encode(
@@ -98,7 +108,8 @@ def host_panel(
     ]
     if not steps.empty:
         shown = steps[["series", "run_started_at", "run_number", "ratio_text", "changed"]]
-        step_data = alt.Data(values=json_records(shown))
+        datasets[f"steps-{tag}"] = json_records(shown)
+        step_data = alt.NamedData(name=f"steps-{tag}")
         layers.append(
             alt.Chart(step_data)
             .mark_rule(strokeDash=[6, 4], strokeWidth=2)
@@ -114,7 +125,8 @@ def host_panel(
             )
         )
     if not versions.empty:
-        version_data = alt.Data(values=json_records(versions))
+        datasets[f"versions-{tag}"] = json_records(versions)
+        version_data = alt.NamedData(name=f"versions-{tag}")
         layers.append(
             alt.Chart(version_data)
             .mark_point(shape="diamond", size=120, filled=False, strokeWidth=2)
@@ -128,10 +140,10 @@ def host_panel(
     return alt.layer(*layers).properties(title=host, width=PANEL_WIDTH, height=PANEL_HEIGHT)
 
 
-def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> alt.TopLevelMixin:
-    """One group's chart (its cells on every host; ``steps``: their steps, as ``history
-    changes`` gives them, with ``ratio_text``): the hosts' panels side by side, sharing the
-    colours."""
+def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> dict:
+    """One group's chart as a Vega-Lite spec (its cells on every host; ``steps``: their steps,
+    as ``history changes`` gives them, with ``ratio_text``): the hosts' panels side by side,
+    sharing the colours."""
     with_device = cells["device"].nunique() > 1
     cells = cells.assign(series=series_labels(cells, with_device=with_device))
     steps = steps.assign(
@@ -143,24 +155,26 @@ def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> alt.TopLevelMixin:
     domain = sorted(cells["series"].unique())
     key = ["host", "library", "device"]
     versions = version_changes(cells, key)
-    panels = []
+    panels, datasets = [], {}
     for host, points in cells.groupby("host", sort=True):
         ordered = points.sort_values(["series", "run_number"], kind="stable")
         on_host = steps[steps["host"] == host] if not steps.empty else steps
         changed = versions[versions["host"] == host][
             ["series", "run_started_at", "median_s", "versions"]
         ]
-        panels.append(host_panel(ordered, on_host, changed, str(host), domain))
+        panels.append(host_panel(ordered, on_host, changed, str(host), domain, datasets))
     chart = panels[0] if len(panels) == 1 else alt.hconcat(*panels)
     subtitle = "bars: 95% intervals; dashed rules: steps found; diamonds: library version changed"
     # the page's heading names the group: the chart's own title only explains the marks
     explained = alt.Title(subtitle, fontSize=11, fontWeight="normal", anchor="start")
-    return chart.properties(title=explained).configure(font=FONT)
+    spec = chart.properties(title=explained).configure(font=FONT).to_dict(validate=False)
+    spec["datasets"] = datasets
+    return spec
 
 
-def chart_spec(chart: alt.TopLevelMixin) -> str:
-    """The chart's Vega-Lite spec as JSON that is inert inside an HTML ``<script>``: its
-    ``<``, ``>`` and ``&`` written as JSON's ``\\u003c``-style escapes (as
+def chart_spec(spec: dict) -> str:
+    """A Vega-Lite spec as JSON that is inert inside an HTML ``<script>``: its ``<``, ``>``
+    and ``&`` written as JSON's ``\\u003c``-style escapes (as
     ``numbench.report.charts.chart_page`` does), so a value holding ``</script>`` stays data."""
-    spec = json.dumps(chart.to_dict(validate=False), separators=(",", ":"))
+    spec = json.dumps(spec, separators=(",", ":"))
     return spec.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
