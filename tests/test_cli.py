@@ -27,7 +27,7 @@ def numbench(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
 def test_help_lists_every_command():
     proc = numbench("--help")
     assert proc.returncode == 0, proc.stderr
-    for command in ("compare", "offsite", "unlock"):
+    for command in ("compare", "offsite", "unlock", "history", "site"):
         assert command in proc.stdout
     steps = numbench("offsite", "--help")
     assert steps.returncode == 0 and all(s in steps.stdout for s in ("plan", "run", "import"))

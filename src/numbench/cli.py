@@ -360,7 +360,7 @@ def _add_site(sub) -> None:
         description="Build the history store's static results site (docs/results-history.md).",
     )
     site.add_argument("--history", default="history", help="the store (default: history)")
-    site.add_argument("--out", default="site", help="the site's folder (default: site)")
+    site.add_argument("--out", default="history-site", help="where (default: history-site)")
     site.add_argument("--margin", type=float, help="a step passes this factor (default: margin)")
     site.set_defaults(run=_site)
 
