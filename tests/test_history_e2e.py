@@ -1,5 +1,6 @@
 """The workflow adds its finished run to the history (rule history) when the config asks, and
-adds nothing more when a step of it is run again; clearing results/ keeps the history."""
+adds nothing more when a step of it is run again; clearing results/ keeps the history; the
+site rule builds the results site from it."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ operations:
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
 replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
 cell_timeout_s: 120
-history: {add: true, folder: "kept runs"}
+history: {add: true, folder: "kept runs", site: "the site"}
 """
 
 
@@ -43,6 +44,12 @@ def test_a_finished_run_adds_itself_once_and_outlives_its_results(workdir: Path)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already in the history" in (workdir / "logs" / "history.log").read_text()
     assert len(history.read(store).runs) == 1
+
+    site = snakemake(workdir, "site", "--cores", "1", "--configfile", "h.yaml")
+    assert site.returncode == 0, site.stdout[-3000:] + site.stderr[-3000:]
+    index = (workdir / "the site" / "index.html").read_text(encoding="utf-8")
+    assert "1 run on 1 machine" in index and added["runs"][0]["run_id"] in index
+    assert "op-elementwise-" in index and (workdir / "the site" / "assets" / "vega.js").is_file()
 
     shutil.rmtree(workdir / "results")
     assert len(history.read(store).runs) == 1

@@ -68,6 +68,19 @@ CHARTS_DIR = "results/charts"
 HISTORY = CFG["history"]
 HISTORY_FILE = "results/history.json"
 HISTORY_INPUT = [HISTORY_FILE] if HISTORY["add"] else []
+# the results site, built by the site rule (a target of its own) once the run is added
+SITE_INDEX = str(Path(HISTORY["site"]) / "index.html")
+
+
+def site_store(wildcards):
+    """The store the site rule reads whole; not one of its files, and a function because
+    its name may begin the site's (history, history-site)."""
+    return HISTORY["folder"]
+
+
+def site_folder(wildcards, output):
+    return str(Path(output[0]).parent)
+
 
 # What the rules ask of the scheduler (numbench.config.jobs): the roofs job's dimensions,
 # CPUs and GPUs, the timing lock's wait, the wall times a cell and a spread round ask Slurm

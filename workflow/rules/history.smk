@@ -3,6 +3,7 @@
 
 localrules:
     history,
+    site,
 
 
 rule history:
@@ -24,3 +25,22 @@ rule history:
     shell:
         "python {params.script:q} --results results --store {params.store:q}"
         " --output {output} > {log} 2>&1"
+
+
+# The results site from the store (numbench.site): a target of its own (snakemake site),
+# never part of rule all; with history.add, the finished run is added first.
+rule site:
+    input:
+        HISTORY_INPUT,
+    output:
+        SITE_INDEX,
+    log:
+        "logs/site.log",
+    conda:
+        "../../envs/numbench-cpu.yaml"
+    params:
+        script=SCRIPTS / "site.py",
+        store=site_store,
+        out=site_folder,
+    shell:
+        "python {params.script:q} --history {params.store:q} --out {params.out:q} > {log} 2>&1"
