@@ -143,6 +143,16 @@ def test_an_operation_page_is_named_by_a_safe_file_name():
     assert operation_file("a/b") != operation_file("a?b")
 
 
+def test_a_store_without_ok_cells_gives_an_index_that_says_so(tmp_path):
+    bench = results_frame(1)
+    bench["status"], bench["median_s"] = "failed", float("nan")
+    history.add_results(write_results(tmp_path / "r1", bench), tmp_path / "history")
+    built = build_site(tmp_path / "history", tmp_path / "site", margin=1.1)
+    assert [p.name for p in built.pages] == ["index.html"]
+    index = built.pages[0].read_text(encoding="utf-8")
+    assert "no ok cell in any run" in index and "1 run on 1 machine" in index
+
+
 def run_site(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "numbench", "site", *args],

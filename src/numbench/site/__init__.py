@@ -43,19 +43,25 @@ class Built:
     skipped: list[str] = field(default_factory=list)
 
 
+def vega_lite_version() -> str:
+    """The Vega-Lite version altair writes its specs for, as vl-convert names it ('v6_4')."""
+    import altair as alt
+
+    return "_".join(alt.SCHEMA_VERSION.split(".")[:2])
+
+
 def bundle_header() -> str:
     """The bundle's first line: which vl-convert made it, for which Vega-Lite."""
     import vl_convert
-    from altair.utils._importers import vl_version_for_vl_convert
 
-    return f"// vega-embed bundle: vl-convert {vl_convert.__version__}, Vega-Lite {vl_version_for_vl_convert()}\n"
+    made_by = f"vl-convert {vl_convert.__version__}, Vega-Lite {vega_lite_version()}"
+    return f"// vega-embed bundle: {made_by}\n"
 
 
 def write_bundle(out: Path) -> bool:
     """Write ``assets/vega.js`` unless the one there was made by the same vl-convert for the
     same Vega-Lite; whether it was written."""
     import vl_convert
-    from altair.utils._importers import vl_version_for_vl_convert
 
     path = out / pages.BUNDLE
     header = bundle_header()
@@ -64,7 +70,7 @@ def write_bundle(out: Path) -> bool:
             if f.readline() == header:
                 return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    bundle = vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())
+    bundle = vl_convert.javascript_bundle(vl_version=vega_lite_version())
     write_text_atomic(header + bundle, path)
     return True
 

@@ -74,11 +74,12 @@ def index_page(
         parts.append(pages.paragraph(f"skipped: {why}", "warning"))
     parts += [pages.heading(2, "Machines"), pages.table(MACHINE_HEADER, machine_rows(runs))]
     rows, links = operation_rows(cells, found)
-    parts += [
-        pages.heading(2, "Operations"),
-        pages.table(["operation", "cells", "machines", "steps found"], rows, links),
-        pages.heading(2, "Changes"),
-    ]
+    parts.append(pages.heading(2, "Operations"))
+    if rows:
+        parts.append(pages.table(["operation", "cells", "machines", "steps found"], rows, links))
+    else:
+        parts.append(pages.paragraph("no ok cell in any run: nothing to chart"))
+    parts.append(pages.heading(2, "Changes"))
     if found.empty:
         parts.append(pages.paragraph("no step found in any cell's series"))
     else:
