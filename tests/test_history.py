@@ -314,7 +314,7 @@ def test_the_history_defaults_to_a_folder_beside_results_added_to(tmp_path):
     from numbench.config import check_history, validate_schema
 
     cfg = validate_schema({"operations": {"fft": {}}}, REPO / "workflow/schemas/config.schema.yaml")
-    assert cfg["history"] == {"folder": "history", "add": True}
+    assert cfg["history"] == {"folder": "history", "add": True, "site": "history-site"}
     check_history(cfg, cwd=tmp_path)
     check_history({"history": {"folder": "../results-history"}}, cwd=tmp_path)
 
