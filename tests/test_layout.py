@@ -24,6 +24,8 @@ FLOORS = {
     "check": 4,
     # reads results through the contract's tables only, above the stages, beside offsite
     "history": 4,
+    # measures the cells a gate flags again: above measure, beside history and offsite
+    "confirm": 4,
     "cli": 5,
     "__main__": 5,
 }
