@@ -111,7 +111,9 @@ def wrapper(tmp_path: Path) -> str:
 
 
 def run_confirm(root, old, new, run_pair, cfg=None):
-    return confirm([KEY], old, new, cfg or config(), root, 1.1, rounds=4, run_pair=run_pair)
+    return confirm(
+        [KEY], old, new, cfg or config(), root, 1.1, rounds=4, max_rounds=6, run_pair=run_pair
+    )
 
 
 def test_a_false_alarm_is_cleared_by_the_paired_rounds(root, wrapper):
@@ -202,8 +204,34 @@ def test_a_noisy_remeasurement_leaves_the_cell_in_doubt_and_failing(root, wrappe
 
     (got,) = run_confirm(root, old, new, run_pair)
     assert got.outcome == IN_DOUBT and got.ci_low < 1.1 < got.ci_high
-    assert "--confirm-rounds" in got.reason
+    assert got.rounds == 6  # one round at a time up to max_rounds, then the flag stands
+    assert "after 6 rounds" in got.reason and "--confirm-max-rounds" in got.reason
     assert still_failing([got]) == [got]
+
+
+def test_rounds_added_one_at_a_time_settle_a_cell_in_doubt(root, wrapper):
+    cfg = config()
+    old, new = side_rows(cfg, 1e-3, sys.executable, 1), side_rows(cfg, 1.5e-3, wrapper, 2)
+    base = rounds_of(1e-3, 1e-3)
+
+    def run_pair(specs, seed):  # round 1's NEW process alone was slowed 1.3x by the machine
+        out = base(specs, seed)
+        if seed == 1:
+            i = [s.environment.python.endswith("wrapper") for s in specs].index(True)
+            t, r = out[i]
+            slowed = [x * 1.3 for x in r.samples_s]
+            out[i] = (
+                t,
+                ProcessReport(status="ok", samples_s=slowed, library_version=r.library_version),
+            )
+        return out
+
+    first = confirm([KEY], old, new, cfg, root, 1.1, rounds=4, max_rounds=4, run_pair=run_pair)
+    assert first[0].outcome == IN_DOUBT  # four rounds, one of them disturbed: not settled
+    base.starts.clear()
+    (got,) = confirm([KEY], old, new, cfg, root, 1.1, rounds=4, max_rounds=12, run_pair=run_pair)
+    assert got.outcome == CLEARED and 4 < got.rounds <= 12
+    assert len(base.starts) == got.rounds
 
 
 def test_flagged_takes_the_slower_cells_of_either_gate_table():
@@ -221,7 +249,13 @@ def test_fewer_than_two_rounds_is_refused(root, wrapper):
     cfg = config()
     old, new = side_rows(cfg, 1e-3, sys.executable, 1), side_rows(cfg, 1e-3, wrapper, 2)
     with pytest.raises(ValueError, match="at least 2 rounds"):
-        confirm([KEY], old, new, cfg, root, 1.1, rounds=1, run_pair=rounds_of(1e-3, 1e-3))
+        confirm(
+            [KEY], old, new, cfg, root, 1.1, rounds=1, max_rounds=1, run_pair=rounds_of(1e-3, 1e-3)
+        )
+    with pytest.raises(ValueError, match="max_rounds >= rounds"):
+        confirm(
+            [KEY], old, new, cfg, root, 1.1, rounds=3, max_rounds=2, run_pair=rounds_of(1e-3, 1e-3)
+        )
 
 
 def test_the_text_names_each_outcome_and_keeps_a_hostile_key_in_its_cell():

@@ -185,6 +185,13 @@ def _add_compare(sub) -> None:
         metavar="N",
         help="paired rounds per flagged cell (default 5, at least 2)",
     )
+    compare.add_argument(
+        "--confirm-max-rounds",
+        type=int,
+        default=15,
+        metavar="M",
+        help="rounds a flagged cell in doubt may reach, one more at a time (default 15)",
+    )
     _config_options(compare)
     compare.set_defaults(run=_compare)
 

@@ -10,7 +10,9 @@ The paired ratio (new / old, a two-level bootstrap interval, ``numbench.stats.ra
 then judges the cell: an interval wholly above 1 with the ratio past the margin *confirms* the
 slowdown (``compare``'s rule, ``numbench.stats.verdict``); an interval wholly below the margin
 *clears* the flag (no slowdown the gate counts fits it); an interval that holds the margin
-leaves the cell *in doubt*, and the flag stands: more rounds may settle it.
+leaves the cell *in doubt*. A cell in doubt after the first ``rounds`` gains one round at a
+time, as a cell's own stopping rule adds rounds, until it is settled or ``max_rounds`` are
+spent; still in doubt then, its flag stands.
 
 Both sides run the same spec, built from the workflow's config as its ``cell`` rule builds it,
 and the current numbench; what differs is the interpreter, and so the libraries it imports
@@ -166,13 +168,14 @@ def plan(
 
 
 def remeasure(
-    old: CellSpec, new: CellSpec, rows: dict[str, dict], rounds: int, run_pair: RunPair
+    old: CellSpec, new: CellSpec, rows: dict[str, dict], rounds: range, run_pair: RunPair
 ) -> tuple[list[list[float]], list[list[float]]]:
-    """Each side's samples per round (old's, new's), rounds alternating which side starts;
+    """Each side's samples per round of ``rounds`` (old's, new's), rounds alternating which
+    side starts (round i's number is its seed);
     Unconfirmable where a worker fails or imports another library version than its side
     measured with."""
     got: dict[str, list[list[float]]] = {"OLD": [], "NEW": []}
-    for i in range(rounds):
+    for i in rounds:
         order = [("OLD", old), ("NEW", new)] if i % 2 == 0 else [("NEW", new), ("OLD", old)]
         reports = run_pair([spec for _, spec in order], i)
         for (side, _), (_, report) in zip(order, reports, strict=True):
@@ -199,8 +202,8 @@ def decide(old: list[list[float]], new: list[list[float]], margin: float, key) -
     if hi < margin:
         return Outcome(key, CLEARED, ratio, lo, hi, len(old))
     why = (
-        f"the paired interval holds the margin {margin:g}: measure again with more rounds "
-        "(--confirm-rounds)"
+        f"the paired interval holds the margin {margin:g} after {len(old)} rounds: measure "
+        "again with more (--confirm-max-rounds)"
     )
     return Outcome(key, IN_DOUBT, ratio, lo, hi, len(old), why)
 
@@ -213,13 +216,17 @@ def confirm(
     root: str | os.PathLike,
     margin: float,
     rounds: int,
+    max_rounds: int,
     run_pair: RunPair | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> list[Outcome]:
     """Each flagged cell of ``keys`` measured again, OLD's interpreter against NEW's, in
-    ``rounds`` lockstep rounds (``run_pair``: ``numbench.measure.lockstep.run_lockstep``)."""
+    ``rounds`` lockstep rounds, then one more at a time while it is in doubt, up to
+    ``max_rounds`` (``run_pair``: ``numbench.measure.lockstep.run_lockstep``)."""
     if rounds < 2:
         raise ValueError(f"need at least 2 rounds to confirm, not {rounds}")
+    if max_rounds < rounds:
+        raise ValueError(f"need max_rounds >= rounds, not {max_rounds} < {rounds}")
     if run_pair is None:
         from numbench.measure.lockstep import run_lockstep as run_pair
     root = Path(root).resolve()
@@ -229,8 +236,15 @@ def confirm(
         try:
             old_spec, new_spec, rows = plan(cfg, root, key, old, new)
             say(f"confirm: {label}: {rounds} paired rounds")
-            samples = remeasure(old_spec, new_spec, rows, rounds, run_pair)
-            out.append(decide(*samples, margin, key))
+            got_old, got_new = remeasure(old_spec, new_spec, rows, range(rounds), run_pair)
+            outcome = decide(got_old, got_new, margin, key)
+            while outcome.outcome == IN_DOUBT and len(got_old) < max_rounds:
+                more = remeasure(
+                    old_spec, new_spec, rows, range(len(got_old), len(got_old) + 1), run_pair
+                )
+                got_old, got_new = got_old + more[0], got_new + more[1]
+                outcome = decide(got_old, got_new, margin, key)
+            out.append(outcome)
         except Unconfirmable as exc:
             say(f"confirm: {label}: cannot measure it again: {exc}")
             out.append(Outcome(key, UNCONFIRMED, reason=str(exc)))

@@ -99,6 +99,11 @@ def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple
 
     if args.confirm_rounds < 2:
         raise CompareError(f"--confirm-rounds must be at least 2, not {args.confirm_rounds}")
+    if args.confirm_max_rounds < args.confirm_rounds:
+        raise CompareError(
+            f"--confirm-max-rounds ({args.confirm_max_rounds}) must be at least "
+            f"--confirm-rounds ({args.confirm_rounds})"
+        )
     keys = flagged(table)
     outcomes = []
     if keys:
@@ -114,6 +119,7 @@ def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple
             args.directory,
             margin,
             rounds=args.confirm_rounds,
+            max_rounds=args.confirm_max_rounds,
             run_pair=_locked_lockstep,
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )
