@@ -1,7 +1,7 @@
 """The ``numbench`` command: the user's door to what the workflow does not run itself.
 
     numbench compare OLD NEW [--margin M] [--output FILE] [--json] [--fail-on-slowdown]
-                     [--history FOLDER]
+                     [--history FOLDER] [--confirm [--confirm-rounds N] [--directory DIR]]
     numbench offsite plan|run|import ...
     numbench unlock
     numbench check PATH|NAME [--size N] [--dtype D] [--configfile FILE ...]
@@ -30,61 +30,9 @@ EXIT_INTERRUPTED = 130
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from numbench.analyse.compare import (
-        BROKEN,
-        EXIT_SLOWER,
-        CompareError,
-        comparison,
-        comparison_json,
-        counts,
-        regressions,
-    )
-    from numbench.config import default_margin
-    from numbench.contract import write_text_atomic
-    from numbench.report.compare_text import markdown
-    from numbench.stats import SLOWER
+    from numbench.confirm.command import run_compare
 
-    margin = args.margin if args.margin is not None else default_margin()
-    try:
-        compared = comparison(args.old, args.new, margin)
-        table = compared.table
-        text = comparison_json(compared) if args.json else markdown(compared)
-        gated = _history_gate(args, float(margin), text) if args.history else None
-    except CompareError as exc:
-        print(f"compare: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    if gated is not None:
-        text, failed = gated
-        if args.fail_on_slowdown and failed:
-            print("compare: the history's gate fails (see 'Against the history')", file=sys.stderr)
-        print(text)
-        if args.output:
-            write_text_atomic(text.rstrip("\n") + "\n", args.output)
-        return EXIT_SLOWER if args.fail_on_slowdown and failed else 0
-    print(text)
-    if args.output:
-        write_text_atomic(text.rstrip("\n") + "\n", args.output)
-    if args.fail_on_slowdown and len(regressions(table)):
-        c = counts(table)
-        print(
-            f"compare: {c.get(SLOWER, 0)} cell(s) slower beyond {float(margin):g}x, "
-            f"{c.get(BROKEN, 0)} cell(s) broken (ok before, not now)",
-            file=sys.stderr,
-        )
-        return EXIT_SLOWER
-    return 0
-
-
-def _history_gate(args: argparse.Namespace, margin: float, text: str):
-    """``compare --history``'s (text, failed), or None without runs (history/cli.py)."""
-    from numbench.analyse.compare import CompareError
-    from numbench.history import HistoryError
-    from numbench.history.cli import history_gate
-
-    try:
-        return history_gate(args, margin, text)
-    except HistoryError as exc:
-        raise CompareError(str(exc)) from None
+    return run_compare(args, EXIT_BAD_INPUT)
 
 
 def _offsite(args: argparse.Namespace) -> int:
@@ -231,6 +179,28 @@ def _add_compare(sub) -> None:
         help="also judge each cell against its own run-to-run spread in this history store "
         "(docs/results-history.md); --fail-on-slowdown then follows that gate",
     )
+    compare.add_argument(
+        "--confirm",
+        action="store_true",
+        help="measure the cells flagged slower again here, OLD's interpreter against NEW's in "
+        "lockstep, before failing; the cells are built from the workflow's config "
+        "(--directory, --configfile, --config)",
+    )
+    compare.add_argument(
+        "--confirm-rounds",
+        type=int,
+        default=5,
+        metavar="N",
+        help="paired rounds per flagged cell (default 5, at least 2)",
+    )
+    compare.add_argument(
+        "--confirm-max-rounds",
+        type=int,
+        default=15,
+        metavar="M",
+        help="rounds a flagged cell in doubt may reach, one more at a time (default 15)",
+    )
+    _config_options(compare)
     compare.set_defaults(run=_compare)
 
 

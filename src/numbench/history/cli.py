@@ -48,7 +48,8 @@ def run_history(args: argparse.Namespace, exit_bad_input: int) -> int:
 
 
 def history_gate(args: argparse.Namespace, margin: float, text: str):
-    """(text, failed) of ``compare --history``: compare's own text, then the gate's; None
+    """(text, failed, table) of ``compare --history``: compare's own text, then the gate's,
+    whether it fails, and its table of cells; None
     (compare as without it, said on stderr) when the history holds no run. A store that
     cannot be read raises ``HistoryError``."""
     from numbench.history import read
@@ -66,5 +67,6 @@ def history_gate(args: argparse.Namespace, margin: float, text: str):
         return None
     result = gate(args.old, args.new, store, margin)
     if args.json:
-        return gate_json(result, text), result.failed
-    return text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin), result.failed
+        return gate_json(result, text), result.failed, result.table
+    words = text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin)
+    return words, result.failed, result.table

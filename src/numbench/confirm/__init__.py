@@ -1,0 +1,257 @@
+"""``numbench compare OLD NEW --confirm``: the cells a gate flags as slower, measured again,
+old against new in lockstep, before the gate fails.
+
+A gate judges two runs made at different times: a slow spell of the machine during one of
+them looks like a slowdown of the cell. ``--confirm`` takes each cell flagged slower and
+measures it again here, now, both sides at once: each round starts a worker under OLD's
+interpreter and one under NEW's and takes their samples in turns (``numbench.measure.lockstep``),
+so whatever the machine does meanwhile falls on both. Rounds alternate which side starts.
+The paired ratio (new / old, a two-level bootstrap interval, ``numbench.stats.ratio_ci``)
+then judges the cell: an interval wholly above 1 with the ratio past the margin *confirms* the
+slowdown (``compare``'s rule, ``numbench.stats.verdict``); an interval wholly below the margin
+*clears* the flag (no slowdown the gate counts fits it); an interval that holds the margin
+leaves the cell *in doubt*. A cell in doubt after the first ``rounds`` gains one round at a
+time, as a cell's own stopping rule adds rounds, until it is settled or ``max_rounds`` are
+spent; still in doubt then, its flag stands.
+
+Both sides run the same spec, built from the workflow's config as its ``cell`` rule builds it,
+and the current numbench; what differs is the interpreter, and so the libraries it imports
+(``environments``, or two virtual environments a CI job keeps). A side can be measured
+again only where its cell was measured on this host, its interpreter is still here and still
+imports the library version it measured with, and the config would measure what it measured
+(the same operation code, parameters and options). Where any of this fails the cell is
+*unconfirmed*, the reason is named, and the flag stands: ``--confirm`` can clear a false
+alarm, never hide a slowdown it could not measure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from numbench.cells import KEY, member
+from numbench.spec import CellSpec, Environment, ProcessReport
+from numbench.stats import SLOWER, ratio_ci, verdict
+
+#: the outcomes of a flagged cell; all but ``cleared`` keep the gate failing
+CONFIRMED, CLEARED, IN_DOUBT, UNCONFIRMED = "confirmed", "cleared", "in doubt", "unconfirmed"
+#: what the row of each side must agree with the config on, and its name in the reason
+RECORDED = {"operation_hash": "operation code", "params": "parameters", "options": "options"}
+
+#: runs one lockstep round: (specs, seed) -> each spec's (start, report), in the order given
+RunPair = Callable[[list[CellSpec], int], list[tuple[float, ProcessReport]]]
+
+
+class Unconfirmable(Exception):
+    """Why a flagged cell cannot be measured again here (the message says it)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One flagged cell, measured again (or why not)."""
+
+    key: dict[str, Any]
+    outcome: str
+    #: new / old median time of the paired rounds, with its 95% interval; None if unmeasured
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    rounds: int = 0
+    reason: str | None = None
+
+
+def flagged(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The keys of the cells a gate's table calls slower (``change``), in its order."""
+    rows = table[table["change"] == SLOWER]
+    return [{k: _plain(r[k]) for k in KEY} for _, r in rows.iterrows()]
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value
+
+
+def row_of(frame: pd.DataFrame, key: dict[str, Any], side: str) -> dict[str, Any]:
+    """The one row of ``frame`` (a side's benchmarks table) for ``key``."""
+    hit = frame
+    for k in KEY:
+        hit = hit[hit[k] == key[k]]
+    if len(hit) != 1:
+        raise Unconfirmable(f"{side} holds {len(hit)} rows of this cell, not one")
+    return hit.iloc[0].to_dict()
+
+
+def cell_of(cfg: dict, key: dict[str, Any]):
+    """The config's ``Cell`` whose key (its library with its environment) is ``key``."""
+    from numbench.config import grid
+
+    for cell in grid(cfg):
+        fields = {**dataclasses.asdict(cell), "library": member(cell.library, cell.environment)}
+        if all(fields[k] == key[k] for k in KEY):
+            return cell
+    raise Unconfirmable("the config's grid has no such cell: measure it with the same config")
+
+
+def interpreter_of(row: dict[str, Any], side: str, root: Path) -> str:
+    """The side's interpreter, where it is still on this host."""
+    if row.get("host") != socket.gethostname():
+        raise Unconfirmable(f"{side} was measured on {row.get('host')!r}, not on this host")
+    python = row.get("python_executable")
+    if not isinstance(python, str) or not python:
+        raise Unconfirmable(f"{side} does not record the interpreter it ran")
+    path = Path(python) if os.path.isabs(python) else root / python
+    if not os.access(path, os.X_OK):
+        raise Unconfirmable(f"{side}'s interpreter {python} is not here any more")
+    return str(path)
+
+
+def side_spec(spec: CellSpec, python: str, root: Path) -> CellSpec:
+    """``spec`` run by ``python``, its paths made absolute, unpaired (its partner is the
+    other side)."""
+    env = spec.environment
+    return dataclasses.replace(
+        spec,
+        inputs=str(root / spec.inputs),
+        paired_with=None,
+        environment=Environment(
+            name=env.name if env else "base",
+            pins=list(env.pins) if env else [],
+            python=python,
+            variables=dict(env.variables) if env else {},
+        ),
+    )
+
+
+def check_recorded(row: dict[str, Any], recorded: dict[str, Any], side: str) -> None:
+    """Unconfirmable where the side measured other code, parameters or options than the
+    config gives now."""
+    for column, what in RECORDED.items():
+        if column in row and not pd.isna(row[column]) and row[column] != recorded[column]:
+            raise Unconfirmable(
+                f"{side} measured other {what} than the config gives now: it cannot be "
+                "measured again as it was"
+            )
+
+
+def plan(
+    cfg: dict, root: Path, key: dict[str, Any], old: pd.DataFrame, new: pd.DataFrame
+) -> tuple[CellSpec, CellSpec, dict[str, dict]]:
+    """The two specs of a flagged cell (old's, new's) and each side's row; Unconfirmable
+    naming why where it cannot be measured again here."""
+    from numbench.config import cell_spec
+    from numbench.measure.supervisor import host_metadata
+
+    spec = cell_spec(cfg, cell_of(cfg, key))
+    meta = host_metadata(spec)
+    recorded = {
+        "operation_hash": meta.operation_hash,
+        "params": meta.params,
+        "options": meta.options,
+    }
+    rows, specs = {}, []
+    for side, frame in (("OLD", old), ("NEW", new)):
+        row = row_of(frame, key, side)
+        check_recorded(row, recorded, side)
+        specs.append(side_spec(spec, interpreter_of(row, side, root), root))
+        rows[side] = row
+    if not (root / spec.inputs).is_file():
+        raise Unconfirmable(
+            f"its inputs file {spec.inputs} is missing: make it with `snakemake {spec.inputs}`"
+        )
+    return specs[0], specs[1], rows
+
+
+def remeasure(
+    old: CellSpec, new: CellSpec, rows: dict[str, dict], rounds: range, run_pair: RunPair
+) -> tuple[list[list[float]], list[list[float]]]:
+    """Each side's samples per round of ``rounds`` (old's, new's), rounds alternating which
+    side starts (round i's number is its seed);
+    Unconfirmable where a worker fails or imports another library version than its side
+    measured with."""
+    got: dict[str, list[list[float]]] = {"OLD": [], "NEW": []}
+    for i in rounds:
+        order = [("OLD", old), ("NEW", new)] if i % 2 == 0 else [("NEW", new), ("OLD", old)]
+        reports = run_pair([spec for _, spec in order], i)
+        for (side, _), (_, report) in zip(order, reports, strict=True):
+            if report.status != "ok" or not report.samples_s:
+                why = report.error or "no samples"
+                raise Unconfirmable(f"{side}'s worker ended {report.status}: {why}")
+            measured = rows[side].get("library_version")
+            if isinstance(measured, str) and report.library_version != measured:
+                raise Unconfirmable(
+                    f"{side}'s interpreter imports {old.adapter_name} {report.library_version} "
+                    f"now; {measured} was measured"
+                )
+            got[side].append(list(report.samples_s))
+    return got["OLD"], got["NEW"]
+
+
+def decide(old: list[list[float]], new: list[list[float]], margin: float, key) -> Outcome:
+    """The paired verdict on new / old: ``confirmed`` where new is wholly slower past the
+    margin, ``cleared`` where the interval lies wholly below the margin, else ``in doubt``."""
+    ratio, lo, hi = ratio_ci(new, old, paired=True)
+    # a speedup of new over old is old / new: above 1 is faster
+    if verdict(1 / ratio, 1 / hi, 1 / lo, margin) == SLOWER:
+        return Outcome(key, CONFIRMED, ratio, lo, hi, len(old))
+    if hi < margin:
+        return Outcome(key, CLEARED, ratio, lo, hi, len(old))
+    why = (
+        f"the paired interval holds the margin {margin:g} after {len(old)} rounds: measure "
+        "again with more (--confirm-max-rounds)"
+    )
+    return Outcome(key, IN_DOUBT, ratio, lo, hi, len(old), why)
+
+
+def confirm(
+    keys: list[dict[str, Any]],
+    old: pd.DataFrame,
+    new: pd.DataFrame,
+    cfg: dict,
+    root: str | os.PathLike,
+    margin: float,
+    rounds: int,
+    max_rounds: int,
+    run_pair: RunPair | None = None,
+    say: Callable[[str], None] = lambda line: None,
+) -> list[Outcome]:
+    """Each flagged cell of ``keys`` measured again, OLD's interpreter against NEW's, in
+    ``rounds`` lockstep rounds, then one more at a time while it is in doubt, up to
+    ``max_rounds`` (``run_pair``: ``numbench.measure.lockstep.run_lockstep``)."""
+    if rounds < 2:
+        raise ValueError(f"need at least 2 rounds to confirm, not {rounds}")
+    if max_rounds < rounds:
+        raise ValueError(f"need max_rounds >= rounds, not {max_rounds} < {rounds}")
+    if run_pair is None:
+        from numbench.measure.lockstep import run_lockstep as run_pair
+    root = Path(root).resolve()
+    out = []
+    for key in keys:
+        label = " ".join(str(key[k]) for k in KEY)
+        try:
+            old_spec, new_spec, rows = plan(cfg, root, key, old, new)
+            say(f"confirm: {label}: {rounds} paired rounds")
+            got_old, got_new = remeasure(old_spec, new_spec, rows, range(rounds), run_pair)
+            outcome = decide(got_old, got_new, margin, key)
+            while outcome.outcome == IN_DOUBT and len(got_old) < max_rounds:
+                more = remeasure(
+                    old_spec, new_spec, rows, range(len(got_old), len(got_old) + 1), run_pair
+                )
+                got_old, got_new = got_old + more[0], got_new + more[1]
+                outcome = decide(got_old, got_new, margin, key)
+            out.append(outcome)
+        except Unconfirmable as exc:
+            say(f"confirm: {label}: cannot measure it again: {exc}")
+            out.append(Outcome(key, UNCONFIRMED, reason=str(exc)))
+    return out
+
+
+def still_failing(outcomes: list[Outcome]) -> list[Outcome]:
+    """The flagged cells that still fail the gate: confirmed, in doubt, or not measured
+    again."""
+    return [o for o in outcomes if o.outcome != CLEARED]

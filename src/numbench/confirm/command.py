@@ -1,0 +1,133 @@
+"""What ``numbench compare`` does and prints (``numbench.cli`` holds its arguments, and
+imports this only when the command runs: the tables need pandas): compare's own table, the
+history's gate (``--history``), then the flagged cells measured again (``--confirm``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def run_compare(args: argparse.Namespace, exit_bad_input: int) -> int:
+    """``numbench compare OLD NEW``; ``exit_bad_input`` for bad input."""
+    from numbench.analyse.compare import (
+        BROKEN,
+        EXIT_SLOWER,
+        CompareError,
+        comparison,
+        comparison_json,
+        counts,
+        regressions,
+    )
+    from numbench.config import default_margin
+    from numbench.contract import write_text_atomic
+    from numbench.report.compare_text import markdown
+    from numbench.stats import SLOWER
+
+    margin = args.margin if args.margin is not None else default_margin()
+    try:
+        compared = comparison(args.old, args.new, margin)
+        text = comparison_json(compared) if args.json else markdown(compared)
+        gated = _history_gate(args, float(margin), text) if args.history else None
+        if gated is None:
+            table, failed = compared.table, bool(len(regressions(compared.table)))
+        else:
+            text, failed, table = gated
+        confirmed = _confirm(args, table, float(margin), text) if args.confirm else None
+    except CompareError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return exit_bad_input
+    if confirmed is not None:
+        text, failed = confirmed
+    print(text)
+    if args.output:
+        write_text_atomic(text.rstrip("\n") + "\n", args.output)
+    if not (args.fail_on_slowdown and failed):
+        return 0
+    if confirmed is not None:
+        print("compare: slower after measuring again (see 'Measured again')", file=sys.stderr)
+    elif gated is not None:
+        print("compare: the history's gate fails (see 'Against the history')", file=sys.stderr)
+    else:
+        c = counts(table)
+        print(
+            f"compare: {c.get(SLOWER, 0)} cell(s) slower beyond {float(margin):g}x, "
+            f"{c.get(BROKEN, 0)} cell(s) broken (ok before, not now)",
+            file=sys.stderr,
+        )
+    return EXIT_SLOWER
+
+
+def _history_gate(args: argparse.Namespace, margin: float, text: str):
+    """``compare --history``'s (text, failed, table), or None without runs
+    (``numbench.history.cli.history_gate``)."""
+    from numbench.analyse.compare import CompareError
+    from numbench.history import HistoryError
+    from numbench.history.cli import history_gate
+
+    try:
+        return history_gate(args, margin, text)
+    except HistoryError as exc:
+        raise CompareError(str(exc)) from None
+
+
+def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple[str, bool]:
+    """(text, failed) once the cells ``table`` flags slower are measured again: the gate
+    fails where a cell is broken, or flagged and not cleared."""
+    from dataclasses import asdict
+
+    from numbench.analyse.compare import BROKEN, CompareError, load
+    from numbench.confirm import confirm, flagged, still_failing
+    from numbench.offsite import OffsiteError
+    from numbench.offsite.plan import load_config
+    from numbench.report.confirm_text import confirm_text
+
+    if args.confirm_rounds < 2:
+        raise CompareError(f"--confirm-rounds must be at least 2, not {args.confirm_rounds}")
+    if args.confirm_max_rounds < args.confirm_rounds:
+        raise CompareError(
+            f"--confirm-max-rounds ({args.confirm_max_rounds}) must be at least "
+            f"--confirm-rounds ({args.confirm_rounds})"
+        )
+    keys = flagged(table)
+    outcomes = []
+    if keys:
+        try:
+            cfg = load_config(args.directory, args.configfile, args.config)
+        except OffsiteError as exc:
+            raise CompareError(f"--confirm: {exc}") from None
+        outcomes = confirm(
+            keys,
+            load(args.old),
+            load(args.new),
+            cfg,
+            args.directory,
+            margin,
+            rounds=args.confirm_rounds,
+            max_rounds=args.confirm_max_rounds,
+            run_pair=_locked_lockstep,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+    broken = bool((table["change"] == BROKEN).any())
+    failed = broken or bool(still_failing(outcomes))
+    rows = [asdict(o) for o in outcomes]
+    if args.json:
+        document = json.loads(text)
+        document["confirm"] = {"rounds": args.confirm_rounds, "failed": failed, "cells": rows}
+        return json.dumps(document, indent=1, allow_nan=False), failed
+    return text.rstrip("\n") + "\n\n" + confirm_text(rows, args.confirm_rounds, margin), failed
+
+
+def _locked_lockstep(specs, seed):
+    """One lockstep round, with the host's timing lock held, as the workflow's cells hold it
+    (``numbench.measure.host_lock``), so that no cell measures beside it."""
+    from numbench.measure.host_lock import cell_label, timing_lock
+    from numbench.measure.lockstep import run_lockstep
+
+    with timing_lock(holder=f"compare --confirm: {cell_label(specs[0])}", say=_quiet):
+        return run_lockstep(specs, seed)
+
+
+def _quiet(line: str) -> None:
+    print(f"confirm: {line}", file=sys.stderr, flush=True)
