@@ -448,6 +448,7 @@ def test_run_measures_the_hosts_roofs_into_the_archive(remote):
     assert manifest["roofs"]["sha256"] == hashlib.sha256(data).hexdigest()
     roofs = archive_roofs(archive)
     assert set(roofs["host"]) == {manifest["host"]}
+    assert set(roofs["round"]) == {"end"}  # once, after the cells
     ok = roofs[roofs["status"] == "ok"]
     assert {"l2", "dram", "compute"} <= set(ok["roof"])
     assert set(zip(roofs["device"], roofs["dtype"], roofs["threads"])) == {("cpu", "float64", 1)}

@@ -4,7 +4,9 @@ that host's roofline (a GPU's among them: its device memory, FMA peak and transf
 
 * ``offsite run`` measures the roofs of every (device, dtype, threads) of its plan's cells,
   under the host's timing lock like the cells, with the plan's libraries, allocator and
-  ``replicates.max_cpu_taken``, after the cells; with ``--resume`` a readable roofs file of
+  ``replicates.max_cpu_taken``, once, after the cells (its rows' ``round`` is ``end``): an
+  offsite run does not measure them before its cells too, whatever ``roofs_at_end`` says,
+  so its roofs have no spread across the run; with ``--resume`` a readable roofs file of
   the same plan is kept.
 * The archive carries them as ``ROOFS_MEMBER`` (and their log as ``ROOFS_LOG``), with their
   size and checksum in the manifest.
@@ -67,6 +69,7 @@ def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], Non
                 path,
                 say=tell,
                 max_cpu_taken=config["replicates"].get("max_cpu_taken"),
+                round_name="end",
             )
     say(f"roofs {ROOFS_MEMBER}  {'kept' if kept else 'measured'}")
     return {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
