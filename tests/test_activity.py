@@ -70,3 +70,29 @@ def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
     row = read_cell(out).to_pylist()[0]
     assert 0.0 <= row["other_cpu_share"] <= 1.0 and 0.0 <= row["steal_share"] <= 1.0
     assert row["load_avg_1m"] >= 0.0
+    assert row["sentinel_s"] > 0.0  # the real sentinel, timed before the cell measured
+    # the sentinel's time as given (the tests inject theirs), on every row of the cell
+    spec = make_spec("numpy", "cpu", "sort", 1000, str(path), timing)
+    run_cell(spec, out, sentinel=lambda: 0.0123)
+    assert set(read_cell(out).column("sentinel_s").to_pylist()) == {0.0123}
+
+
+def test_the_sentinel_is_the_fastest_of_its_timed_calls_after_an_untimed_one():
+    from numbench.measure.sentinel import (
+        SENTINEL_KERNEL,
+        SENTINEL_SIZE,
+        sentinel_kernel,
+        time_sentinel,
+    )
+
+    calls = []
+    ticks = iter([0.0, 0.030, 1.0, 1.012, 2.0, 2.020])  # calls of 30, 12 and 20 ms
+    best = time_sentinel(lambda: calls.append(1), clock=lambda: next(ticks), repeats=3)
+    assert best == pytest.approx(0.012) and len(calls) == 4
+    assert time_sentinel(lambda: None, repeats=1) >= 0.0
+    with pytest.raises(ValueError, match="at least one timed call, not 0"):
+        time_sentinel(lambda: None, repeats=0)
+    # the kernel is the same every time: its values come from a fixed seed
+    first, again = sentinel_kernel()(), sentinel_kernel()()
+    assert "sort" in SENTINEL_KERNEL and len(first) == SENTINEL_SIZE
+    assert (first == again).all() and (first[1:] >= first[:-1]).all()

@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from numbench.measure.replicates import (
     rounds_quiet_wait_s,
     write_round,
 )
+from numbench.measure.sentinel import time_sentinel
 from numbench.operations.kernels import library_options, options_json
 from numbench.spec import CellMeta, CellSpec
 
@@ -213,6 +215,7 @@ def run_cell(
     earlier: list[str | os.PathLike] = (),
     lock_timeout_s: float | None = None,
     quiet: QuietSettings | None = None,
+    sentinel: Callable[[], float | None] = time_sentinel,
 ) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
@@ -220,7 +223,9 @@ def run_cell(
     cell continues from them. ``lock_timeout_s``: how long to wait for the host's timing
     lock (the config's ``lock_timeout_s``; None waits without a limit). ``quiet``: wait,
     lock held, for the machine to quiet down before measuring (the config's
-    ``wait_for_quiet``, ``numbench.measure.quiet``). Every outcome of the library writes the Parquet; a fault of
+    ``wait_for_quiet``, ``numbench.measure.quiet``). ``sentinel``: times the sentinel once,
+    lock held, after the wait and before the rounds (``sentinel_s``; the tests give their
+    own). Every outcome of the library writes the Parquet; a fault of
     numbench's machinery or of the host (the lock, an unusable round file, a worker that
     cannot start, a file that cannot be written) raises ``MachineryFault`` and writes none.
     """
@@ -232,6 +237,7 @@ def run_cell(
     with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
         meta.locked_from_unix = time.time()
         waited = quiet.wait() if quiet is not None else None
+        meta.sentinel_s = sentinel()
         watch = ActivityWatch()
         clock = CellClock(earlier_s=earlier_wall - (rounds_waited_s or 0.0))
         runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
