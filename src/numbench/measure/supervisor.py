@@ -31,7 +31,7 @@ from pathlib import Path
 from numbench import libraries, operations
 from numbench.contract import cell_table, write_atomic
 from numbench.errors import MachineryFault, machinery
-from numbench.measure.activity import ActivityWatch
+from numbench.measure.activity import Activity, ActivityWatch, combined
 from numbench.measure.host_lock import cell_label, timing_lock
 from numbench.measure.lockstep import (
     run_lockstep,
@@ -47,6 +47,7 @@ from numbench.measure.replicates import (
     measure_replicates,
     measure_round,
     read_rounds,
+    rounds_activity,
     rounds_quiet_wait_s,
     write_round,
 )
@@ -179,10 +180,12 @@ def run_round(
     label = cell_label(spec, replicate)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s):
         waited = quiet.wait() if quiet is not None else None
+        watch = ActivityWatch()
         runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
+        activity = watch.stop()
     waited_s = None if waited is None else waited.waited_s
     with machinery(f"cannot write the round's file {output}"):
-        write_round(output, spec, runs, time.perf_counter() - t0, waited_s)
+        write_round(output, spec, runs, time.perf_counter() - t0, waited_s, activity.to_dict())
     return runs
 
 
@@ -241,8 +244,10 @@ def run_cell(
         watch = ActivityWatch()
         clock = CellClock(earlier_s=earlier_wall - (rounds_waited_s or 0.0))
         runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
-        activity = watch.stop()
+        own_stretch = watch.stop()
         meta.locked_until_unix = time.time()
+    rounds = [Activity.from_dict(a) for a in rounds_activity(list(earlier))]
+    activity = combined([*rounds, own_stretch])
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
     meta.load_avg_1m = activity.load_avg_1m
     meta.capped = clock.capped if spec.replicates.max_cell_s is not None else None
