@@ -52,6 +52,7 @@ def test_on_the_roofs_are_measured_before_and_after_every_cell(tmp_path):
     assert set(start["roof"]) == set(end["roof"]) >= {"l2", "dram", "compute"}
     bench = pd.read_parquet(wd / "results" / "benchmarks.parquet")
     assert len(bench) == 1 and bench["status"].tolist() == ["ok"]
+    assert bench.loc[0, "sentinel_s"] > 0  # timed by the cell's job before it measured
     cell_from, cell_until = bench["locked_from_unix"].min(), bench["locked_until_unix"].max()
     assert start["locked_until_unix"].max() <= cell_from
     assert end["locked_from_unix"].min() >= cell_until
