@@ -1,6 +1,7 @@
-"""Entry point of rule roofs: this host's roofs (memory bandwidth at each cache level, DRAM,
-compute; on a GPU the transfers too) for every (device, dtype, threads) of the grid, measured
-under the host's timing lock, into results/roofs.parquet."""
+"""Entry point of rules roofs and roofs_at_end: this host's roofs (memory bandwidth at each
+cache level, DRAM, compute; on a GPU the transfers too) for every (device, dtype, threads) of
+the grid, measured under the host's timing lock, into results/roofs.parquet; at the end of the
+run after the start's rows (``--earlier``), each row saying its ``--round``."""
 
 import argparse
 import json
@@ -23,6 +24,8 @@ parser.add_argument(
     default=None,
     help="measure a job again while other programs took more than this share of its CPUs",
 )
+parser.add_argument("--round", choices=("start", "end"), default="start")
+parser.add_argument("--earlier", default=None, help="the roofs measured before, kept ahead")
 parser.add_argument("--output", required=True)
 args = parser.parse_args()
 t0 = time.perf_counter()
@@ -35,6 +38,8 @@ try:
         args.output,
         lock_timeout_s=args.lock_timeout_s,
         max_cpu_taken=args.max_cpu_taken,
+        round_name=args.round,
+        earlier=args.earlier,
     )
 except MachineryFault as exc:
     print(f"roofs: {exc}", file=sys.stderr)

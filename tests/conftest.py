@@ -102,6 +102,7 @@ def copy_workflow(dst: Path) -> Path:
         elif src.exists():
             shutil.copy2(src, dst / name)
     history_off(dst / "config" / "config.yaml")
+    roofs_once(dst / "config" / "config.yaml")
     return dst
 
 
@@ -115,6 +116,18 @@ def history_off(config_file: Path) -> None:
     text = config_file.read_text(encoding="utf-8")
     assert HISTORY_ON in text, f"{config_file} no longer holds {HISTORY_ON!r}"
     config_file.write_text(text.replace(HISTORY_ON, HISTORY_OFF), encoding="utf-8")
+
+
+#: the default config's second roofs measurement, and what a test's copy has instead: a
+#: test's run measures its roofs once, before the cells (no job more), unless it asks
+ROOFS_AT_END_ON = "roofs_at_end: true\n"
+ROOFS_AT_END_OFF = "roofs_at_end: false\n"
+
+
+def roofs_once(config_file: Path) -> None:
+    text = config_file.read_text(encoding="utf-8")
+    assert ROOFS_AT_END_ON in text, f"{config_file} no longer holds {ROOFS_AT_END_ON!r}"
+    config_file.write_text(text.replace(ROOFS_AT_END_ON, ROOFS_AT_END_OFF), encoding="utf-8")
 
 
 #: Fixtures that run the workflow (through Snakemake, or offsite's run on the "other host" in

@@ -70,3 +70,93 @@ def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
     row = read_cell(out).to_pylist()[0]
     assert 0.0 <= row["other_cpu_share"] <= 1.0 and 0.0 <= row["steal_share"] <= 1.0
     assert row["load_avg_1m"] >= 0.0
+    assert row["sentinel_s"] > 0.0  # the real sentinel, timed before the cell measured
+    # the sentinel's time as given (the tests inject theirs), on every row of the cell
+    spec = make_spec("numpy", "cpu", "sort", 1000, str(path), timing)
+    run_cell(spec, out, sentinel=lambda: 0.0123)
+    assert set(read_cell(out).column("sentinel_s").to_pylist()) == {0.0123}
+
+
+def test_the_sentinel_is_the_fastest_of_its_timed_calls_after_an_untimed_one():
+    from numbench.measure.sentinel import (
+        SENTINEL_KERNEL,
+        SENTINEL_SIZE,
+        sentinel_kernel,
+        time_sentinel,
+    )
+
+    calls = []
+    ticks = iter([0.0, 0.030, 1.0, 1.012, 2.0, 2.020])  # calls of 30, 12 and 20 ms
+    best = time_sentinel(lambda: calls.append(1), clock=lambda: next(ticks), repeats=3)
+    assert best == pytest.approx(0.012) and len(calls) == 4
+    assert time_sentinel(lambda: None, repeats=1) >= 0.0
+    with pytest.raises(ValueError, match="at least one timed call, not 0"):
+        time_sentinel(lambda: None, repeats=0)
+    # the kernel is the same every time: its values come from a fixed seed
+    first, again = sentinel_kernel()(), sentinel_kernel()()
+    assert "sort" in SENTINEL_KERNEL and len(first) == SENTINEL_SIZE
+    assert (first == again).all() and (first[1:] >= first[:-1]).all()
+
+
+def test_stretches_combine_weighted_by_their_length():
+    from numbench.measure.activity import Activity, combined
+
+    rounds = Activity(0.5, 0.1, 3.0, watched_s=30.0)
+    own = Activity(0.1, 0.0, 1.5, watched_s=10.0)
+    got = combined([rounds, own])
+    assert got.other_cpu_share == pytest.approx(0.4) and got.steal_share == pytest.approx(0.075)
+    assert got.load_avg_1m == 1.5 and got.watched_s == 40.0
+    # a job that measured nothing (a time cap before its first round) adds nothing
+    empty = Activity(None, None, 2.0, watched_s=0.0)
+    assert combined([rounds, empty]).other_cpu_share == pytest.approx(0.5)
+    assert combined([Activity(0.9, 0.0, None, watched_s=0.0), own]).other_cpu_share == 0.1
+    assert combined([]) == Activity(None, None, None)
+    assert combined([empty]).other_cpu_share is None
+    assert Activity.from_dict(rounds.to_dict()) == rounds
+    # a watch gives the seconds it watched, on the clock it is given
+    clock = iter([100.0, 102.5])
+    watch = ActivityWatch(
+        ticks=lambda: None, own_s=lambda: 0.0, load=lambda: None, clock=lambda: next(clock)
+    )
+    assert watch.stop().watched_s == 2.5
+
+
+def test_a_cell_s_record_of_the_machine_covers_its_spread_rounds_jobs(tmp_path):
+    """A spread round records the machine while it measured in its file; the cell's job
+    adds it to its own stretch, weighted by length (here a round made to weigh a day)."""
+    import json
+
+    from conftest import make_spec
+
+    from numbench.contract import read_cell
+    from numbench.measure import inputs
+    from numbench.measure.supervisor import run_cell, run_round
+
+    path = tmp_path / "sort-1000.npz"
+    inputs.write("sort", 1000, 3, path)
+    timing = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 3, "budget_s": 0.01}
+    spec = make_spec("numpy", "cpu", "sort", 1000, str(path), timing, replicates=(2, 2))
+    spec = spec.replace(replicates={**spec.replicates.__dict__, "spread": 1})
+    round_file = tmp_path / "r0.json"
+    run_round(spec, 0, round_file, lock=str(tmp_path / "lock"))
+    data = json.loads(round_file.read_text())
+    recorded = data["activity"]
+    assert recorded["watched_s"] > 0 and 0.0 <= recorded["other_cpu_share"] <= 1.0
+    data["activity"] = {**recorded, "other_cpu_share": 0.6, "steal_share": 0.2, "watched_s": 86400}
+    round_file.write_text(json.dumps(data))
+    out = tmp_path / "cell.parquet"
+    meta = run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[round_file])
+    assert meta.status == "ok" and meta.meta.replicates == 2
+    row = read_cell(out).to_pylist()[0]
+    assert row["other_cpu_share"] == pytest.approx(0.6, abs=0.01)
+    assert row["steal_share"] == pytest.approx(0.2, abs=0.01)
+    # a round file from before the rounds recorded the machine adds nothing: the cell's own
+    # stretch alone
+    from numbench.measure.replicates import rounds_activity
+
+    assert rounds_activity([round_file]) == [data["activity"]]
+    del data["activity"]
+    round_file.write_text(json.dumps(data))
+    assert rounds_activity([round_file]) == []
+    run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[round_file])
+    assert 0.0 <= read_cell(out).to_pylist()[0]["other_cpu_share"] <= 1.0

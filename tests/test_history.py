@@ -121,6 +121,31 @@ def test_the_same_run_added_twice_adds_nothing(two_runs):
     assert len(history.read(store).runs) == 2
 
 
+def test_a_run_keeps_its_sentinel_s_spread_and_an_older_run_file_reads_without_it(tmp_path):
+    import pyarrow as pa
+
+    bench = results_frame(1)
+    bench["sentinel_s"] = [0.010 + 0.004 * (i % 2) for i in range(len(bench))]
+    bench.loc[0, "sentinel_s"] = None  # a cell that did not time it
+    store = tmp_path / "history"
+    history.add_results(write_results(tmp_path / "r1", bench), store)
+    history.add_results(write_results(tmp_path / "r2", results_frame(2)), store)
+    runs = history.read(store).runs.set_index("started_at").sort_index()
+    assert runs["sentinel_spread"].iloc[0] == pytest.approx(1.4)
+    assert pd.isna(runs["sentinel_spread"].iloc[1])  # its cells timed no sentinel
+    # a run file written before the column was kept: read, the spread null, nothing skipped
+    for path in (store / "runs").glob("*.parquet"):
+        table = pq.read_table(path)
+        keep = [n for n in table.column_names if n != "sentinel_spread"]
+        old = table.select(keep).replace_schema_metadata(table.schema.metadata)
+        pq.write_table(old, path)
+        assert "sentinel_spread" not in pq.read_schema(path).names
+    found = history.read(store)
+    assert found.skipped == [] and len(found.runs) == 2
+    assert found.runs["sentinel_spread"].isna().all()
+    assert found.runs["sentinel_spread"].dtype == pa.float64().to_pandas_dtype()
+
+
 def test_two_adds_at_once_are_safe(tmp_path):
     """Six adds started together: four runs, two of them added twice at the same time."""
     folders = [write_results(tmp_path / f"r{i}", results_frame(i)) for i in range(1, 5)]

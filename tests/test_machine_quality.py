@@ -99,6 +99,43 @@ def test_the_figures_are_kept_in_the_findings_table_for_later_comparison():
     assert again.quiet is False and again.other_cpu_share == pytest.approx(0.45)
 
 
+# -- the sentinel ---------------------------------------------------------------------------
+def test_the_sentinel_s_spread_is_in_the_headline_and_the_findings():
+    """Injected sentinel times: 10 ms at first, the machine slowing to 12.5 ms by the end
+    (one cell with none: not timed); the spread is the slowest over the fastest."""
+    bench, speedups, crossovers, _ = with_machine(0.0)
+    bench = bench.copy()
+    bench["sentinel_s"] = [0.010 + 0.0025 * i / (len(bench) - 1) for i in range(len(bench))]
+    bench.loc[bench.index[1], "sentinel_s"] = None
+    findings = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    m = findings.machine
+    assert m.sentinel_cells == len(bench) - 1
+    assert m.sentinel_fastest_s == pytest.approx(0.010)
+    assert m.sentinel_slowest_s == pytest.approx(0.0125)
+    assert m.sentinel_spread == pytest.approx(1.25)
+    assert through_table(findings).machine == m  # kept in findings.parquet's machine row
+    line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Quiet machine**")
+    said = f"the sentinel (a fixed sort timed before each cell) spread 1.25x over {len(bench) - 1}"
+    assert said + " cells (10 ms to 12.5 ms)" in line
+    # the same sentinel a busy run: said there too
+    busy = with_machine(0.6)[0].assign(sentinel_s=bench["sentinel_s"])
+    line = first_line(summarise(busy, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Busy machine**") and said in line
+
+
+def test_without_two_sentinel_times_no_spread_is_said():
+    bench, speedups, crossovers, _ = with_machine(0.0)
+    m = machine_quality(bench, speedups)  # no sentinel_s column: cells before contract 8
+    assert m.sentinel_cells == 0 and m.sentinel_spread is None
+    one = bench.assign(sentinel_s=None)
+    one.loc[one.index[0], "sentinel_s"] = 0.01
+    m = machine_quality(one, speedups)
+    assert m.sentinel_cells == 1 and m.sentinel_spread is None
+    line = first_line(summarise(one, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert "sentinel" not in line
+
+
 # -- where the time went (item: time on a busy machine) --------------------------------------
 def with_times(capped_cell: tuple[str, str, int] | None = None):
     """The constructed results with injected timings: every cell 30 s over min = 2 rounds;

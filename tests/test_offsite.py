@@ -448,6 +448,7 @@ def test_run_measures_the_hosts_roofs_into_the_archive(remote):
     assert manifest["roofs"]["sha256"] == hashlib.sha256(data).hexdigest()
     roofs = archive_roofs(archive)
     assert set(roofs["host"]) == {manifest["host"]}
+    assert set(roofs["round"]) == {"end"}  # once, after the cells
     ok = roofs[roofs["status"] == "ok"]
     assert {"l2", "dram", "compute"} <= set(ok["roof"])
     assert set(zip(roofs["device"], roofs["dtype"], roofs["threads"])) == {("cpu", "float64", 1)}
@@ -481,6 +482,40 @@ def test_import_merges_the_roofs_and_places_the_cells_on_them(remote):
     bench = pd.read_parquet(wf / "results" / "benchmarks.parquet")
     ok = bench[bench["status"] == "ok"]
     assert ok["roof"].notna().all() and (ok["roof_fraction"] > 0).all()
+
+
+def test_import_with_the_roofs_measured_at_the_end_here_measures_none_over_them(remote):
+    """A config here that measures the roofs again at the end (the default, off in a test's
+    copy): the import merges the archive's roofs into the start's file too, then into
+    results/roofs.parquet, so the next run finds both newer than the cells and measures no
+    roofs of its own over the imported ones (rule roofs_at_end would replace them). An
+    archive imports only under its plan's config (off here), so the import's merge is
+    played after it, as the import does it under a config that has the switch on."""
+    from numbench.offsite.roofs import (
+        ROOFS_MEMBER,
+        ROOFS_START_FILE,
+        destinations_here,
+        merge_into,
+    )
+
+    assert destinations_here({"roofs": True, "roofs_at_end": False}) == [ROOFS_MEMBER]
+    assert destinations_here({"roofs": False, "roofs_at_end": True}) == [ROOFS_MEMBER]
+    on = destinations_here({"roofs": True, "roofs_at_end": True})
+    assert on == [ROOFS_START_FILE, ROOFS_MEMBER]
+    wf = fresh_workflow(remote, "import-roofs-at-end")
+    proc = offsite(wf, "import", str(remote["archive"]), "--configfile", "tiny.yaml")
+    assert proc.returncode == 0, proc.stderr
+    (wf / "tiny.yaml").write_text(TINY + "\nroofs_at_end: true\n")
+    from numbench.contract.roofs import ROOFS_SCHEMA
+
+    theirs = pa.Table.from_pandas(
+        archive_roofs(remote["archive"]), schema=ROOFS_SCHEMA, preserve_index=False
+    )
+    for name in on:
+        merge_into(theirs, theirs.column("host")[0].as_py(), wf / name)
+    dry = snakemake(wf, "-n", "--cores", "1", "--configfile", "tiny.yaml")
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert not {"roofs", "roofs_at_end"} & set(job_counts(dry)), dry.stdout[-3000:]
 
 
 def test_roofs_of_another_host_in_an_archive_are_refused(remote):

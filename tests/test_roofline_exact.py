@@ -144,6 +144,11 @@ def test_a_roof_measured_more_than_once_is_the_best_with_its_spread():
     assert finding.roof_fraction == pytest.approx(1.2) and finding.roof_spread == 2.5
     text = section(bench, roofs)
     assert "100 (JAX), 2 measurements spread 2.50x" in text
+    # where the table says when in the run each was measured, the table says it too
+    timed = roofs.assign(round=None)
+    timed.loc[timed["roof"] == "compute", "round"] = ["start", "end"]
+    text = section(bench, timed)
+    assert "100 (JAX), 2 measurements spread 2.50x (start 40, end 100)" in text
     matmul_line = next(line for line in text.splitlines() if line.startswith("| matmul"))
     assert "roof measured low" in matmul_line and "spread 2.50x" in matmul_line
 

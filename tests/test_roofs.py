@@ -8,6 +8,7 @@ import fcntl
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -302,6 +303,34 @@ def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
     gemm_libs = {(job["device"], job["library"]) for job, _ in jobs if job["kind"] == "gemm"}
     assert gemm_libs == {("cpu", "numpy"), ("cpu", "torch"), ("gpu", "torch")}
     assert table["locked_from_unix"].notna().all()
+
+
+def test_the_roofs_measured_again_at_the_end_keep_the_start_s_rows_and_say_their_round(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(roof_host, "host_facts", fake_facts)
+    lock, jobs = tmp_path / "timing.lock", []
+    start, end = tmp_path / "start.parquet", tmp_path / "roofs.parquet"
+    dims, libs = [("cpu", "float64", 1)], ["numpy"]
+    common = {"lock": str(lock), "runner": fake_runner(lock, jobs), "say": lambda _: None}
+    roofs.measure_roofs(dims, libs, "steady", start, **common)
+    roofs.measure_roofs(dims, libs, "steady", end, round_name="end", earlier=start, **common)
+    table = pq.read_table(end).to_pandas()
+    assert list(table.columns) == roofs_table.ROOFS_SCHEMA.names
+    assert table["round"].value_counts().to_dict() == {"start": 4, "end": 4}
+    assert table[table["round"] == "start"].index.max() < table[table["round"] == "end"].index.min()
+    assert pq.read_table(start).to_pandas()["round"].tolist() == ["start"] * 4
+    with pytest.raises(ValueError, match="not 'middle'"):
+        roofs.measure_roofs(dims, libs, "steady", end, round_name="middle", **common)
+
+
+def test_a_roofs_table_from_before_the_rounds_reads_with_its_round_unknown(tmp_path):
+    path = tmp_path / "old.parquet"
+    old = pa.schema([f for f in roofs_table.ROOFS_SCHEMA if f.name != "round"])
+    pq.write_table(pa.Table.from_pylist([{"roof": "dram", "value": 1.0}], schema=old), path)
+    table = roofs_table.read_roofs(path)
+    assert table.column_names == roofs_table.ROOFS_SCHEMA.names
+    assert table.column("round").to_pylist() == [None]
 
 
 def test_a_job_other_programs_disturbed_is_measured_again_and_the_quietest_kept():

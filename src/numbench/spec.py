@@ -31,10 +31,11 @@ from numbench.timing import TimingSettings
 #: decides whether a cell past its roof found the roof low or the cost model wrong, what the
 #: machine did while the cell measured, ``other_cpu_share``, ``steal_share`` and
 #: ``load_avg_1m``, whether the time cap stopped it, ``capped``, and its wait for quiet,
-#: ``quiet_wait_s`` and ``quiet_reached``). It is
+#: ``quiet_wait_s`` and ``quiet_reached``; 8: the sentinel's time just before the cell
+#: measured, ``sentinel_s``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 7
+CELL_CONTRACT = 8
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -378,3 +379,8 @@ class CellMeta:
     #: (None: no wait asked, or the machine could not be read)
     quiet_wait_s: float | None = None
     quiet_reached: bool | None = None
+    #: the sentinel (``numbench.measure.sentinel``: a fixed sort, the same in every run),
+    #: fastest of its calls timed by the cell's job, lock held, just before it measured: the
+    #: run's cells in ``locked_from_unix`` order are a series of the machine's speed (None:
+    #: not timed, no NumPy)
+    sentinel_s: float | None = None

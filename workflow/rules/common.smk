@@ -90,6 +90,10 @@ PLAN = job_plan(CFG, GRID)
 ROOFS_FILE = "results/roofs.parquet"
 # What the analysis reads of the roofs: nothing when the config leaves them out.
 ROOFS_INPUT = [ROOFS_FILE] if CFG["roofs"] else []
+# Measured again after every cell (roofs_at_end): the start's rows go to a file of their
+# own, which rule roofs_at_end reads and keeps ahead of its own in ROOFS_FILE.
+ROOFS_AT_END = CFG["roofs"] and CFG["roofs_at_end"]
+ROOFS_START_FILE = "results/roofs_start.parquet" if ROOFS_AT_END else ROOFS_FILE
 ROOF_DIMS = PLAN.roof_dims
 ROOF_THREADS = PLAN.roof_threads
 ROOF_GPUS = PLAN.roof_gpus

@@ -1,8 +1,8 @@
 """How quiet the machine was while the run measured, from the cells' own records: the run's
 headline (``numbench.contract.machine``, where the rule and its thresholds are).
 
-Every figure comes from benchmarks.parquet (each cell's ``other_cpu_share``, ``steal_share``
-and ``unstable``) and speedups.parquet (each verdict's ``settled``): nothing is measured here.
+Every figure comes from benchmarks.parquet (each cell's ``other_cpu_share``, ``steal_share``,
+``sentinel_s`` and ``unstable``) and speedups.parquet (each verdict's ``settled``): nothing is measured here.
 """
 
 from __future__ import annotations
@@ -40,6 +40,25 @@ def _median(frame: pd.DataFrame, column: str) -> float | None:
     return None if values.empty else float(values.median())
 
 
+def sentinel_figures(bench: pd.DataFrame) -> dict:
+    """The sentinel's figures of ``MachineQuality`` from every cell that timed it, whatever
+    its status (each cell's job timed it before measuring): the count, the fastest and
+    slowest time, and the spread (slowest over fastest; None below two cells)."""
+    if "sentinel_s" not in bench:
+        return {}
+    times = pd.to_numeric(bench["sentinel_s"], errors="coerce").dropna()
+    times = times[times > 0]
+    if times.empty:
+        return {}
+    fastest, slowest = float(times.min()), float(times.max())
+    return {
+        "sentinel_cells": len(times),
+        "sentinel_fastest_s": fastest,
+        "sentinel_slowest_s": slowest,
+        "sentinel_spread": slowest / fastest if len(times) > 1 else None,
+    }
+
+
 def machine_quality(bench: pd.DataFrame, speedups: pd.DataFrame) -> MachineQuality:
     """The run's ``MachineQuality``: its ok cells' records, and its verdicts in doubt."""
     ok = bench[bench["status"] == "ok"].copy()
@@ -68,6 +87,7 @@ def machine_quality(bench: pd.DataFrame, speedups: pd.DataFrame) -> MachineQuali
         verdicts=len(measured),
         in_doubt=len(doubtful),
         busy_in_doubt=int(busy_doubt),
+        **sentinel_figures(bench),
     )
 
 

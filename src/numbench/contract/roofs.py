@@ -18,6 +18,9 @@ BANDWIDTH_ROOFS = ("l2", "l3", "dram")
 COMPUTE_ROOF = "compute"
 TRANSFER_ROOFS = ("h2d", "d2h")
 ROOF_NAMES = (*BANDWIDTH_ROOFS, COMPUTE_ROOF, *TRANSFER_ROOFS)
+#: when in the run a row was measured (the ``round`` column): before the cells, or again
+#: after every cell (``roofs_at_end``; an offsite run measures once, after its cells)
+ROUNDS = ("start", "end")
 ITEMSIZE = {"float32": 4, "float64": 8}
 
 ROOFS_SCHEMA = pa.schema(
@@ -80,6 +83,8 @@ ROOFS_SCHEMA = pa.schema(
         # when the roofs held the host's timing lock (Unix seconds): no cell ran meanwhile
         pa.field("locked_from_unix", pa.float64()),
         pa.field("locked_until_unix", pa.float64()),
+        # when in the run: "start" (before the cells) or "end" (after every cell); ROUNDS
+        pa.field("round", pa.string()),
     ]
 )
 
@@ -101,6 +106,9 @@ def read_roofs(path: str | os.PathLike) -> pa.Table:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
         raise corrupt("roofs", path, f"{type(exc).__name__}: {exc}") from exc
+    if "round" not in table.column_names:
+        # a table from before the roofs were measured twice: when in the run is not known
+        table = table.append_column("round", pa.nulls(table.num_rows, pa.string()))
     missing = [name for name in ROOFS_SCHEMA.names if name not in table.column_names]
     if missing:
         raise corrupt("roofs", path, f"it lacks the columns {missing}")

@@ -164,6 +164,15 @@ def roofs_json(results: Path, host: str) -> str | None:
     return json.dumps(ok[keep].to_dict(orient="records"))
 
 
+def sentinel_spread(cells: pd.DataFrame) -> float | None:
+    """The slowest cell's ``sentinel_s`` over the fastest's; None below two cells."""
+    if "sentinel_s" not in cells:
+        return None
+    times = pd.to_numeric(cells["sentinel_s"], errors="coerce").dropna()
+    times = times[times > 0]
+    return float(times.max() / times.min()) if len(times) > 1 else None
+
+
 def quality(cells: pd.DataFrame, speedups: pd.DataFrame | None) -> dict:
     """The run's quality figures (``RUNS_SCHEMA``)."""
     taken = cells["cpu_taken"] if "cpu_taken" in cells else pd.Series(np.nan, index=cells.index)
@@ -176,6 +185,7 @@ def quality(cells: pd.DataFrame, speedups: pd.DataFrame | None) -> dict:
         "verdicts": None,
         "verdicts_in_doubt": None,
         "predicted_repeat": None,
+        "sentinel_spread": sentinel_spread(cells),
     }
     if speedups is not None and not speedups.empty:
         chance = speedups.get("repeat_chance", pd.Series(dtype=float)).dropna()

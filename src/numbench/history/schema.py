@@ -51,6 +51,10 @@ RUNS_SCHEMA = pa.schema(
         pa.field("verdicts", pa.int64()),
         pa.field("verdicts_in_doubt", pa.int64()),
         pa.field("predicted_repeat", pa.float64()),
+        # the sentinel's spread through the run: the slowest cell's sentinel_s over the
+        # fastest's (numbench.measure.sentinel); null below two cells that timed it, and in
+        # a run added before it was kept (ADDED_LATER)
+        pa.field("sentinel_spread", pa.float64()),
     ]
 )
 
@@ -86,3 +90,7 @@ CELLS_SCHEMA = pa.schema(
 )
 #: a cell's series in the store: its key on its host
 SERIES_KEY = list(KEY_WITH_HOST)
+
+#: columns added to the tables after the store's format was fixed: a file written before
+#: them reads with them null, instead of being skipped for lacking them
+ADDED_LATER = frozenset({"sentinel_spread"})

@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 
 from numbench import __version__
 from numbench.contract import write_atomic, write_text_atomic
-from numbench.history.schema import CELLS_SCHEMA, RUNS_SCHEMA
+from numbench.history.schema import ADDED_LATER, CELLS_SCHEMA, RUNS_SCHEMA
 
 #: the format this numbench writes and the newest it reads
 STORE_FORMAT = 1
@@ -144,6 +144,8 @@ def _read_one(path: Path, schema: pa.Schema) -> pa.Table:
         raise HistoryError(f"its store format {meta[FORMAT_KEY]!r} is not a number") from None
     if fmt > STORE_FORMAT:
         raise _newer(path, fmt, meta.get(VERSION_KEY, b"?").decode(errors="replace"))
+    for name in ADDED_LATER & set(schema.names) - set(table.column_names):
+        table = table.append_column(name, pa.nulls(table.num_rows, schema.field(name).type))
     missing = [name for name in schema.names if name not in table.column_names]
     if missing:
         raise HistoryError(f"it lacks the columns {missing}")

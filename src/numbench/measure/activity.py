@@ -10,13 +10,16 @@ idle, I/O wait and steal) less the CPU time of the cell's own processes (the sup
 every worker it waited for, ``os.times``), never below 0. ``load_avg_1m`` is the 1-minute load
 average when the cell let go (``/proc/loadavg``): the cell's own processes count in it.
 
-Only this job's stretch is recorded: rounds spread into jobs of their own (``replicates.
-spread``) are not covered. Where ``/proc`` cannot be read (not Linux), all three are None.
+A spread round run as a job of its own (``replicates.spread``) records its own stretch the
+same way in its round file, and the cell's job adds it to its own (``combined``): the shares
+are those of all the stretches together, each weighted by its length, and the load is the
+cell job's. Where ``/proc`` cannot be read (not Linux), all three are None.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,11 +53,53 @@ def read_load_1m(root: str | os.PathLike = "/") -> float | None:
 
 @dataclass(frozen=True)
 class Activity:
-    """The three figures of one cell (None: unknown)."""
+    """The three figures of one cell (None: unknown), and the seconds watched."""
 
     other_cpu_share: float | None
     steal_share: float | None
     load_avg_1m: float | None
+    watched_s: float | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "other_cpu_share": self.other_cpu_share,
+            "steal_share": self.steal_share,
+            "load_avg_1m": self.load_avg_1m,
+            "watched_s": self.watched_s,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Activity:
+        def number(name: str) -> float | None:
+            value = data.get(name)
+            return None if value is None else float(value)
+
+        return cls(
+            *(number(n) for n in ("other_cpu_share", "steal_share", "load_avg_1m")),
+            watched_s=number("watched_s"),
+        )
+
+
+def combined(parts: list[Activity]) -> Activity:
+    """The figures of several stretches together (a cell's spread rounds' jobs and its own,
+    in that order): each share weighted by its stretch's seconds over the stretches that
+    have it; the load the last part's. A part with no share, or watched for no time (its job
+    measured nothing: a time cap), adds nothing."""
+    if not parts:
+        return Activity(None, None, None)
+    totals = {}
+    for name in ("other_cpu_share", "steal_share"):
+        known = [
+            (getattr(p, name), p.watched_s)
+            for p in parts
+            if getattr(p, name) is not None and p.watched_s
+        ]
+        seconds = sum(s for _, s in known)
+        totals[name] = sum(v * s for v, s in known) / seconds if seconds > 0 else None
+    watched = sum(p.watched_s or 0.0 for p in parts)
+    return Activity(
+        totals["other_cpu_share"], totals["steal_share"], parts[-1].load_avg_1m, watched
+    )
 
 
 def shares(
@@ -84,14 +129,15 @@ class ActivityWatch:
         own_s: Callable[[], float] = own_cpu_s,
         load: Callable[[], float | None] = read_load_1m,
         ticks_per_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._ticks, self._own_s, self._load = ticks, own_s, load
+        self._ticks, self._own_s, self._load, self._clock = ticks, own_s, load, clock
         if ticks_per_s is None:
             ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._per_s = ticks_per_s
-        self._from = (ticks(), own_s())
+        self._from = (ticks(), own_s(), clock())
 
     def stop(self) -> Activity:
-        (ticks0, own0), ticks1, own1 = self._from, self._ticks(), self._own_s()
+        (ticks0, own0, t0), ticks1, own1 = self._from, self._ticks(), self._own_s()
         other, steal = shares(ticks0, ticks1, own1 - own0, self._per_s)
-        return Activity(other, steal, self._load())
+        return Activity(other, steal, self._load(), self._clock() - t0)

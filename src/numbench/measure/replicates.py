@@ -285,13 +285,16 @@ def write_round(
     runs: list[ProcessRun],
     wall_s: float,
     quiet_wait_s: float | None = None,
+    activity: dict | None = None,
 ):
-    """Write one spread round (its processes, its supervisor's wall time and its wait for
-    quiet) as JSON, whole or not at all (``numbench.contract.replacing``)."""
+    """Write one spread round (its processes, its supervisor's wall time, its wait for
+    quiet and what the machine did while it measured, ``activity.Activity.to_dict``) as
+    JSON, whole or not at all (``numbench.contract.replacing``)."""
     data = {
         "spec": json.loads(spec.to_json()),
         "wall_s": wall_s,
         "quiet_wait_s": quiet_wait_s,
+        "activity": activity,
         "runs": [
             {
                 "role": r.role,
@@ -348,3 +351,16 @@ def rounds_quiet_wait_s(paths: list[str | os.PathLike]) -> float | None:
             waits.append(json.load(fh).get("quiet_wait_s"))
     waits = [w for w in waits if w is not None]
     return float(sum(waits)) if waits else None
+
+
+def rounds_activity(paths: list[str | os.PathLike]) -> list[dict]:
+    """What the machine did while each spread round that ``read_rounds`` has read measured
+    (``activity.Activity.to_dict``), in order; a round file from before it recorded none
+    gives nothing."""
+    found = []
+    for path in paths:
+        with open(path) as fh:
+            activity = json.load(fh).get("activity")
+        if isinstance(activity, dict):
+            found.append(activity)
+    return found

@@ -24,13 +24,14 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from numbench import libraries, operations
 from numbench.contract import cell_table, write_atomic
 from numbench.errors import MachineryFault, machinery
-from numbench.measure.activity import ActivityWatch
+from numbench.measure.activity import Activity, ActivityWatch, combined
 from numbench.measure.host_lock import cell_label, timing_lock
 from numbench.measure.lockstep import (
     run_lockstep,
@@ -46,9 +47,11 @@ from numbench.measure.replicates import (
     measure_replicates,
     measure_round,
     read_rounds,
+    rounds_activity,
     rounds_quiet_wait_s,
     write_round,
 )
+from numbench.measure.sentinel import time_sentinel
 from numbench.operations.kernels import library_options, options_json
 from numbench.spec import CellMeta, CellSpec
 
@@ -177,10 +180,12 @@ def run_round(
     label = cell_label(spec, replicate)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s):
         waited = quiet.wait() if quiet is not None else None
+        watch = ActivityWatch()
         runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
+        activity = watch.stop()
     waited_s = None if waited is None else waited.waited_s
     with machinery(f"cannot write the round's file {output}"):
-        write_round(output, spec, runs, time.perf_counter() - t0, waited_s)
+        write_round(output, spec, runs, time.perf_counter() - t0, waited_s, activity.to_dict())
     return runs
 
 
@@ -213,6 +218,7 @@ def run_cell(
     earlier: list[str | os.PathLike] = (),
     lock_timeout_s: float | None = None,
     quiet: QuietSettings | None = None,
+    sentinel: Callable[[], float | None] = time_sentinel,
 ) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
@@ -220,7 +226,9 @@ def run_cell(
     cell continues from them. ``lock_timeout_s``: how long to wait for the host's timing
     lock (the config's ``lock_timeout_s``; None waits without a limit). ``quiet``: wait,
     lock held, for the machine to quiet down before measuring (the config's
-    ``wait_for_quiet``, ``numbench.measure.quiet``). Every outcome of the library writes the Parquet; a fault of
+    ``wait_for_quiet``, ``numbench.measure.quiet``). ``sentinel``: times the sentinel once,
+    lock held, after the wait and before the rounds (``sentinel_s``; the tests give their
+    own). Every outcome of the library writes the Parquet; a fault of
     numbench's machinery or of the host (the lock, an unusable round file, a worker that
     cannot start, a file that cannot be written) raises ``MachineryFault`` and writes none.
     """
@@ -232,11 +240,14 @@ def run_cell(
     with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
         meta.locked_from_unix = time.time()
         waited = quiet.wait() if quiet is not None else None
+        meta.sentinel_s = sentinel()
         watch = ActivityWatch()
         clock = CellClock(earlier_s=earlier_wall - (rounds_waited_s or 0.0))
         runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
-        activity = watch.stop()
+        own_stretch = watch.stop()
         meta.locked_until_unix = time.time()
+    rounds = [Activity.from_dict(a) for a in rounds_activity(list(earlier))]
+    activity = combined([*rounds, own_stretch])
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
     meta.load_avg_1m = activity.load_avg_1m
     meta.capped = clock.capped if spec.replicates.max_cell_s is not None else None

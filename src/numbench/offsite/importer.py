@@ -33,7 +33,7 @@ from numbench.offsite.import_checks import (
     check_inputs,
 )
 from numbench.offsite.plan import check_operation_code, load_config, make_plan
-from numbench.offsite.roofs import ROOFS_MEMBER, merge_into, staged_roofs
+from numbench.offsite.roofs import ROOFS_MEMBER, destinations_here, merge_into, staged_roofs
 
 
 def import_archive(
@@ -72,13 +72,14 @@ def import_archive(
         roofs = staged_roofs(members, manifest, plan, archive)  # the cells' host's
         # every check passed: move into place
         newest_input = _move_into_place(made, members, plan, local_path)
-        if roofs is not None:
-            merge_into(roofs, manifest.get("host"), local_path(ROOFS_MEMBER))
+        roof_files = destinations_here(cfg) if roofs is not None else []
+        for name in roof_files:
+            merge_into(roofs, manifest.get("host"), local_path(name))
     finally:
         for folder in staging:
             shutil.rmtree(folder, ignore_errors=True)
     _stamp_after_inputs(plan, local_path, newest_input)
-    forgotten = _forget_metadata(root, results, _imported_paths(plan, roofs is not None), say)
+    forgotten = _forget_metadata(root, results, _imported_paths(plan, roof_files), say)
     for note in notes:
         say(f"note: {note}")
     if manifest.get("code_hash") != code_hash():
@@ -158,7 +159,7 @@ def _stamp_after_inputs(plan: dict, local_path: Callable[[str], Path], newest_in
         os.utime(local_path(entry["path"]), ns=(stamp, stamp))
 
 
-def _imported_paths(plan: dict, with_roofs: bool) -> list[str]:
+def _imported_paths(plan: dict, roof_files: list[str]) -> list[str]:
     """Every file the import stands for, whose records Snakemake must forget: the inputs
     files, the cells, the roofs, and the records of the cells' spread rounds (temporary
     files, gone, whose records would still name an earlier run's params and make Snakemake
@@ -169,9 +170,7 @@ def _imported_paths(plan: dict, with_roofs: bool) -> list[str]:
         for name, cell in cells.items()
         for k in range(int(cell["spec"]["replicates"].get("spread", 0)))
     ]
-    return (
-        [i["path"] for i in plan["inputs"]] + sorted(cells) + rounds + [ROOFS_MEMBER] * with_roofs
-    )
+    return [i["path"] for i in plan["inputs"]] + sorted(cells) + rounds + roof_files
 
 
 def _summary(

@@ -4,7 +4,9 @@ that host's roofline (a GPU's among them: its device memory, FMA peak and transf
 
 * ``offsite run`` measures the roofs of every (device, dtype, threads) of its plan's cells,
   under the host's timing lock like the cells, with the plan's libraries, allocator and
-  ``replicates.max_cpu_taken``, after the cells; with ``--resume`` a readable roofs file of
+  ``replicates.max_cpu_taken``, once, after the cells (its rows' ``round`` is ``end``): an
+  offsite run does not measure them before its cells too, whatever ``roofs_at_end`` says,
+  so its roofs have no spread across the run; with ``--resume`` a readable roofs file of
   the same plan is kept.
 * The archive carries them as ``ROOFS_MEMBER`` (and their log as ``ROOFS_LOG``), with their
   size and checksum in the manifest.
@@ -25,6 +27,11 @@ import pyarrow as pa
 from numbench.offsite.common import OffsiteError, cell_of, file_sha256
 
 ROOFS_MEMBER = "results/roofs.parquet"
+#: where the workflow's rule roofs writes the start's rows when the config measures the roofs
+#: again at the end (``roofs_at_end``; workflow/rules/common.smk): an import merges the
+#: archive's roofs there too, so the next run here finds both files newer than the cells and
+#: measures no roofs of its own over the imported ones
+ROOFS_START_FILE = "results/roofs_start.parquet"
 ROOFS_LOG = "logs/roofs.log"
 ROOFS_MEMBERS = (ROOFS_MEMBER, ROOFS_LOG)
 
@@ -67,6 +74,7 @@ def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], Non
                 path,
                 say=tell,
                 max_cpu_taken=config["replicates"].get("max_cpu_taken"),
+                round_name="end",
             )
     say(f"roofs {ROOFS_MEMBER}  {'kept' if kept else 'measured'}")
     return {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
@@ -107,6 +115,14 @@ def check_staged(staged_path: Path, recorded: dict | None, plan: dict, host, arc
             f"{archive}: {ROOFS_MEMBER} holds roofs its plan does not ask for: {sorted(strangers)}"
         )
     return table
+
+
+def destinations_here(cfg: dict) -> list[str]:
+    """The roofs files of the workflow here that an import merges into: the start's first
+    (where the config measures the roofs again at the end), then results/roofs.parquet, so
+    that the latter is the newest."""
+    at_end = cfg.get("roofs", True) and cfg.get("roofs_at_end", True)
+    return [ROOFS_START_FILE, ROOFS_MEMBER] if at_end else [ROOFS_MEMBER]
 
 
 def merge_into(table: pa.Table, host, destination: str | os.PathLike) -> None:

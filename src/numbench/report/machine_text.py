@@ -10,7 +10,7 @@ from numbench.contract.machine import (
     MachineQuality,
     RunTime,
 )
-from numbench.formatting import format_size
+from numbench.formatting import format_seconds, format_size
 from numbench.report.markdown import md_text
 
 
@@ -33,6 +33,17 @@ def _figures(m: MachineQuality) -> str:
     )
 
 
+def _sentinel(m: MachineQuality) -> str:
+    """'; the sentinel (...) spread 1.08x over 24 cells (12.1 to 13.1 ms)', or nothing."""
+    if m.sentinel_spread is None:
+        return ""
+    return (
+        f"; the sentinel (a fixed sort timed before each cell) spread {m.sentinel_spread:.2f}x "
+        f"over {_many(m.sentinel_cells, 'cell')} ({format_seconds(m.sentinel_fastest_s)} to "
+        f"{format_seconds(m.sentinel_slowest_s)})"
+    )
+
+
 def _verdicts(m: MachineQuality) -> str:
     text = f"{m.unstable_cells} of {_many(m.ok_cells, 'cell')} unstable"
     if m.watched:
@@ -49,13 +60,13 @@ def machine_line(m: MachineQuality) -> str:
     if m.quiet is None:
         return (
             "**Machine not watched**: the cells did not record what the machine did while they "
-            "measured (cells from before contract 7, or no `/proc`); "
+            f"measured (cells from before contract 7, or no `/proc`){_sentinel(m)}; "
             f"{_verdicts(m)}."
         )
     if m.quiet:
-        return f"**Quiet machine**: {_figures(m)}; {_verdicts(m)}."
+        return f"**Quiet machine**: {_figures(m)}{_sentinel(m)}; {_verdicts(m)}."
     return (
-        f"**Busy machine**: {_figures(m)}; {_verdicts(m)}. The verdicts measured busy are the least firm: `numbench system` "
+        f"**Busy machine**: {_figures(m)}{_sentinel(m)}; {_verdicts(m)}. The verdicts measured busy are the least firm: `numbench system` "
         "says what disturbs this machine, and a rerun on a quieter one settles them."
     )
 

@@ -42,7 +42,22 @@ def _value(rows: pd.DataFrame, roof: str) -> str:
         text += f" ({display(row['library'])})"
     if len(ok) > 1 and ok["value"].min() > 0:
         text += f", {len(ok)} measurements spread {row['value'] / ok['value'].min():.2f}x"
+        rounds = _rounds(ok)
+        if rounds:
+            text += f" ({rounds})"
     return text
+
+
+def _rounds(ok: pd.DataFrame) -> str:
+    """When in the run each measurement was taken and what it read (``start 38.1, end
+    41.2``), where the table says (its ``round`` column)."""
+    if "round" not in ok or ok["round"].isna().all():
+        return ""
+    said = [
+        f"{md_text(r)} {v:.3g}" if isinstance(r, str) else f"{v:.3g}"
+        for r, v in zip(ok["round"], ok["value"], strict=True)
+    ]
+    return ", ".join(said)
 
 
 def roofs_table(roofs: pd.DataFrame) -> str:
@@ -176,7 +191,9 @@ def roofline_section(
         "arithmetic intensity (the cost model's flops per fewest bytes), the roof it is held "
         "against (the cache its working set fits in, by the caches' sizes, or the compute "
         "roof) and its share of what that roof allows. Bandwidths count bytes as STREAM "
-        "does (no write-allocate), as the cost models do.",
+        "does (no write-allocate), as the cost models do. A roof measured more than once "
+        "(before the cells and again after them: `roofs_at_end`) counts at its best, and "
+        "its spread across the run (best over worst) is given beside it.",
         "",
         roofs_table(roofs),
         "",

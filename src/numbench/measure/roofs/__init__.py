@@ -1,5 +1,7 @@
-"""results/roofs.parquet: what this host can do, measured once per (device, dtype, threads)
-of the grid, so that every cell can be held against it (``numbench.analyse.roofline``).
+"""results/roofs.parquet: what this host can do, measured per (device, dtype, threads) of
+the grid before the cells and, unless the config says otherwise (``roofs_at_end``), again
+after every cell (the ``round`` column), so that every cell can be held against it
+(``numbench.analyse.roofline``: each roof at its best, with its spread across the run).
 
 One row per roof: ``dram``, ``l3`` and ``l2`` (bandwidth, GB/s), ``compute`` (GFLOP/s), and
 on a GPU ``h2d`` and ``d2h`` (pinned copies, GB/s). Each says how it was measured (kernel,
@@ -127,15 +129,26 @@ def measure_roofs(
     say: Callable[[str], None] = print,
     runner: Callable[[WorkerJob], dict] = run_job,
     max_cpu_taken: float | None = None,
+    round_name: str = "start",
+    earlier: str | os.PathLike | None = None,
 ) -> pa.Table:
     """Measure the roofs of every (device, dtype, threads) of ``dims`` under the host's
     timing lock, and write them to ``output``. A job that other programs disturbed by more
     than ``max_cpu_taken`` (the config's ``replicates.max_cpu_taken``) is measured again.
-    ``runner`` runs one worker (``jobs.run_job``; the tests give their own)."""
+    ``runner`` runs one worker (``jobs.run_job``; the tests give their own).
+
+    Every row records ``round_name`` (``start``: before the cells; ``end``: after every
+    cell). ``earlier``: a roofs table measured before (the start's): its rows are kept
+    ahead of these in ``output``, so that the analysis takes each roof at its best and
+    reports the spread across the run."""
     import pyarrow as pa
 
     from numbench.contract import write_atomic
-    from numbench.contract.roofs import ROOFS_SCHEMA
+    from numbench.contract.roofs import ROOFS_SCHEMA, ROUNDS, read_roofs
+
+    if round_name not in ROUNDS:
+        raise ValueError(f"a roofs round is one of {ROUNDS}, not {round_name!r}")
+    before = None if earlier is None else read_roofs(earlier)
 
     jobs = RoofJobs(allocator, max_cpu_taken, say, runner)
     label = "roofs " + ", ".join(f"{d} {t} t{n}" for d, t, n in dims)
@@ -144,8 +157,10 @@ def measure_roofs(
         rows = measure_dims(dims, grid_libraries, jobs)
         locked_until = time.time()
     for row in rows:
-        row.update(locked_from_unix=locked_from, locked_until_unix=locked_until)
+        row.update(locked_from_unix=locked_from, locked_until_unix=locked_until, round=round_name)
     table = pa.Table.from_pylist(rows, schema=ROOFS_SCHEMA)
+    if before is not None:
+        table = pa.concat_tables([before, table])
     write_atomic(table, output)
     return table
 

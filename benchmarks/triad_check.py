@@ -1,0 +1,169 @@
+"""The DRAM roof of a results roofs.parquet beside a STREAM-style triad timed here,
+independently, in one process (a benchmark, not a test).
+
+STREAM's triad ``a[i] = b[i] + s * c[i]`` over three arrays each at least four times the
+last-level cache (by default four times the roofs file's own ``l3_bytes``, the size the roof
+used), the arrays written once before any timing (first touch outside the timings, as STREAM
+does), bytes counted as STREAM counts them (3 arrays of n elements a pass: reads and writes,
+no write-allocate), the best of ``--trials`` passes. Timed in several ways, each beside the
+DRAM roof of the same thread count, with the ratio roof / check:
+
+* ``numba loop``: one plain Numba loop on one thread (the one-thread roof's case);
+* ``numba prange``: the same loop under ``prange`` on T threads, each taking its own block
+  (STREAM's OpenMP loop), for every thread count the file has a DRAM roof of;
+* ``numpy out=``: ``np.multiply(c, s, out=a); np.add(a, b, out=a)``, what the roof's NumPy
+  way runs: two passes over memory moving 5 arrays, of which STREAM counts 3;
+* ``numpy expression``: ``a[:] = b + s * c``, with NumPy's temporaries.
+
+Each roof's own candidates (every way it measured, STREAM-counted) are printed too.
+
+    python benchmarks/triad_check.py results/roofs.parquet [--dtype float64]
+        [--array-mib N] [--trials 10]
+
+The process is not pinned to CPUs; Numba's threads are as many as the roof's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+
+from _report import machine
+
+#: the triad's arrays are at least this many times the last-level cache (STREAM's rule)
+ARRAY_FACTOR = 4
+
+
+def arguments():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("roofs", help="a results roofs.parquet")
+    parser.add_argument("--dtype", default="float64")
+    parser.add_argument("--array-mib", type=float, help="MiB per array (default: 4 x its L3)")
+    parser.add_argument("--trials", type=int, default=10)
+    return parser.parse_args()
+
+
+def dram_rows(path: str, dtype: str):
+    """The file's ok CPU DRAM rows of ``dtype``, by thread count (the best, where several)."""
+    import pandas as pd
+
+    roofs = pd.read_parquet(path)
+    ok = roofs[
+        (roofs["roof"] == "dram")
+        & (roofs["device"] == "cpu")
+        & (roofs["dtype"] == dtype)
+        & (roofs["status"] == "ok")
+    ]
+    if ok.empty:
+        raise SystemExit(f"{path} has no ok CPU DRAM roof in {dtype}")
+    return {int(t): g.loc[g["value"].idxmax()] for t, g in ok.groupby("threads")}
+
+
+def roof_triad(roof) -> float | None:
+    """The fastest triad among the roof's candidates (the roof itself may be a copy's)."""
+    candidates = json.loads(roof["candidates"] or "{}")
+    triads = [v for k, v in candidates.items() if k.endswith(" triad") and isinstance(v, float)]
+    return max(triads) if triads else None
+
+
+def kernels():
+    import numba
+    import numpy as np
+
+    @numba.njit
+    def serial(a, b, c, s):
+        for i in range(a.size):
+            a[i] = b[i] + s * c[i]
+
+    @numba.njit(parallel=True)
+    def parallel(a, b, c, s, blocks):
+        n = a.size
+        for t in numba.prange(blocks):
+            for i in range(t * n // blocks, (t + 1) * n // blocks):
+                a[i] = b[i] + s * c[i]
+
+    def numpy_out(a, b, c, s):
+        np.multiply(c, s, out=a)
+        np.add(a, b, out=a)
+
+    def numpy_expression(a, b, c, s):
+        a[:] = b + s * c
+
+    return numba, serial, parallel, numpy_out, numpy_expression
+
+
+def best_seconds(call, trials: int) -> float:
+    call()  # compile, and a pass to warm the pages' tables
+    best = math.inf
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    import numpy as np
+
+    args = arguments()
+    rows = dram_rows(args.roofs, args.dtype)
+    first = next(iter(rows.values()))
+    itemsize = np.dtype(args.dtype).itemsize
+    llc = first["l3_bytes"] if first["l3_bytes"] == first["l3_bytes"] else first["l2_bytes"]
+    array_bytes = args.array_mib * 2**20 if args.array_mib else ARRAY_FACTOR * float(llc)
+    n = int(array_bytes // itemsize)
+    counted = 3 * n * itemsize  # STREAM's bytes of one triad pass
+    print(f"machine: {machine()}")
+    print(
+        f"triad a = b + s*c, {args.dtype}, 3 arrays of {n * itemsize / 2**20:.0f} MiB "
+        f"({ARRAY_FACTOR}x the roofs' last-level cache of {float(llc) / 2**20:.0f} MiB), "
+        f"STREAM bytes {counted / 1e9:.2f} GB a pass, best of {args.trials}"
+    )
+    a = np.empty(n, dtype=args.dtype)
+    b = np.empty(n, dtype=args.dtype)
+    c = np.empty(n, dtype=args.dtype)
+    a.fill(0.0), b.fill(1.5), c.fill(0.5)
+    s = np.dtype(args.dtype).type(3.0)
+    numba, serial, parallel, numpy_out, numpy_expression = kernels()
+    ways = [("numba loop", 1, lambda: serial(a, b, c, s))]
+    for threads in sorted(rows):
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        seconds = best_seconds(lambda t=threads: parallel(a, b, c, s, t), args.trials)
+        ways.append((f"numba prange t{threads}", threads, seconds))
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    ways += [
+        ("numpy out= (5 arrays moved)", 1, lambda: numpy_out(a, b, c, s)),
+        ("numpy expression", 1, lambda: numpy_expression(a, b, c, s)),
+    ]
+    print(
+        "\n| way | threads | check GB/s | DRAM roof GB/s (t, kernel) | roof / check "
+        "| roof's own triad GB/s | its triad / check |"
+    )
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for name, threads, timed in ways:
+        seconds = timed if isinstance(timed, float) else best_seconds(timed, args.trials)
+        gb_per_s = counted / seconds / 1e9
+        roof = rows.get(threads)
+        if roof is None:
+            print(f"| {name} | {threads} | {gb_per_s:.1f} | no roof of t{threads} | |")
+            continue
+        ratio = roof["value"] / gb_per_s
+        said = f"{roof['value']:.1f} (t{threads}, {roof['kernel']})"
+        triad = roof_triad(roof)
+        own = f"{triad:.1f} | {triad / gb_per_s:.2f}" if triad else "none | "
+        print(f"| {name} | {threads} | {gb_per_s:.1f} | {said} | {ratio:.2f} | {own} |")
+    for threads, roof in rows.items():
+        candidates = json.loads(roof["candidates"] or "{}")
+        shown = ", ".join(
+            f"{k} {v:.1f}" if isinstance(v, float) else f"{k}: {v}" for k, v in candidates.items()
+        )
+        ws = roof["working_set_bytes"] / 2**20
+        print(f"\nroof t{threads}: working set {ws:.0f} MiB, affinity {roof['affinity']}; {shown}")
+    print(f"\nCPUs here: {len(os.sched_getaffinity(0))}")
+
+
+if __name__ == "__main__":
+    main()
