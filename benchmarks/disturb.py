@@ -14,6 +14,7 @@ be checked to have been disturbed alike.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import subprocess
 import sys
@@ -46,6 +47,32 @@ def stream(stop, out) -> None:
     out.put(("memory", passes * 2 * MEMORY_BYTES))
 
 
+@contextlib.contextmanager
+def disturbing(cpu: int, memory: int, say=print):
+    """``cpu`` CPU-bound and ``memory`` memory-bound processes for the block; when it ends,
+    each says how much work it did (``say``), so two runs can be checked to have been
+    disturbed alike."""
+    stop, out = mp.Event(), mp.Queue()
+    workers = [mp.Process(target=spin, args=(stop, out)) for _ in range(cpu)]
+    workers += [mp.Process(target=stream, args=(stop, out)) for _ in range(memory)]
+    for w in workers:
+        w.start()
+    say(f"disturb: {cpu} CPU-bound, {memory} memory-bound processes")
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        stop.set()
+        done = [out.get(timeout=30) for _ in workers]
+        for w in workers:
+            w.join()
+        seconds = time.perf_counter() - t0
+        for kind, amount in done:
+            unit = "operations" if kind == "cpu" else "bytes copied"
+            say(f"disturb: {kind} process: {amount / seconds:.3g} {unit} a second")
+        say(f"disturb: {seconds:.1f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cpu", type=int, default=1, help="CPU-bound processes (default 1)")
@@ -54,30 +81,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- a command to run beside")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    stop, out = mp.Event(), mp.Queue()
-    workers = [mp.Process(target=spin, args=(stop, out)) for _ in range(args.cpu)]
-    workers += [mp.Process(target=stream, args=(stop, out)) for _ in range(args.memory)]
-    for w in workers:
-        w.start()
-    print(f"disturb: {args.cpu} CPU-bound, {args.memory} memory-bound processes", flush=True)
-    t0, status = time.perf_counter(), 0
-    try:
-        if command:
-            status = subprocess.call(command)
-        else:
-            time.sleep(args.seconds)
-    except KeyboardInterrupt:
-        status = 130
-    finally:
-        stop.set()
-        done = [out.get(timeout=30) for _ in workers]
-        for w in workers:
-            w.join()
-    seconds = time.perf_counter() - t0
-    for kind, amount in done:
-        unit = "operations" if kind == "cpu" else "bytes copied"
-        print(f"disturb: {kind} process: {amount / seconds:.3g} {unit} a second")
-    print(f"disturb: {seconds:.1f} s; the command's exit status {status}")
+    status = 0
+    with disturbing(args.cpu, args.memory, lambda line: print(line, flush=True)):
+        try:
+            if command:
+                status = subprocess.call(command)
+            else:
+                time.sleep(args.seconds)
+        except KeyboardInterrupt:
+            status = 130
+    print(f"disturb: the command's exit status {status}")
     return status
 
 

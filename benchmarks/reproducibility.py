@@ -13,14 +13,23 @@ would:
 - A/A: the baseline's cells of B against A's with ``numbench.analyse.compare`` (should be "same");
 - cost: wall time of each run, processes per cell, and the cost of one process;
 - how far the paired baseline's processes moved, between a cell's rounds and within one
-  process (``baseline_spread``): what the machine did while it was measured.
+  process (``baseline_spread``): what the machine did while it was measured;
+- each run's headline (the summary's first line: quiet or busy machine, with its figures).
+
+With ``--disturb-b CPU,MEMORY``, run B measures beside ``benchmarks/disturb.py``'s processes
+(``1,1``: one CPU-bound, one memory-bound) and A on the machine as it is: how far a busy
+machine moves the verdicts, the time and the unstable cells, and whether each run's headline
+says which it was. The settled verdicts of B (those its own stopping rule settled) are
+counted apart: they are the ones a disturbed run claims.
 
     .venv/bin/python benchmarks/reproducibility.py [--markdown] [--configfile FILE] [--keep DIR]
+        [--disturb-b CPU,MEMORY]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import tempfile
 import time
@@ -29,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from _report import publish
+from disturb import disturbing
 from workflow_cost import copy_workflow, snakemake
 
 from numbench.analyse.compare import compare
@@ -40,10 +50,16 @@ SPEEDUP_KEY = list(KEY)
 GROUP_KEY = [field for field in KEY if field != "size"]
 
 
-def run_once(root: Path, name: str, extra: list[str]) -> tuple[Path, float]:
+def run_once(
+    root: Path, name: str, extra: list[str], disturb: tuple[int, int] | None = None
+) -> tuple[Path, float]:
+    """One run from scratch in its own copy, beside ``disturb`` (CPU-bound, memory-bound
+    processes) where given."""
     wd = copy_workflow(root / name)
+    beside = disturbing(*disturb) if disturb else contextlib.nullcontext()
     t0 = time.perf_counter()
-    snakemake(wd, "--cores", "1", *extra)
+    with beside:
+        snakemake(wd, "--cores", "1", *extra)
     wall = time.perf_counter() - t0
     print(f"run {name}: {wall:.0f} s", flush=True)
     return wd / "results", wall
@@ -57,6 +73,10 @@ def speedup_figures(a: pd.DataFrame, b: pd.DataFrame, margin: float) -> dict:
         both["speedup_b"] <= both["speedup_ci_high_a"]
     )
     same = both["verdict_a"] == both["verdict_b"]
+    # the verdicts the second run's stopping rule settled: the ones it claims
+    settled_b = (
+        both["settled_b"].astype(bool) if "settled_b" in both else pd.Series(False, both.index)
+    )
     reversed_ = ((both["verdict_a"] == "faster") & (both["verdict_b"] == "slower")) | (
         (both["verdict_a"] == "slower") & (both["verdict_b"] == "faster")
     )
@@ -80,6 +100,8 @@ def speedup_figures(a: pd.DataFrame, b: pd.DataFrame, margin: float) -> dict:
         "n": len(both),
         "inside": int(inside.sum()),
         "same_verdict": int(same.sum()),
+        "settled_b": int(settled_b.sum()),
+        "settled_b_same": int((same & settled_b).sum()),
         # what A's intervals predict of that count: the sum of each verdict's chance to repeat,
         # and its standard deviation were the cells independent
         "expected_same": float(chance.sum()),
@@ -190,6 +212,12 @@ def arguments() -> argparse.Namespace:
     )
     parser.add_argument("--keep", help="keep both runs' results/ under this folder (a/, b/)")
     parser.add_argument(
+        "--disturb-b",
+        metavar="CPU,MEMORY",
+        help="run B beside this many CPU-bound and memory-bound processes "
+        "(benchmarks/disturb.py), A as the machine is",
+    )
+    parser.add_argument(
         "--results",
         nargs=2,
         metavar=("A", "B"),
@@ -209,14 +237,16 @@ def margin_of(configfile: str | None) -> float:
     return margin
 
 
-def run_twice(extra: list[str], keep: str | None, margin: float) -> dict:
+def run_twice(
+    extra: list[str], keep: str | None, margin: float, disturb: tuple[int, int] | None = None
+) -> dict:
     """Run the grid twice, A then B, each from scratch in a temporary copy of the workflow
     (kept under ``keep`` where asked), and read what the report compares before the copies
     go: the speedups both ways, the crossovers, both benchmarks tables, and each run's cost,
     round spans and baseline spread."""
     with tempfile.TemporaryDirectory() as tmp:
         res_a, wall_a = run_once(Path(tmp), "a", extra)
-        res_b, wall_b = run_once(Path(tmp), "b", extra)
+        res_b, wall_b = run_once(Path(tmp), "b", extra, disturb)
         if keep:
             for name, res in (("a", res_a), ("b", res_b)):
                 shutil.copytree(res, Path(keep) / name, dirs_exist_ok=True)
@@ -240,7 +270,19 @@ def read_runs(res_a: Path, res_b: Path, walls: tuple, margin: float) -> dict:
         "cost": [cost_figures(res_a, wall_a), cost_figures(res_b, wall_b)],
         "spans": [round_spans(res_a), round_spans(res_b)],
         "spread": [baseline_spread(pd.read_parquet(r / "samples.parquet")) for r in (res_a, res_b)],
+        "headline": [headline(r) for r in (res_a, res_b)],
     }
+
+
+def headline(results: Path) -> str:
+    """The summary's first line of text (its machine headline), or why there is none."""
+    summary = results / "summary.md"
+    if not summary.is_file():
+        return "no summary.md"
+    for line in summary.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            return line.strip()
+    return "an empty summary.md"
 
 
 def medians_within(bench_a: pd.DataFrame, bench_b: pd.DataFrame, share: float) -> tuple[int, int]:
@@ -273,6 +315,7 @@ def verdict_lines(runs: dict, margin: float) -> list[str]:
         "| identical verdicts A's intervals predict (`numbench.stats.repeat_chance`) | "
         f"{sp['expected_same']:.1f} ± {sp['expected_sd']:.1f} |",
         f"| verdicts reversed (faster in one run, slower in the other) | {sp['reversed']} |",
+        f"| B's settled verdicts identical to A's | {pct(sp['settled_b_same'], sp['settled_b'])} |",
         f"| median relative CI half-width of the speedups | {sp['half_width_median']:.1%} "
         f"(90th percentile {sp['half_width_p90']:.1%}) |",
         f"| cell medians within 5% of each other | {pct(within5, n_medians)} |",
@@ -348,8 +391,20 @@ def main() -> None:
         runs = read_runs(res_a, res_b, (None, None), margin)
         runs["source"] = f"Two results folders made already, A ({res_a}) and B ({res_b})"
     else:
-        runs = run_twice(extra, args.keep, margin)
+        disturb = None
+        if args.disturb_b:
+            cpu, memory = (int(n) for n in args.disturb_b.split(","))
+            disturb = (cpu, memory)
+        runs = run_twice(extra, args.keep, margin, disturb)
+        if disturb:
+            runs["source"] = (
+                f"Two runs, A on the machine as it was, then B beside {disturb[0]} CPU-bound and "
+                f"{disturb[1]} memory-bound processes (`benchmarks/disturb.py`), each from "
+                "scratch (`--cores 1`)"
+            )
     lines = verdict_lines(runs, margin) + [""] + cost_lines(runs) + difference_lines(runs)
+    lines += ["", f"Run A's headline: {runs['headline'][0]}", ""]
+    lines += [f"Run B's headline: {runs['headline'][1]}"]
     body = "\n".join(lines) + "\n"
     publish("reproducibility.py", body, args.markdown, args.configfile)
 
