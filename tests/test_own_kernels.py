@@ -13,6 +13,8 @@ from conftest import make_spec
 
 from numbench.operations.base import array_digest
 
+SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
+
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
 
 #: a user's operation whose reference, as a kernel suite's often does, writes its result
@@ -436,7 +438,7 @@ def test_an_own_generator_gets_its_seed_or_the_config_s_and_the_cell_records_it(
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="ownseed", impl="", template=OWN_SEED)
-    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    schema = REPO / SCHEMA
     digests = {}
     for given, expected in ((None, 17), ("5", 5)):
         entry = {"module": str(path), "sizes": [100]}
@@ -457,6 +459,30 @@ def test_an_own_generator_gets_its_seed_or_the_config_s_and_the_cell_records_it(
         assert run_cell(spec, out, lock=str(tmp_path / "lock")).status == "ok"
         assert set(pq.read_table(out).column("seed").to_pylist()) == {expected}
     assert digests[17] != digests[5]
+
+
+def test_the_worker_refuses_inputs_drawn_with_another_seed(tmp_path):
+    """Snakemake remakes the inputs when the seed changes (a rule parameter); an inputs
+    file drawn with another seed than the cell's (copied in, or run by hand) is refused."""
+    from conftest import REPO
+
+    from numbench.config import cell_spec, grid, resolve
+    from numbench.measure import inputs
+    from numbench.measure.supervisor import run_cell
+
+    path = write_op(tmp_path, name="ownseed", impl="", template=OWN_SEED)
+    entry = {"module": str(path), "sizes": [100], "seed": 5}
+    cfg = resolve({"libraries": ["numpy"], "operations": {"ownseed": entry}}, REPO / SCHEMA)
+    spec = cell_spec(cfg, grid(cfg)[0])
+    npz = tmp_path / "in-17.npz"
+    inputs.write("ownseed", 100, 17, npz, operation_file=str(path))
+    spec = spec.replace(inputs=str(npz), timing=FAST, replicates={**_one_round()})
+    report = run_cell(spec, tmp_path / "cell.parquet", lock=str(tmp_path / "lock"))
+    assert report.status == "failed"
+    assert report.error == (
+        f"the inputs file {npz} was drawn with seed 17 but the cell asks for seed 5; "
+        "remake the inputs"
+    )
 
 
 def _one_round() -> dict:
@@ -662,13 +688,14 @@ def test_serial_and_parallel_numba_run_as_two_cells_each_recording_its_options(t
     from conftest import REPO
 
     from numbench.config import cell_spec, grid, resolve
+    from numbench.config.operations import operation_seed
     from numbench.measure.inputs import write
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
-    cfg = resolve(_variants_config(path), REPO / "workflow" / "schemas" / "config.schema.yaml")
+    cfg = resolve(_variants_config(path), REPO / SCHEMA)
     npz = tmp_path / "in.npz"
-    write("sine", 2000, 1, npz, operation_file=str(path))
+    write("sine", 2000, operation_seed(cfg, "sine"), npz, operation_file=str(path))
     recorded = {}
     for cell in grid(cfg):
         if cell.library == "numpy":
