@@ -39,17 +39,14 @@ def publish(script: str, body: str, markdown: bool, configfile: str | None) -> N
     print(markdown_section(cmd, body))
 
 
-def cell_median(library, operation, size, inputs_path, out, timing: dict, threads: int = 1):
-    """Measure one cell the workflow's way (a supervised fresh worker process, one process,
-    unpaired) into ``out`` and return its median latency per call in seconds."""
-    import pandas as pd
-
+def workflow_spec(library, operation, size, inputs_path, timing: dict, threads: int = 1):
+    """The spec of one cell as the workflow measures it: CPU, float64, the steady allocator,
+    one process, unpaired."""
     from numbench import operations
-    from numbench.measure.supervisor import run_cell
     from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
     from numbench.timing import TimingSettings
 
-    spec = CellSpec(
+    return CellSpec(
         library=library,
         device="cpu",
         operation=operation,
@@ -78,6 +75,16 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
         paired_with=None,
         contract=CELL_CONTRACT,
     )
+
+
+def cell_median(library, operation, size, inputs_path, out, timing: dict, threads: int = 1):
+    """Measure one cell the workflow's way (a supervised fresh worker process, one process,
+    unpaired) into ``out`` and return its median latency per call in seconds."""
+    import pandas as pd
+
+    from numbench.measure.supervisor import run_cell
+
+    spec = workflow_spec(library, operation, size, inputs_path, timing, threads)
     result = run_cell(spec, out, lock=str(Path(out).parent / "lock"))
     if result.status != "ok":
         cell = f"{library}:{operation}:{size}"

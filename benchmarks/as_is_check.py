@@ -7,7 +7,8 @@ hand, the same threads (the thread variables and a CPU mask of that many CPUs), 
 copy of ``t`` before each call (the NumPy kernel writes into it; numbench copies it for
 every library alike), and the device waited for by hand (``block_until_ready`` for JAX).
 Numba's plain loop is compiled here with the cell's options (``numba.njit(fastmath=False)``,
-plus ``parallel=True`` for ``numba-parallel``). It prints the harness's median, the
+plus ``parallel=True`` for ``numba-parallel``); the torch kernel is under ``torch.compile``
+in its module, and the untimed warm-up calls compile it. It prints the harness's median, the
 workflow's and their ratio; the check asks 0.95 to 1.05 for every cell above 1 ms.
 
     .venv/bin/python benchmarks/as_is_check.py --results results [--markdown]
