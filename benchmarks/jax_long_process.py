@@ -23,7 +23,13 @@ processes are alike, which the mean's row shows.
 ``--env NAME=VALUE`` adds a variable to both sides (``MALLOC_ARENA_MAX=1``, say).
 
     .venv/bin/python benchmarks/jax_long_process.py [--size 1048576] [--threads 1]
-        [--processes 4] [--rounds 6] [--calls 200] [--env MALLOC_ARENA_MAX=1] [--markdown]
+        [--processes 4] [--rounds 6] [--calls 200] [--env MALLOC_ARENA_MAX=1] [--example]
+        [--markdown]
+
+``--example [FILE]`` times the example suite's JAX kernel (``examples/eos``, already under
+``jax.jit``, handed over as it is; FILE: a copy of its ``eos.py``, changed) on its own
+inputs (``generate_inputs(size, 42)``) instead of the built-in ``poly``. Its NumPy kernel writes into ``t``, so numbench hands every call a
+fresh ``t``; JAX arrays are never written into, and the long loop reuses its arguments.
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import cell_median, publish, workflow_spec
+from _report import ROOT, cell_median, publish, workflow_spec
 
 OPERATION = "poly"
+#: ``--example``: the example suite's JAX kernel (already under ``jax.jit``), its own inputs
+EXAMPLE = ("eos", ROOT / "examples" / "eos" / "eos.py", 42)
 TIMING = {"min_sample_time_s": 0.02, "min_samples": 5, "max_samples": 20, "budget_s": 0.5}
 
 
@@ -122,14 +130,20 @@ def compare(args, extra: dict) -> tuple[list[str], dict]:
     from numbench.measure import inputs
 
     fresh, long_runs = [], []
+    if args.example:
+        name, file, seed = EXAMPLE[0], args.example, EXAMPLE[2]
+    else:
+        name, file, seed = OPERATION, None, 20261121
+    own = (file, seed) if args.example else None
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{OPERATION}-{args.size}.npz"
-        inputs.write(OPERATION, args.size, 20261121, path)
-        spec = workflow_spec("jax", OPERATION, args.size, path, TIMING, args.threads)
+        path = Path(tmp) / f"{name}-{args.size}.npz"
+        inputs.write(name, args.size, seed, path, operation_file=file and str(file))
+        cell = ("jax", name, args.size, path)
+        spec = workflow_spec(*cell, TIMING, args.threads, own)
         os.environ.update(extra)  # the supervisor hands its environment on to each worker
         for i in range(args.processes):
             out = Path(tmp) / f"cell-{i}.parquet"
-            fresh.append(cell_median("jax", OPERATION, args.size, path, out, TIMING, args.threads))
+            fresh.append(cell_median(*cell, out, TIMING, args.threads, own))
             long_runs.append(run_long(spec, args.rounds, args.calls, extra))
             print(f"process {i}: fresh {fresh[-1] * 1e3:.3f} ms, long {_long_line(long_runs[-1])}")
     rounds = [r["median_s"] for run in long_runs for r in run["harness"][1:]]
@@ -179,12 +193,20 @@ def main() -> None:
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--json", help="write every figure to this file")
+    parser.add_argument(
+        "--example",
+        nargs="?",
+        const=str(EXAMPLE[1]),
+        metavar="FILE",
+        help="the example's JAX kernel (examples/eos/eos.py, or a copy of it), not poly",
+    )
     args = parser.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
     lines, figures = compare(args, extra)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
-    settings = f"jax {OPERATION} {args.size}, float64, {args.threads} thread(s)"
+    name = EXAMPLE[0] if args.example else OPERATION
+    settings = f"jax {name} {args.size}, float64, {args.threads} thread(s)"
     body = "\n".join([settings + (f", {extra}" if extra else ""), "", *lines])
     publish("jax_long_process.py", body, args.markdown, None)
 
