@@ -113,6 +113,37 @@ def test_kernels_written_in_place_leave_the_worker_s_inputs_as_loaded(tmp_path):
     assert array_digest(host[0]) == before
 
 
+def test_inputs_written_into_can_be_declared_per_library(tmp_path):
+    """``mutates_inputs={family: names}``: that family's calls get fresh copies, the
+    others reuse their arguments (a fresh input per call has its own cost)."""
+    from types import SimpleNamespace
+
+    from numbench import operations
+    from numbench.measure.worker_checks import fresh_inputs
+    from numbench.operations.check import declared_problems
+
+    ok = measure(tmp_path, write_op(tmp_path, extra='mutates_inputs={"numpy": ("a",)},\n'))
+    assert ok.status == "ok", ok.error
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path = write_op(elsewhere, extra='mutates_inputs={"jax": ("a",)},\n')
+    report = measure(elsewhere, path)  # the numpy kernel writes into a, declared for jax alone
+    assert report.status != "ok" and "the numpy implementation changed its input 'a'" in (
+        report.error or ""
+    )
+    op = operations.load_file(path).operation
+    assert (op.mutated_by("jax"), op.mutated_by("numpy")) == (("a",), ())
+    host, args = [np.zeros(3)], (np.ones(3),)
+    placing = SimpleNamespace(family="jax", to_device=lambda a: a + 0.0)
+    assert fresh_inputs(SimpleNamespace(family="numpy"), op, host, args) is None
+    assert [a.tolist() for a in fresh_inputs(placing, op, host, args)()] == [[0.0, 0.0, 0.0]]
+    bad = write_op(tmp_path / "bad", extra='mutates_inputs={"pytorch": ("a",), "jax": "a"},\n')
+    found = operations.load_file(bad)
+    said = [str(p) for p in declared_problems(found)]
+    assert any("mutates_inputs: 'pytorch' is no library family" in p for p in said), said
+    assert any("mutates_inputs: ['jax']'a' is a string" in p for p in said), said
+
+
 def test_check_gives_every_library_the_inputs_as_drawn(tmp_path):
     """``numbench check`` calls every implementation on the same inputs in one process: one
     that writes into them (declared) must leave them for the next."""
