@@ -39,22 +39,21 @@ def publish(script: str, body: str, markdown: bool, configfile: str | None) -> N
     print(markdown_section(cmd, body))
 
 
-def cell_median(library, operation, size, inputs_path, out, timing: dict, threads: int = 1):
-    """Measure one cell the workflow's way (a supervised fresh worker process, one process,
-    unpaired) into ``out`` and return its median latency per call in seconds."""
-    import pandas as pd
-
+def workflow_spec(library, operation, size, inputs_path, timing: dict, threads: int = 1, own=None):
+    """The spec of one cell as the workflow measures it: CPU, float64, the steady allocator,
+    one process, unpaired. ``own``: (the file, the seed) of a user's operation with its own
+    input maker (the example's ``eos``), else a built-in one."""
+    file, seed = (str(own[0]), int(own[1])) if own else (None, None)
     from numbench import operations
-    from numbench.measure.supervisor import run_cell
     from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
     from numbench.timing import TimingSettings
 
-    spec = CellSpec(
+    return CellSpec(
         library=library,
         device="cpu",
         operation=operation,
-        operation_file=None,
-        operation_hash=operations.load(operation, None).sha256,
+        operation_file=file,
+        operation_hash=operations.load(operation, file).sha256,
         size=int(size),
         dtype="float64",
         threads=threads,
@@ -77,7 +76,21 @@ def cell_median(library, operation, size, inputs_path, out, timing: dict, thread
         ),
         paired_with=None,
         contract=CELL_CONTRACT,
+        seed=seed,
     )
+
+
+def cell_median(
+    library, operation, size, inputs_path, out, timing: dict, threads: int = 1, own=None
+):
+    """Measure one cell the workflow's way (a supervised fresh worker process, one process,
+    unpaired) into ``out`` and return its median latency per call in seconds (``own``: as
+    ``workflow_spec``'s)."""
+    import pandas as pd
+
+    from numbench.measure.supervisor import run_cell
+
+    spec = workflow_spec(library, operation, size, inputs_path, timing, threads, own)
     result = run_cell(spec, out, lock=str(Path(out).parent / "lock"))
     if result.status != "ok":
         cell = f"{library}:{operation}:{size}"

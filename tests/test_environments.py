@@ -132,6 +132,9 @@ class _Adapter:
     def compile(self, fn):
         return fn
 
+    def as_is(self, kernel):
+        return kernel
+
 
 class TickingClock:
     """A constructed ``perf_counter``: each reading is a millisecond after the last, and a
@@ -168,10 +171,34 @@ def test_the_slowdown_stretches_each_call_by_its_factor(monkeypatch):
     assert synced == ["result"]  # an asynchronous library's call is waited for first
 
 
+def test_the_slowdown_stretches_a_kernel_handed_over_as_it_is(monkeypatch):
+    """numbench compiles no kernel handed over as it is (``numbench.as_is``), and the
+    slowdown still stretches its calls: a slowed twin of such an operation is slower."""
+    import numbench
+    from numbench.operations.kernels import prepared
+
+    clock = TickingClock()
+    monkeypatch.setattr(slowed, "time", SimpleNamespace(perf_counter=clock))
+    monkeypatch.setenv(slowed.SLOWDOWN_ENV, "2")
+    monkeypatch.setenv("NUMBENCH_TEST_ADAPTERS", "1")
+
+    def kernel():
+        clock.now += 0.05
+
+    plain, came_as_is = prepared(_Adapter(), numbench.as_is(kernel))
+    assert plain is kernel and came_as_is
+    fn, came_as_is = prepared(slowed.slowed_if_asked(_Adapter()), numbench.as_is(kernel))
+    assert came_as_is and fn is not kernel
+    t0 = clock.now
+    fn()
+    assert 2 * 0.051 + 1e-3 <= clock.now - t0 < 2 * 0.051 + 3e-3
+
+
 def test_the_slowdown_is_test_only_and_a_factor(monkeypatch):
     adapter = _Adapter()
     monkeypatch.delenv(slowed.SLOWDOWN_ENV, raising=False)
     assert slowed.slowed_if_asked(adapter) is adapter and adapter.compile(len) is len
+    assert adapter.as_is(len) is len
     monkeypatch.setenv(slowed.SLOWDOWN_ENV, "1.1")
     monkeypatch.delenv("NUMBENCH_TEST_ADAPTERS", raising=False)
     with pytest.raises(ValueError, match="test-only"):

@@ -13,6 +13,8 @@ from conftest import make_spec
 
 from numbench.operations.base import array_digest
 
+SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
+
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
 
 #: a user's operation whose reference, as a kernel suite's often does, writes its result
@@ -109,6 +111,37 @@ def test_kernels_written_in_place_leave_the_worker_s_inputs_as_loaded(tmp_path):
     (placed,) = placed_copies(adapter, host, "float64")
     placed *= 3.0
     assert array_digest(host[0]) == before
+
+
+def test_inputs_written_into_can_be_declared_per_library(tmp_path):
+    """``mutates_inputs={family: names}``: that family's calls get fresh copies, the
+    others reuse their arguments (a fresh input per call has its own cost)."""
+    from types import SimpleNamespace
+
+    from numbench import operations
+    from numbench.measure.worker_checks import fresh_inputs
+    from numbench.operations.check import declared_problems
+
+    ok = measure(tmp_path, write_op(tmp_path, extra='mutates_inputs={"numpy": ("a",)},\n'))
+    assert ok.status == "ok", ok.error
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path = write_op(elsewhere, extra='mutates_inputs={"jax": ("a",)},\n')
+    report = measure(elsewhere, path)  # the numpy kernel writes into a, declared for jax alone
+    assert report.status != "ok" and "the numpy implementation changed its input 'a'" in (
+        report.error or ""
+    )
+    op = operations.load_file(path).operation
+    assert (op.mutated_by("jax"), op.mutated_by("numpy")) == (("a",), ())
+    host, args = [np.zeros(3)], (np.ones(3),)
+    placing = SimpleNamespace(family="jax", to_device=lambda a: a + 0.0)
+    assert fresh_inputs(SimpleNamespace(family="numpy"), op, host, args) is None
+    assert [a.tolist() for a in fresh_inputs(placing, op, host, args)()] == [[0.0, 0.0, 0.0]]
+    bad = write_op(tmp_path / "bad", extra='mutates_inputs={"pytorch": ("a",), "jax": "a"},\n')
+    found = operations.load_file(bad)
+    said = [str(p) for p in declared_problems(found)]
+    assert any("mutates_inputs: 'pytorch' is no library family" in p for p in said), said
+    assert any("mutates_inputs: ['jax']'a' is a string" in p for p in said), said
 
 
 def test_check_gives_every_library_the_inputs_as_drawn(tmp_path):
@@ -337,6 +370,9 @@ def test_as_is_hands_the_kernel_over_untouched_and_compiles_the_rest():
         def compile(self, fn):
             return ("compiled", fn)
 
+        def as_is(self, kernel):  # as the base adapter's: the kernel itself
+            return kernel
+
     def kernel(a):
         return a
 
@@ -436,7 +472,7 @@ def test_an_own_generator_gets_its_seed_or_the_config_s_and_the_cell_records_it(
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="ownseed", impl="", template=OWN_SEED)
-    schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
+    schema = REPO / SCHEMA
     digests = {}
     for given, expected in ((None, 17), ("5", 5)):
         entry = {"module": str(path), "sizes": [100]}
@@ -457,6 +493,30 @@ def test_an_own_generator_gets_its_seed_or_the_config_s_and_the_cell_records_it(
         assert run_cell(spec, out, lock=str(tmp_path / "lock")).status == "ok"
         assert set(pq.read_table(out).column("seed").to_pylist()) == {expected}
     assert digests[17] != digests[5]
+
+
+def test_the_worker_refuses_inputs_drawn_with_another_seed(tmp_path):
+    """Snakemake remakes the inputs when the seed changes (a rule parameter); an inputs
+    file drawn with another seed than the cell's (copied in, or run by hand) is refused."""
+    from conftest import REPO
+
+    from numbench.config import cell_spec, grid, resolve
+    from numbench.measure import inputs
+    from numbench.measure.supervisor import run_cell
+
+    path = write_op(tmp_path, name="ownseed", impl="", template=OWN_SEED)
+    entry = {"module": str(path), "sizes": [100], "seed": 5}
+    cfg = resolve({"libraries": ["numpy"], "operations": {"ownseed": entry}}, REPO / SCHEMA)
+    spec = cell_spec(cfg, grid(cfg)[0])
+    npz = tmp_path / "in-17.npz"
+    inputs.write("ownseed", 100, 17, npz, operation_file=str(path))
+    spec = spec.replace(inputs=str(npz), timing=FAST, replicates={**_one_round()})
+    report = run_cell(spec, tmp_path / "cell.parquet", lock=str(tmp_path / "lock"))
+    assert report.status == "failed"
+    assert report.error == (
+        f"the inputs file {npz} was drawn with seed 17 but the cell asks for seed 5; "
+        "remake the inputs"
+    )
 
 
 def _one_round() -> dict:
@@ -662,13 +722,14 @@ def test_serial_and_parallel_numba_run_as_two_cells_each_recording_its_options(t
     from conftest import REPO
 
     from numbench.config import cell_spec, grid, resolve
+    from numbench.config.operations import operation_seed
     from numbench.measure.inputs import write
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
-    cfg = resolve(_variants_config(path), REPO / "workflow" / "schemas" / "config.schema.yaml")
+    cfg = resolve(_variants_config(path), REPO / SCHEMA)
     npz = tmp_path / "in.npz"
-    write("sine", 2000, 1, npz, operation_file=str(path))
+    write("sine", 2000, operation_seed(cfg, "sine"), npz, operation_file=str(path))
     recorded = {}
     for cell in grid(cfg):
         if cell.library == "numpy":

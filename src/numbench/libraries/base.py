@@ -81,6 +81,12 @@ class Adapter:
         no_options(self, options)
         return fn
 
+    def as_is(self, kernel: Callable) -> Callable:
+        """A kernel handed over as it is (``numbench.as_is``), called as it is: numbench
+        compiles nothing (the test-only slowdown, ``slowed``, stretches it as it stretches
+        what ``compile`` gives)."""
+        return kernel
+
     #: ``sync(result)`` waits until the result is really computed; None when calls are
     #: synchronous already (NumPy, Numba, PyTorch on the CPU), which keeps the timed loop bare.
     sync: Callable[[Any], Any] | None = None

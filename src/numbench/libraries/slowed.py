@@ -60,7 +60,8 @@ def stretched(fn: Callable, sync: Callable | None, factor: float) -> Callable:
 
 
 def slowed_if_asked(adapter):
-    """``adapter``, its compiled functions stretched when ``SLOWDOWN_ENV`` asks for it."""
+    """``adapter``, its compiled functions and the kernels handed to it as they are
+    (``numbench.as_is``) stretched when ``SLOWDOWN_ENV`` asks for it."""
     factor = slowdown_factor()
     if factor == 1.0:
         return adapter
@@ -69,5 +70,8 @@ def slowed_if_asked(adapter):
     def compile(fn: Callable, **options) -> Callable:
         return stretched(compile_(fn, **options), adapter.sync, factor)
 
-    adapter.compile = compile
+    def as_is(kernel: Callable) -> Callable:
+        return stretched(kernel, adapter.sync, factor)
+
+    adapter.compile, adapter.as_is = compile, as_is
     return adapter

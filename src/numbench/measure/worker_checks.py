@@ -60,14 +60,16 @@ def placed_copies(adapter, inputs: list, dtype: str) -> tuple:
 
 def fresh_inputs(adapter, op, inputs: list, args: tuple):
     """For an operation that declares inputs its implementations write into
-    (``Operation.mutates_inputs``): a function making one call's arguments, with a fresh
+    (``Operation.mutates_inputs``, for the adapter's family): a function making one call's
+    arguments, with a fresh
     device copy of each of those made from the untouched host arrays; else None. The
     timer makes them before each sample's calls, outside the timed region."""
-    if not op.mutates_inputs:
+    declared = op.mutated_by(adapter.family)
+    if not declared:
         return None
     import numpy as np
 
-    mutated = [name in op.mutates_inputs for name in op.input_names]
+    mutated = [name in declared for name in op.input_names]
 
     def fresh() -> tuple:
         return tuple(

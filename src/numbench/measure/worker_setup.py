@@ -96,14 +96,15 @@ def describe_library(spec: CellSpec, adapter, out: ProcessReport) -> None:
 def load_inputs(spec: CellSpec, op, out: ProcessReport):
     """(host inputs, float64 reference, the operation's parameters), or None with the
     report's error saying why: the inputs file cannot be read, or it was made with other
-    parameters or by other code of the operation than the cell's (remake it)."""
+    parameters, another seed or by other code of the operation than the cell's (remake
+    it)."""
     from numbench import operations
     from numbench.errors import CorruptFile
     from numbench.measure import inputs as inputs_file
 
     params = op.resolve_params(spec.params)
     try:
-        inputs, reference, inputs_params, inputs_code = inputs_file.load(
+        inputs, reference, inputs_params, inputs_code, inputs_seed = inputs_file.load(
             spec.inputs, op.input_names
         )
     except CorruptFile as exc:
@@ -120,6 +121,14 @@ def load_inputs(spec: CellSpec, op, out: ProcessReport):
             f"the inputs file was made by other code of {spec.operation} (hash "
             f"{inputs_code[:12] or 'not recorded'}, the cell's is {spec.operation_hash[:12]}); "
             "remake the inputs"
+        )
+        return None
+    if spec.seed is not None and inputs_seed != spec.seed:
+        # Snakemake remakes the file when the seed changes (a rule parameter); this is for a
+        # file copied in, or a spec run by hand against another run's inputs
+        out.error = (
+            f"the inputs file {spec.inputs} was drawn with seed {inputs_seed} but the cell "
+            f"asks for seed {spec.seed}; remake the inputs"
         )
         return None
     return inputs, reference, params

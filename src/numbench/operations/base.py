@@ -60,7 +60,9 @@ makes every later call time other data; the worker checks the inputs after the t
 and fails the cell naming the input. An operation whose implementations write into some
 inputs by design names them in ``mutates_inputs``: each call then gets fresh copies of
 those, made before each sample's calls and outside the timed region
-(``numbench.timing.Timer``'s ``fresh_args``).
+(``numbench.timing.Timer``'s ``fresh_args``); ``{family: names}`` declares them for some
+libraries alone (a fresh input per call has its own cost, which a library whose arrays are
+never written into need not pay).
 """
 
 from __future__ import annotations
@@ -121,8 +123,10 @@ class Operation:
     input_elements: Callable[..., int] | None = None
     output_elements: Callable[..., int] | None = None
     #: names of the inputs (of ``input_names``) the implementations write into by design:
-    #: each call gets fresh copies of them, made outside the timed region
-    mutates_inputs: tuple[str, ...] = ()
+    #: each call gets fresh copies of them, made outside the timed region. A tuple holds for
+    #: every library; ``{family: (names...)}`` for those families alone (``{"numpy":
+    #: ("t",)}``: JAX's arrays, say, are never written into, and reuse theirs)
+    mutates_inputs: tuple[str, ...] | dict[str, tuple[str, ...]] = ()
     #: the dtypes the operation makes sense in (``("float64",)`` for a kernel that only does):
     #: a grid's other dtypes give ``unsupported`` cells saying so, and need no tolerance
     dtypes: tuple[str, ...] = ("float32", "float64")
@@ -197,6 +201,12 @@ class Operation:
         if family in self.approximate:
             return self.approx_tolerance[dtype]
         return self.tolerance[dtype]
+
+    def mutated_by(self, family: str) -> tuple[str, ...]:
+        """The inputs ``family``'s implementation writes into by design (``mutates_inputs``)."""
+        if isinstance(self.mutates_inputs, dict):
+            return tuple(self.mutates_inputs.get(family, ()))
+        return tuple(self.mutates_inputs)
 
     def unsupported_reason(self, family: str, dtype: str | None = None) -> str | None:
         """Why a cell of ``family`` (and ``dtype``, where given) is ``unsupported``, or None."""

@@ -125,13 +125,23 @@ def declared_problems(found: Found, dtypes=DTYPES) -> list[Problem]:
     if not isinstance(op.params, dict) or not all(isinstance(k, str) for k in op.params):
         add("params", "is not a mapping of parameter name to default value")
     _kernel_fields(op, add)
-    if isinstance(op.mutates_inputs, str):
-        add("mutates_inputs", f"{op.mutates_inputs!r} is a string: give a tuple of input names")
-    else:
-        for name in op.mutates_inputs:
-            if name not in names:
-                add("mutates_inputs", f"{name!r} is not one of input_names {tuple(names)}")
+    _mutates_problems(op.mutates_inputs, names, known, add)
     return problems
+
+
+def _mutates_problems(mutates, names, known, add) -> None:
+    """``mutates_inputs``: input names, for every library or per library family."""
+    per_family = mutates if isinstance(mutates, dict) else {None: mutates}
+    for family, declared in per_family.items():
+        where = "" if family is None else f"[{family!r}]"
+        if family is not None and family not in known:
+            add("mutates_inputs", f"{family!r} is no library family; families: {', '.join(known)}")
+        if isinstance(declared, str):
+            add("mutates_inputs", f"{where}{declared!r} is a string: give a tuple of input names")
+            continue
+        for name in declared:
+            if name not in names:
+                add("mutates_inputs", f"{where}{name!r} is not one of input_names {tuple(names)}")
 
 
 def can_run(op) -> bool:
@@ -296,7 +306,7 @@ def implementation_problems(
     """Build the ``family`` implementation with ``adapter`` (already loaded), call it once on
     the inputs, and check what a cell checks: it runs, its output has the reference's count,
     shapes and the cell's dtype and lies within the tolerance, and it leaves its inputs as
-    they were (unless declared in ``mutates_inputs``)."""
+    they were (unless declared in ``mutates_inputs`` for it)."""
     op = found.operation
     builder = op.implementations[family]
     what = f"the {family} implementation"
@@ -313,7 +323,7 @@ def implementation_problems(
     args = tuple(adapter.to_device(a) for a in host)
     before = [array_digest(np.asarray(adapter.to_numpy(a))) for a in args]
     call_args = tuple(
-        adapter.to_device(np.array(a, copy=True)) if n in op.mutates_inputs else arg
+        adapter.to_device(np.array(a, copy=True)) if n in op.mutated_by(family) else arg
         for n, a, arg in zip(op.input_names, host, args, strict=True)
     )
     try:

@@ -70,7 +70,7 @@ def prepared(adapter, built: Any, options: dict[str, Any] | None = None):
                 f"compile options ({', '.join(sorted(options))}) apply to what numbench "
                 "compiles; a kernel handed over as it is (numbench.as_is) keeps its own"
             )
-        return built.kernel, True
+        return adapter.as_is(built.kernel), True
     return adapter.compile(built, **(options or {})), False
 
 
