@@ -139,6 +139,15 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if item.get_closest_marker("cuda_env") is None]
 
 
+#: the test being set up or run (pytest_runtest_setup): ``snakemake`` checks its marks
+_RUNNING: list = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _RUNNING[0] = item
+
+
 @pytest.fixture(autouse=True)
 def keep_cpu_affinity():
     """A test that measures a cell in this process (``worker.measure``) pins it to the cell's
@@ -159,7 +168,14 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None = None):
-    """Run Snakemake of this interpreter's environment in ``workdir``; return the process."""
+    """Run Snakemake of this interpreter's environment in ``workdir``; return the process.
+    Only for a test marked ``e2e`` or ``slurm`` (or using a workflow fixture): the unit tier
+    (``make test-fast``) runs no Snakemake, and a test that does fails here saying so."""
+    item = _RUNNING[0]
+    if item is not None and not (
+        item.get_closest_marker("e2e") or item.get_closest_marker("slurm")
+    ):
+        pytest.fail(f"{item.nodeid} runs Snakemake: mark it e2e (the unit tier runs none)")
     full_env = dict(os.environ)
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"
     # Cells of a test queue on their own lock, not on a concurrent real run's.
