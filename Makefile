@@ -33,9 +33,11 @@ report: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --report results/report.html $(SNAKEMAKE_CONFIG)
 
 # Tests run in TEST_WORKERS processes (pytest-xdist); a shared workflow run is still made once
-# (tests/conftest.py, made_once). TEST_WORKERS=0: one process.
+# (tests/conftest.py, made_once). TEST_WORKERS=0: one process. --maxschedchunk 1: each process
+# is handed the next test as it finishes one (in conftest's start_order), not a quarter of
+# the suite at once, which would give one process all the long tests put first.
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --maxschedchunk 1)
 
 # Every test, as CI runs it (.ci/run).
 test: $(STAMP)
