@@ -273,12 +273,13 @@ TINY_RUN_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
 TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil")
 
 #: The grid of the dimensions: NumPy and PyTorch, float32 beside float64 and 1 thread beside
-#: every CPU (test_dimensions_e2e; the roofs of each (dtype, threads) are measured too, and
-#: test_roofs_e2e reads them).
+#: every CPU, at one size (test_dimensions_e2e; the roofs of each (dtype, threads) are measured
+#: too, and test_roofs_e2e reads them). Its readers compare cells across dtype and threads,
+#: never across sizes (the size axis is the tiny run's and the unit tests').
 DIMS_RUN_CONFIG = """
 libraries: [numpy, torch]
 operations:
-  elementwise: {sizes: [1000, 20000]}
+  elementwise: {sizes: [1000]}
 dtype: [float64, float32]
 threads: [1, all]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
