@@ -132,7 +132,7 @@ SLOW_FIRST = (
     "tests/test_gpu_fallback.py::test_device_gpu_without_a_gpu_exits_0_and_says_so",
 )
 #: The shared runs whose first reader makes them (``made_once``) and the others wait for,
-#: longest first. With ``--maxschedchunk 1`` (the Makefile) each process is handed two tests
+#: longest first. With ``--maxschedchunk 1`` (``make test``) each process is handed two tests
 #: to start with, then one as it finishes one: the first process gets the tiny run and the
 #: offsite run, the second the dimensions run and the first of SLOW_FIRST.
 SHARED_RUNS = ("tiny_run", "remote", "dims_run")
