@@ -14,8 +14,11 @@ from conftest import REPO, snakemake
 
 EXAMPLE = REPO / "examples" / "eos" / "eos.py"
 LIBRARIES = {"numpy", "numba", "numba-parallel", "jax", "torch", "tensorflow"}
+#: the example's kernels, one process a cell; no roofs (they are no part of what this checks,
+#: and at 2 threads the session's cpu_roofs cannot stand in: test_roofs_e2e measures them)
 QUICK = """\
 libraries: [numpy, numba, numba-parallel, jax, torch, tensorflow]
+roofs: false
 variants:
   numba-parallel: {library: numba, options: {parallel: true}}
 operations:
