@@ -275,7 +275,7 @@ TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil"
 #: The grid of the dimensions: NumPy and PyTorch, float32 beside float64 and 1 thread beside
 #: every CPU, at one size (test_dimensions_e2e; the roofs of each (dtype, threads) are measured
 #: too, and test_roofs_e2e reads them). Its readers compare cells across dtype and threads,
-#: never across sizes (the size axis is the tiny run's and the unit tests').
+#: never across sizes (crossovers between sizes are unit-tested on constructed results).
 DIMS_RUN_CONFIG = """
 libraries: [numpy, torch]
 operations:
