@@ -36,10 +36,15 @@ report: $(STAMP)
 # (tests/conftest.py, made_once). TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
+# make test: each process is handed the next test as it finishes one, in conftest's
+# start_order (long end-to-end tests first), not a quarter of the suite at once, which would
+# give one process every long test. The unit tier keeps xdist's chunks, which keep a module's
+# tests, and its module-scoped fixtures, in one process.
+ONE_AT_A_TIME := $(if $(XDIST),--maxschedchunk 1)
 
 # Every test, as CI runs it (.ci/run).
 test: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) $(ONE_AT_A_TIME) $(PYTEST_ARGS)
 
 # The unit tier, for contributors between edits: no Snakemake run, no environment built, no
 # Slurm (the tests marked e2e or slurm are left out; `make test` runs them).

@@ -136,20 +136,85 @@ def roofs_once(config_file: Path) -> None:
 WORKFLOW_FIXTURES = frozenset({"tiny_run", "dims_run", "cpu_roofs", "remote"})
 
 
+#: The end-to-end tests that take longest apart from the shared runs (minutes each, most of it
+#: their own workflow run), started before the others: with the tests in two processes the
+#: suite lasts as long as the busier one, and a long test left to the end runs alone.
+SLOW_FIRST = (
+    "tests/test_environments_e2e.py::test_two_numpy_versions_side_by_side_and_a_slowed_twin",
+    "tests/test_slurm.py::",
+    "tests/test_gpu_fallback.py::test_device_gpu_without_a_gpu_exits_0_and_says_so",
+)
+#: The shared runs whose first reader makes them (``made_once``) and the others wait for,
+#: longest first. With ``--maxschedchunk 1`` (``make test``) each process is handed two tests
+#: to start with, then one as it finishes one: the first process gets the tiny run and the
+#: offsite run, the second the dimensions run and the first of SLOW_FIRST.
+SHARED_RUNS = ("tiny_run", "remote", "dims_run")
+
+
+def start_order(items) -> list:
+    """The order to run the tests in (pytest-xdist hands them out in this order): first one
+    reader of each shared run, which makes it; then the slowest tests of their own (SLOW_FIRST)
+    and the other end-to-end tests; then the unit tests; then the other readers of the
+    shared runs, which by then read a finished run instead of waiting idle in the second
+    process while the first makes it; and last the Slurm tests not in SLOW_FIRST, which would
+    wait idle for test_slurm's hold on the host. Otherwise in collection order."""
+    makers: dict[int, int] = {}
+    for n, name in enumerate(SHARED_RUNS):
+        first = next((i for i, it in enumerate(items) if name in _fixtures(it)), None)
+        if first is not None:
+            makers.setdefault(first, n)
+
+    def rank(index_item):
+        index, item = index_item
+        if index in makers:
+            return (0, makers[index])
+        if set(SHARED_RUNS) & _fixtures(item):
+            return (4, 0)
+        slow = [n for n, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)]
+        if slow:
+            return (1, slow[0])
+        if item.get_closest_marker("slurm"):
+            return (5, 0)  # the Slurm tests take turns on the host (test_slurm.HOST_LOCK)
+        if item.get_closest_marker("e2e"):
+            return (2, 0)
+        return (3, 0)
+
+    return [item for _, item in sorted(enumerate(items), key=rank)]
+
+
+def _fixtures(item) -> set[str]:
+    """The fixtures ``item`` uses (a parameter of the same name, as ``remote`` in
+    test_config_errors' parametrize, is not the fixture)."""
+    callspec = getattr(item, "callspec", None)
+    params = set(callspec.params) if callspec is not None else set()
+    return set(getattr(item, "fixturenames", ())) - params
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests that use a workflow run ``e2e`` (before ``-m`` selects). Leave the
-    ``cuda_env`` tests (pip resolves of the CUDA sets, minutes and GBs) out of a plain
-    ``pytest``; they run when ``-m`` names them (``make check-cuda-env``)."""
+    """Mark the tests that use a workflow run ``e2e`` (before ``-m`` selects), and put the
+    tests in ``start_order``. Leave the ``cuda_env`` tests (pip resolves of the CUDA sets,
+    minutes and GBs) out of a plain ``pytest``; they run when ``-m`` names them (``make
+    check-cuda-env``)."""
     for item in items:
-        if WORKFLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if WORKFLOW_FIXTURES & _fixtures(item):
             item.add_marker(pytest.mark.e2e)
+    items[:] = start_order(items)
     if "cuda_env" in (config.getoption("markexpr") or ""):
         return
     left_out = [item for item in items if item.get_closest_marker("cuda_env") is not None]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item.get_closest_marker("cuda_env") is None]
+
+
+#: the test being set up or run (pytest_runtest_setup): ``snakemake`` checks its marks
+_RUNNING: list = [None]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _RUNNING[0] = item
 
 
 @pytest.fixture(autouse=True)
@@ -172,7 +237,14 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None = None):
-    """Run Snakemake of this interpreter's environment in ``workdir``; return the process."""
+    """Run Snakemake of this interpreter's environment in ``workdir``; return the process.
+    Only for a test marked ``e2e`` or ``slurm`` (or using a workflow fixture): the unit tier
+    (``make test-fast``) runs no Snakemake, and a test that does fails here saying so."""
+    item = _RUNNING[0]
+    if item is not None and not (
+        item.get_closest_marker("e2e") or item.get_closest_marker("slurm")
+    ):
+        pytest.fail(f"{item.nodeid} runs Snakemake: mark it e2e (the unit tier runs none)")
     full_env = dict(os.environ)
     full_env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{full_env.get('PATH', '')}"
     # Cells of a test queue on their own lock, not on a concurrent real run's.
@@ -214,12 +286,13 @@ TINY_RUN_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
 TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil")
 
 #: The grid of the dimensions: NumPy and PyTorch, float32 beside float64 and 1 thread beside
-#: every CPU (test_dimensions_e2e; the roofs of each (dtype, threads) are measured too, and
-#: test_roofs_e2e reads them).
+#: every CPU, at one size (test_dimensions_e2e; the roofs of each (dtype, threads) are measured
+#: too, and test_roofs_e2e reads them). Its readers compare cells across dtype and threads,
+#: never across sizes (crossovers between sizes are unit-tested on constructed results).
 DIMS_RUN_CONFIG = """
 libraries: [numpy, torch]
 operations:
-  elementwise: {sizes: [1000, 20000]}
+  elementwise: {sizes: [1000]}
 dtype: [float64, float32]
 threads: [1, all]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}

@@ -247,6 +247,7 @@ def assert_config_error(proc, expected: list[str]) -> None:
         assert text in out, f"{text!r} not in:\n{out}"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "case_id,expected",
     [(c[0], c[2]) for c in CASES + CLI_CASES if c[0] in SNAKEMAKE_CASES or c in CLI_CASES],
@@ -281,6 +282,7 @@ def test_config_error_message(tmp_path: Path, text: str, expected: list[str]) ->
         assert part in str(err.value)
 
 
+@pytest.mark.e2e
 def test_no_job_runs_on_a_config_error(wf: Path) -> None:
     (wf / "bad-run.yaml").write_text("dtype: float16\n", encoding="utf-8")
     proc = snakemake(wf, "--cores", "1", "--configfile", "bad-run.yaml")
@@ -314,6 +316,7 @@ def test_fault_adapters_never_in_defaults() -> None:
     assert not set(faults) & set(shipped["libraries"])
 
 
+@pytest.mark.e2e
 def test_a_user_config_cannot_name_a_fault_adapter(tmp_path: Path) -> None:
     """Without the test-only switch the fault adapters are not registered at all: a config
     naming one is refused like any unknown library, by Snakemake, before any job runs."""
@@ -429,6 +432,7 @@ def test_snakemake_runs_cells_here(nodes, remote, expected):
     assert snakemake_runs_cells_here(workflow) is expected
 
 
+@pytest.mark.e2e
 def test_a_cluster_dry_run_takes_threads_beyond_this_host(wf: Path) -> None:
     """Through Snakemake: the slurm executor's dry run plans cells at more threads than this
     host has, and refuses ``threads: all``; a local dry run refuses the count."""

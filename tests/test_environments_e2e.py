@@ -38,7 +38,7 @@ def config(pins: str, slowdown: str = "2") -> str:
 libraries: [numpy, torch]
 operations:
   sort:
-    sizes: [1000, 100000]
+    sizes: [1000]
   matmul:
     sizes: [64]
 {FAST_TIMING}
@@ -69,24 +69,25 @@ def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path, cpu_ro
     assert ready["versions"]["numpy"].startswith("2.3.")
     versions = pd.read_parquet(workdir / "results" / "versions.parquet")
     old = versions[versions["environment"] == "numpy-old"]
-    assert set(old["library"]) == {"numpy"} and len(old) == 3
+    assert set(old["library"]) == {"numpy"} and len(old) == 2
     assert (old["status"] == "ok").all(), old[["operation", "size", "status", "error"]]
     assert (old["version"].str.startswith("2.3.")).all()
     assert (old["base_version"] != old["version"]).all()
     slow = versions[versions["environment"] == "slow"]
-    assert len(slow) == 6 and (slow["status"] == "ok").all()
-    # every call twice as long: most cells called slower, none faster, the typical ratio far
-    # past the margin (on a busy machine disturbed rounds widen a cell's interval past 1: two
-    # of six were 'same' with ratios 2.2 and 2.0 when the suite ran in two processes at load
-    # 8 on the 2-core VM; and the stretch's busy wait, preempted, reads above 2. The factor
-    # itself on the real machine: benchmarks/timing_checks.py)
+    assert len(slow) == 4 and (slow["status"] == "ok").all()
+    # every call twice as long: at least half the cells called slower, none faster, the typical
+    # ratio far past the margin (on a busy machine disturbed rounds widen a cell's interval past
+    # 1: two of six were 'same' with ratios 2.2 and 2.0 when the suite ran in two processes at
+    # load 8 on the 2-core VM; and the stretch's busy wait, preempted, reads above 2. A twin
+    # that is not slowed reads ratios near 1 and fails the median. The factor itself on the
+    # real machine: benchmarks/timing_checks.py)
     shown = slow[["library", "operation", "ratio", "ratio_ci_low", "change"]]
-    assert (slow["change"] == "slower").sum() >= 4, shown
+    assert (slow["change"] == "slower").sum() >= len(slow) / 2, shown
     assert not (slow["change"] == "faster").any(), shown
     assert slow["ratio"].median() > 1.5, slow["ratio"]
     # the environments' cells never reach the base tables
     bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
-    assert len(bench) == 6 and bench["library"].isin(["numpy", "torch"]).all()
+    assert len(bench) == 4 and bench["library"].isin(["numpy", "torch"]).all()
 
     summary = (workdir / "results" / "summary.md").read_text()
     assert "## Versions" in summary
@@ -101,7 +102,7 @@ def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path, cpu_ro
     # other pins make it again, and remeasure its cells alone
     (workdir / "env.yaml").write_text(config("numpy==2.3.5"))
     changed = planned_jobs(snakemake(workdir, "-n", "--configfile", "env.yaml"))
-    assert changed.get("environment") == 1 and changed.get("cell") == 3, changed
+    assert changed.get("environment") == 1 and changed.get("cell") == 2, changed
 
 
 @pytest.mark.e2e

@@ -217,17 +217,25 @@ def test_a_cell_that_waits_past_lock_timeout_s_fails_without_a_cell_file(tmp_pat
     assert not out.exists()
 
 
-def test_the_config_s_lock_timeout_reaches_each_timing_job_and_no_spec(tmp_path):
-    """``lock_timeout_s`` is passed to each timing job (a resource, not a param), and is no
-    part of a cell's spec: changing it remeasures nothing."""
-    from conftest import copy_workflow, snakemake
-
+def test_the_config_s_lock_timeout_is_no_part_of_a_spec_and_0_is_refused(tmp_path):
+    """``lock_timeout_s`` is no part of a cell's spec: changing it remeasures nothing."""
     from numbench.config import cell_spec, grid, load_file
 
     schema = REPO / "workflow" / "schemas" / "config.schema.yaml"
     cfg = load_file(REPO / "config" / "config.yaml", schema)
     assert cfg["lock_timeout_s"] == 14400
     assert all("lock_timeout" not in cell_spec(cfg, c).to_json() for c in grid(cfg))
+    (tmp_path / "mine.yaml").write_text("operations: {sort: {sizes: [10]}}\nlock_timeout_s: 0\n")
+    with pytest.raises(Exception, match="lock_timeout_s"):
+        load_file(tmp_path / "mine.yaml", schema)
+
+
+@pytest.mark.e2e
+def test_the_config_s_lock_timeout_reaches_each_timing_job(tmp_path):
+    """``lock_timeout_s`` is passed to each timing job (a resource, not a param), as is the
+    wait for quiet (numbench.measure.quiet): ``snakemake -n -p`` shows them."""
+    from conftest import copy_workflow, snakemake
+
     wd = copy_workflow(tmp_path / "wf")
     (wd / "mine.yaml").write_text(
         "operations: {sort: {sizes: [10]}}\nlock_timeout_s: 90\n"
@@ -237,8 +245,4 @@ def test_the_config_s_lock_timeout_reaches_each_timing_job_and_no_spec(tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     jobs = [line for line in proc.stdout.splitlines() if "run_cell.py" in line]
     assert jobs and all("--lock-timeout-s 90 " in line for line in jobs)
-    # the wait for quiet reaches them the same way (numbench.measure.quiet)
     assert all("--quiet-wait-s 30 --quiet-below 0.05 " in line for line in jobs)
-    (wd / "mine.yaml").write_text("operations: {sort: {sizes: [10]}}\nlock_timeout_s: 0\n")
-    with pytest.raises(Exception, match="lock_timeout_s"):
-        load_file(wd / "mine.yaml", schema)

@@ -14,8 +14,11 @@ from conftest import REPO, snakemake
 
 EXAMPLE = REPO / "examples" / "eos" / "eos.py"
 LIBRARIES = {"numpy", "numba", "numba-parallel", "jax", "torch", "tensorflow"}
+#: the example's kernels, one process a cell; no roofs (they are no part of what this checks,
+#: and at 2 threads the session's cpu_roofs cannot stand in: test_roofs_e2e measures them)
 QUICK = """\
 libraries: [numpy, numba, numba-parallel, jax, torch, tensorflow]
+roofs: false
 variants:
   numba-parallel: {library: numba, options: {parallel: true}}
 operations:
@@ -26,7 +29,10 @@ replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
 """
 
 
+@pytest.mark.e2e
 def test_numbench_check_passes_on_the_example():
+    """The command end to end: a process that imports every library (the unit tests call
+    numbench.check in this one)."""
     proc = subprocess.run(
         [sys.executable, "-m", "numbench", "check", str(EXAMPLE), "--size", "1000"],
         capture_output=True,
@@ -38,6 +44,7 @@ def test_numbench_check_passes_on_the_example():
         assert f"  {library}: ok" in proc.stdout
 
 
+@pytest.mark.e2e
 def test_the_example_s_config_plans_every_library_and_the_variant(workdir: Path):
     proc = snakemake(workdir, "-n", "--cores", "2", "--configfile", "examples/eos.yaml")
     assert proc.returncode == 0, proc.stderr[-4000:]

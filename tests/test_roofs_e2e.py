@@ -19,7 +19,7 @@ DIMS = {(dtype, threads) for dtype in ("float64", "float32") for threads in (1, 
 
 @pytest.fixture(scope="module")
 def finished(dims_run):
-    """dims_run: NumPy and PyTorch, elementwise at 1e3 and 2e4, float64 and float32, 1 thread
+    """dims_run: NumPy and PyTorch, elementwise at 1e3, float64 and float32, 1 thread
     and every CPU (it skips itself below 2 CPUs)."""
     return dims_run
 
@@ -58,7 +58,7 @@ def test_no_cell_ran_while_the_roofs_were_measured(finished):
 def test_every_ok_cell_is_placed_on_its_roofline(finished):
     bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
     ok = bench[bench["status"] == "ok"]
-    assert len(ok) == len(bench) == 16, not_ok_cells(finished, bench)
+    assert len(ok) == len(bench) == 8, not_ok_cells(finished, bench)
     assert ok["arithmetic_intensity"].to_numpy() == pytest.approx(
         (ok["flops"] / ok["bytes"]).to_numpy()
     )

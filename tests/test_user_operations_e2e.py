@@ -55,6 +55,7 @@ def planned(proc) -> dict[str, list[str]]:
     }
 
 
+@pytest.mark.e2e
 def test_the_example_s_config_plans_every_library_s_cells(workdir: Path):
     """examples/stencil.yaml as shipped: its config is valid and plans the stencil's cells
     for every library (measured end to end in the shared run, below)."""
@@ -147,6 +148,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", sorted(BROKEN))
 def test_a_broken_operation_stops_snakemake_before_any_job_without_a_traceback(
     workdir: Path, tmp_path, case
