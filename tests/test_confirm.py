@@ -234,6 +234,63 @@ def test_rounds_added_one_at_a_time_settle_a_cell_in_doubt(root, wrapper):
     assert len(base.starts) == got.rounds
 
 
+def simulated_rounds(true_ratio: float, round_sd: float, seed: int):
+    """A ``run_pair`` whose rounds' ratios are ``true_ratio`` times log-normal noise of
+    ``round_sd`` between rounds (a slow spell of one side), with 1% noise within each."""
+    rng = np.random.default_rng(seed)
+
+    def run_pair(specs, _seed):
+        spell = float(np.exp(rng.normal(0.0, round_sd)))
+        out = []
+        for spec in specs:
+            base = 1e-3 * (true_ratio * spell if spec.environment.python.endswith("wrapper") else 1)
+            samples = list(base * np.exp(rng.normal(0.0, 0.01, 5)))
+            out.append(
+                (0.0, ProcessReport(status="ok", samples_s=samples, library_version=np.__version__))
+            )
+        return out
+
+    return run_pair
+
+
+@pytest.mark.parametrize("true_ratio, most, least", [(1.1, 0.05, 0.0), (1.0, 1.0, 0.9)])
+def test_clearing_holds_its_false_clear_rate_over_the_looks_and_clears_unchanged_cells(
+    root, wrapper, true_ratio, most, least
+):
+    """A cell truly at the margin is cleared in at most 5% of tries however many rounds are
+    added (each round another look); an unchanged cell is cleared in at least 90%."""
+    cfg = config()
+    old, new = side_rows(cfg, 1e-3, sys.executable, 1), side_rows(cfg, 1.5e-3, wrapper, 2)
+    tries, cleared = 300, 0
+    for seed in range(tries):
+        (got,) = confirm(
+            [KEY],
+            old,
+            new,
+            cfg,
+            root,
+            1.1,
+            rounds=5,
+            max_rounds=15,
+            run_pair=simulated_rounds(true_ratio, 0.05, seed),
+        )
+        cleared += got.outcome == CLEARED
+    assert least * tries <= cleared <= most * tries
+
+
+def test_a_worker_that_cannot_start_leaves_the_cell_unconfirmed_not_a_traceback(root, wrapper):
+    from numbench.errors import MachineryFault
+
+    cfg = config()
+    old, new = side_rows(cfg, 1e-3, sys.executable, 1), side_rows(cfg, 1.5e-3, wrapper, 2)
+
+    def run_pair(specs, seed):
+        raise MachineryFault("the worker cannot start: exec format error")
+
+    (got,) = run_confirm(root, old, new, run_pair)
+    assert got.outcome == UNCONFIRMED and "cannot start" in got.reason
+
+
 def test_flagged_takes_the_slower_cells_of_either_gate_table():
     table = pd.DataFrame(
         [

@@ -94,7 +94,7 @@ def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple
     outcomes = []
     if keys:
         try:
-            cfg = load_config(args.directory, args.configfile, args.config)
+            cfg = load_config(args.directory, args.configfile, args.config, cells_run_here=True)
         except OffsiteError as exc:
             raise CompareError(f"--confirm: {exc}") from None
         outcomes = confirm(

@@ -31,11 +31,16 @@ from numbench.offsite.common import (
 
 # -- step 1: plan (here) -------------------------------------------------------------------------
 def load_config(
-    root: str | os.PathLike, configfiles: Iterable[str] = (), config_args: Iterable[str] = ()
+    root: str | os.PathLike,
+    configfiles: Iterable[str] = (),
+    config_args: Iterable[str] = (),
+    cells_run_here: bool = False,
 ) -> dict:
     """The config the workflow in ``root`` would run with these ``--configfile``/``--config``
     arguments: Snakemake's own merge (``config/config.yaml``, updated by each config file in
-    turn, then by ``--config``), then ``numbench.config.resolve`` as ``common.smk`` calls it."""
+    turn, then by ``--config``), then ``numbench.config.resolve`` as ``common.smk`` calls it.
+    ``cells_run_here``: the cells run on this host (``compare --confirm``), so its CPUs and
+    memory are checked against them; an offsite plan's run on another host."""
     from snakemake.cli import parse_config
     from snakemake.common.configfile import load_configfile
     from snakemake.exceptions import WorkflowError
@@ -55,8 +60,8 @@ def load_config(
         raise OffsiteError(f"cannot read the config: {exc}") from None
     update_config(config, overwrite)
     try:
-        # The cells run on another host: its CPUs and memory are not this host's.
-        return resolve(config, root / SCHEMA, configfiles, cells_run_here=False)
+        # An offsite plan's cells run on another host: its CPUs and memory are not this host's.
+        return resolve(config, root / SCHEMA, configfiles, cells_run_here=cells_run_here)
     except ConfigError as exc:
         raise OffsiteError(f"config error: {exc}") from None
 

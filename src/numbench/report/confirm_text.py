@@ -24,10 +24,10 @@ def confirm_text(outcomes: list[dict], rounds: int, margin: float) -> str:
     failing = sum(o["outcome"] != "cleared" for o in outcomes)
     lines += [
         f"{len(outcomes)} cell(s) flagged slower were measured again here, OLD's interpreter "
-        f"against NEW's in {rounds} lockstep rounds each, more while in doubt. A cell is confirmed slower where the "
-        f"paired ratio's 95% interval lies wholly above 1 and the ratio past {margin:g}, "
-        f"cleared where the interval lies wholly below {margin:g}, and in doubt otherwise. "
-        f"{failing} still fail the gate.",
+        f"against NEW's in {rounds} lockstep rounds each, more while in doubt. A cell is "
+        f"confirmed slower where the paired ratio's 95% interval lies wholly above 1 and the "
+        f"ratio past {margin:g}, cleared where its upper bound (5% split over the looks at "
+        f"it) lies below {margin:g}, and in doubt otherwise. {failing} still fail the gate.",
         "",
     ]
     rows = []
