@@ -7,10 +7,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, make_spec
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
+import jax_long_process  # noqa: E402
 import reproducibility  # noqa: E402
 
 
@@ -40,3 +41,37 @@ def test_reproducibility_refuses_run_options_beside_results(capsys):
     assert "--disturb-b acts on the two runs this script makes; --results runs none" in err
     err = refused(reproducibility.arguments, ["--keep", "k", "--results", "a", "b"], capsys)
     assert "--keep acts on the two runs" in err
+
+
+# -- jax_long_process.py -------------------------------------------------------------------------
+def test_jax_long_process_needs_two_rounds_and_name_value_variables(capsys):
+    args = jax_long_process.arguments(["--rounds", "2", "--env", "A=1", "--env", "B=x=y"])
+    assert args.rounds == 2 and dict(args.env) == {"A": "1", "B": "x=y"}
+    assert jax_long_process.arguments(["--env", "EMPTY="]).env == [("EMPTY", "")]
+    # the first round is a warm-up the figures leave out: one round would leave none
+    for rounds in ("1", "0", "two"):
+        err = refused(jax_long_process.arguments, ["--rounds", rounds], capsys)
+        assert f"{rounds!r}: a whole number >= 2" in err
+    for env in ("FOO", "=1"):
+        err = refused(jax_long_process.arguments, ["--env", env], capsys)
+        assert f"{env!r}: NAME=VALUE" in err
+    assert "a whole number >= 1" in refused(jax_long_process.arguments, ["--calls", "0"], capsys)
+
+
+def test_jax_long_process_stops_with_the_worker_s_reason_when_the_cell_cannot_run(
+    tmp_path, monkeypatch
+):
+    """An inputs file drawn with another seed: the long process says so, as a worker would,
+    instead of failing to unpack what the worker's step returned."""
+    from numbench import libraries
+    from numbench.measure import inputs
+
+    monkeypatch.setattr(libraries, "pin_cpus", lambda threads: None)  # leave pytest unpinned
+    path = tmp_path / "sort-100.npz"
+    inputs.write("sort", 100, 3, path)
+    timing = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 3, "budget_s": 0.01}
+    spec = make_spec("numpy", "cpu", "sort", 100, path, timing).replace(seed=4)
+    with pytest.raises(SystemExit) as stop:
+        jax_long_process.long_lived(spec.to_json(), 2, 3)
+    assert "the cell cannot run in the long process (failed)" in str(stop.value.code)
+    assert "drawn with seed 3 but the cell asks for seed 4" in str(stop.value.code)
