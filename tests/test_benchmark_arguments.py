@@ -4,8 +4,11 @@ message naming the problem, never a traceback halfway through a run."""
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 
+import pandas as pd
 import pytest
 from conftest import REPO, make_spec
 
@@ -13,6 +16,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import jax_long_process  # noqa: E402
 import reproducibility  # noqa: E402
+import triad_check  # noqa: E402
 
 
 def refused(parse, argv: list[str], capsys) -> str:
@@ -75,3 +79,38 @@ def test_jax_long_process_stops_with_the_worker_s_reason_when_the_cell_cannot_ru
         jax_long_process.long_lived(spec.to_json(), 2, 3)
     assert "the cell cannot run in the long process (failed)" in str(stop.value.code)
     assert "drawn with seed 3 but the cell asks for seed 4" in str(stop.value.code)
+
+
+# -- triad_check.py ------------------------------------------------------------------------------
+def dram_row(l3: float | None, l2: float | None, candidates=None) -> pd.Series:
+    return pd.Series({"l3_bytes": l3, "l2_bytes": l2, "candidates": candidates})
+
+
+def test_triad_check_sizes_its_arrays_from_the_cache_or_the_option():
+    size, words = triad_check.array_size(dram_row(32 * 2**20, 2**20), None, "r.parquet")
+    assert size == 4 * 32 * 2**20 and words == "4x the roofs' last-level cache of 32 MiB"
+    size, words = triad_check.array_size(dram_row(math.nan, 2**20), None, "r.parquet")
+    assert size == 4 * 2**20 and "of 1 MiB" in words
+    # --array-mib: its own size, and no words about the cache it did not come from
+    assert triad_check.array_size(dram_row(32 * 2**20, 2**20), 8.0, "r.parquet") == (8 * 2**20, None)
+    assert triad_check.array_size(dram_row(None, math.nan), 8.0, "r.parquet")[0] == 8 * 2**20
+
+
+def test_triad_check_stops_naming_the_roofs_file_with_no_cache_size():
+    with pytest.raises(SystemExit) as stop:
+        triad_check.array_size(dram_row(math.nan, None), None, "results/roofs.parquet")
+    said = str(stop.value.code)
+    assert said.startswith("results/roofs.parquet records no last-level cache")
+    assert "--array-mib" in said
+
+
+def test_triad_check_reads_missing_candidates_as_none():
+    for empty in (None, math.nan, ""):
+        assert triad_check.candidates_of(dram_row(1.0, 1.0, empty)) == {}
+        assert triad_check.roof_triad(dram_row(1.0, 1.0, empty)) is None
+    row = dram_row(1.0, 1.0, '{"numpy triad": 12.5, "numba triad": 14.0, "copy": 20.0}')
+    assert triad_check.roof_triad(row) == 14.0
+    for bad in ("0", "-1", "nan", "inf", "lots"):
+        with pytest.raises(argparse.ArgumentTypeError, match="MiB per array, a number above 0"):
+            triad_check.positive_mib(bad)
+    assert triad_check.positive_mib("0.5") == 0.5
