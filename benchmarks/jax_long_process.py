@@ -218,9 +218,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     # the first round is a warm-up the figures leave out: at least one more to report
     parser.add_argument("--rounds", type=at_least(2), default=6, help="at least 2")
     parser.add_argument("--calls", type=at_least(1), default=200)
-    parser.add_argument(
-        "--env", action="append", type=name_value, default=[], metavar="NAME=VALUE"
-    )
+    parser.add_argument("--env", action="append", type=name_value, default=[], metavar="NAME=VALUE")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--json", help="write every figure to this file")
     parser.add_argument(

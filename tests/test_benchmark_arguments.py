@@ -33,7 +33,8 @@ def test_reproducibility_reads_disturb_b_as_two_whole_numbers(capsys):
     assert reproducibility.arguments(["--disturb-b", "0,0"]).disturb_b == (0, 0)
     assert reproducibility.arguments([]).disturb_b is None
     for bad in ("1", "a,b", "1,2,3", "-1,1", "1.5,1", ""):
-        err = refused(reproducibility.arguments, ["--disturb-b", bad], capsys)
+        # "--disturb-b=-1,1": a separate "-1,1" would read as an option
+        err = refused(reproducibility.arguments, [f"--disturb-b={bad}"], capsys)
         assert f"{bad!r}: CPU,MEMORY: two whole numbers >= 0" in err
 
 
@@ -92,7 +93,10 @@ def test_triad_check_sizes_its_arrays_from_the_cache_or_the_option():
     size, words = triad_check.array_size(dram_row(math.nan, 2**20), None, "r.parquet")
     assert size == 4 * 2**20 and "of 1 MiB" in words
     # --array-mib: its own size, and no words about the cache it did not come from
-    assert triad_check.array_size(dram_row(32 * 2**20, 2**20), 8.0, "r.parquet") == (8 * 2**20, None)
+    assert triad_check.array_size(dram_row(32 * 2**20, 2**20), 8.0, "r.parquet") == (
+        8 * 2**20,
+        None,
+    )
     assert triad_check.array_size(dram_row(None, math.nan), 8.0, "r.parquet")[0] == 8 * 2**20
 
 
