@@ -65,10 +65,16 @@ def long_lived(spec_json: str, rounds: int, calls: int) -> dict:
     spec = CellSpec.from_json(spec_json)
     pin_cpus(spec.threads)
     adapter, out = worker_setup.import_library(spec)
-    op = worker_setup.load_operation(spec, adapter, out)
-    inputs, _, params = worker_setup.load_inputs(spec, op, out)
-    fn = worker_setup.kernel(spec, adapter, op, params, out)
-    args = placed_copies(adapter, inputs, spec.dtype)
+    op = loaded = fn = None
+    if out.status != "unavailable":
+        op = worker_setup.load_operation(spec, adapter, out)
+    if op is not None:
+        loaded = worker_setup.load_inputs(spec, op, out)
+    if loaded is not None:
+        fn = worker_setup.kernel(spec, adapter, op, loaded[2], out)
+    if fn is None:  # a step that could not go on said why, as a worker would report it
+        raise SystemExit(f"the cell cannot run in the long process ({out.status}): {out.error}")
+    args = placed_copies(adapter, loaded[0], spec.dtype)
     wait, clock = adapter.sync, time.perf_counter
     measured = [_worker_measure(spec)]  # numbench's own timer, first thing, as in a worker
     first = []
@@ -180,17 +186,39 @@ def _long_line(run: dict) -> str:
     )
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--long":
-        print(json.dumps(long_lived(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
-        return
+def at_least(least: int):
+    """An argparse type: a whole number >= ``least``."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= {least}")
+        return value
+
+    return whole
+
+
+def name_value(text: str) -> tuple[str, str]:
+    """``--env``'s NAME=VALUE: (NAME, VALUE), the name not empty."""
+    name, equals, value = text.partition("=")
+    if not equals or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: NAME=VALUE, a variable's name and its value")
+    return name, value
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The script's options (see the module's docstring); ``argv``: the command line's."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", type=int, default=1048576)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--size", type=at_least(1), default=1048576)
+    parser.add_argument("--threads", type=at_least(1), default=1)
+    parser.add_argument("--processes", type=at_least(1), default=4)
+    # the first round is a warm-up the figures leave out: at least one more to report
+    parser.add_argument("--rounds", type=at_least(2), default=6, help="at least 2")
+    parser.add_argument("--calls", type=at_least(1), default=200)
+    parser.add_argument("--env", action="append", type=name_value, default=[], metavar="NAME=VALUE")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--json", help="write every figure to this file")
     parser.add_argument(
@@ -200,8 +228,15 @@ def main() -> None:
         metavar="FILE",
         help="the example's JAX kernel (examples/eos/eos.py, or a copy of it), not poly",
     )
-    args = parser.parse_args()
-    extra = dict(item.split("=", 1) for item in args.env)
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--long":
+        print(json.dumps(long_lived(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
+        return
+    args = arguments()
+    extra = dict(args.env)
     lines, figures = compare(args, extra)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))

@@ -24,6 +24,10 @@ counted apart: they are the ones a disturbed run claims.
 
     .venv/bin/python benchmarks/reproducibility.py [--markdown] [--configfile FILE] [--keep DIR]
         [--disturb-b CPU,MEMORY]
+    .venv/bin/python benchmarks/reproducibility.py --results A B [--markdown] [--configfile FILE]
+
+``--results`` compares two results folders made already and runs nothing, so ``--disturb-b``
+and ``--keep`` are refused beside it.
 """
 
 from __future__ import annotations
@@ -201,8 +205,19 @@ def pct(k: int, n: int) -> str:
     return f"{k} of {n} ({100 * k / n:.0f}%)" if n else "0 of 0"
 
 
-def arguments() -> argparse.Namespace:
-    """The script's options (see the module's docstring)."""
+def disturb_counts(text: str) -> tuple[int, int]:
+    """``--disturb-b``'s CPU,MEMORY: how many CPU-bound and memory-bound processes."""
+    try:
+        cpu, memory = (int(part) for part in text.split(","))
+    except ValueError:
+        cpu = memory = -1
+    if cpu < 0 or memory < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: CPU,MEMORY: two whole numbers >= 0")
+    return cpu, memory
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The script's options (see the module's docstring); ``argv``: the command line's."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--configfile", help="a smaller grid (default: config/config.yaml)")
     parser.add_argument(
@@ -213,6 +228,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--keep", help="keep both runs' results/ under this folder (a/, b/)")
     parser.add_argument(
         "--disturb-b",
+        type=disturb_counts,
         metavar="CPU,MEMORY",
         help="run B beside this many CPU-bound and memory-bound processes "
         "(benchmarks/disturb.py), A as the machine is",
@@ -224,7 +240,15 @@ def arguments() -> argparse.Namespace:
         help="compare two results folders made already (say, before and after a change) "
         "instead of running the grid twice; their wall times are not known here",
     )
-    return parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.results:
+        # both act on runs made here, and --results makes none
+        for given, option in ((args.disturb_b, "--disturb-b"), (args.keep, "--keep")):
+            if given is not None:
+                parser.error(
+                    f"{option} acts on the two runs this script makes; --results runs none"
+                )
+    return args
 
 
 def margin_of(configfile: str | None) -> float:
@@ -391,10 +415,7 @@ def main() -> None:
         runs = read_runs(res_a, res_b, (None, None), margin)
         runs["source"] = f"Two results folders made already, A ({res_a}) and B ({res_b})"
     else:
-        disturb = None
-        if args.disturb_b:
-            cpu, memory = (int(n) for n in args.disturb_b.split(","))
-            disturb = (cpu, memory)
+        disturb = args.disturb_b
         runs = run_twice(extra, args.keep, margin, disturb)
         if disturb:
             runs["source"] = (

@@ -37,11 +37,24 @@ from _report import machine
 ARRAY_FACTOR = 4
 
 
+def positive_mib(text: str) -> float:
+    """``--array-mib``: a number of MiB above 0."""
+    try:
+        mib = float(text)
+    except ValueError:
+        mib = math.nan
+    if not mib > 0 or math.isinf(mib):
+        raise argparse.ArgumentTypeError(f"{text!r}: MiB per array, a number above 0")
+    return mib
+
+
 def arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("roofs", help="a results roofs.parquet")
     parser.add_argument("--dtype", default="float64")
-    parser.add_argument("--array-mib", type=float, help="MiB per array (default: 4 x its L3)")
+    parser.add_argument(
+        "--array-mib", type=positive_mib, help="MiB per array (default: 4 x its L3)"
+    )
     parser.add_argument("--trials", type=int, default=10)
     return parser.parse_args()
 
@@ -62,9 +75,40 @@ def dram_rows(path: str, dtype: str):
     return {int(t): g.loc[g["value"].idxmax()] for t, g in ok.groupby("threads")}
 
 
+def missing(value) -> bool:
+    """A roofs file's empty entry: None, NaN or pandas' NA."""
+    import pandas as pd
+
+    return value is None or bool(pd.isna(value))
+
+
+def candidates_of(roof) -> dict:
+    """The roof's candidates (every way it measured); {} where it has none (None, NaN, "")."""
+    value = roof["candidates"]
+    return {} if missing(value) or not value else json.loads(value)
+
+
+def array_size(first, array_mib: float | None, path: str) -> tuple[float, str | None]:
+    """Bytes per array: ``--array-mib``'s where given, else ``ARRAY_FACTOR`` times the last-level
+    cache the roofs file recorded (``first``: one of its DRAM rows). With it, the words that
+    say where the default came from; None for ``--array-mib``'s size."""
+    if array_mib is not None:
+        return array_mib * 2**20, None
+    llc = first.get("l3_bytes")
+    if missing(llc):
+        llc = first.get("l2_bytes")
+    if missing(llc):
+        raise SystemExit(
+            f"{path} records no last-level cache (l3_bytes or l2_bytes) for its DRAM roof: "
+            "give the arrays' size with --array-mib"
+        )
+    words = f"{ARRAY_FACTOR}x the roofs' last-level cache of {float(llc) / 2**20:.0f} MiB"
+    return ARRAY_FACTOR * float(llc), words
+
+
 def roof_triad(roof) -> float | None:
     """The fastest triad among the roof's candidates (the roof itself may be a copy's)."""
-    candidates = json.loads(roof["candidates"] or "{}")
+    candidates = candidates_of(roof)
     triads = [v for k, v in candidates.items() if k.endswith(" triad") and isinstance(v, float)]
     return max(triads) if triads else None
 
@@ -112,14 +156,13 @@ def main() -> None:
     rows = dram_rows(args.roofs, args.dtype)
     first = next(iter(rows.values()))
     itemsize = np.dtype(args.dtype).itemsize
-    llc = first["l3_bytes"] if first["l3_bytes"] == first["l3_bytes"] else first["l2_bytes"]
-    array_bytes = args.array_mib * 2**20 if args.array_mib else ARRAY_FACTOR * float(llc)
+    array_bytes, sized_by = array_size(first, args.array_mib, args.roofs)
     n = int(array_bytes // itemsize)
     counted = 3 * n * itemsize  # STREAM's bytes of one triad pass
     print(f"machine: {machine()}")
+    sized = f" ({sized_by})" if sized_by else ""
     print(
-        f"triad a = b + s*c, {args.dtype}, 3 arrays of {n * itemsize / 2**20:.0f} MiB "
-        f"({ARRAY_FACTOR}x the roofs' last-level cache of {float(llc) / 2**20:.0f} MiB), "
+        f"triad a = b + s*c, {args.dtype}, 3 arrays of {n * itemsize / 2**20:.0f} MiB{sized}, "
         f"STREAM bytes {counted / 1e9:.2f} GB a pass, best of {args.trials}"
     )
     a = np.empty(n, dtype=args.dtype)
@@ -156,7 +199,7 @@ def main() -> None:
         own = f"{triad:.1f} | {triad / gb_per_s:.2f}" if triad else "none | "
         print(f"| {name} | {threads} | {gb_per_s:.1f} | {said} | {ratio:.2f} | {own} |")
     for threads, roof in rows.items():
-        candidates = json.loads(roof["candidates"] or "{}")
+        candidates = candidates_of(roof)
         shown = ", ".join(
             f"{k} {v:.1f}" if isinstance(v, float) else f"{k}: {v}" for k, v in candidates.items()
         )

@@ -137,6 +137,23 @@ def test_an_unreadable_spread_round_fails_the_job_names_the_file_and_removes_it(
     assert not out.exists() and not bad.exists()
 
 
+def test_a_round_file_with_a_bad_activity_entry_fails_the_job_before_it_measures(tmp_path):
+    """A round's activity figures are combined after the lock is released: a bad one is
+    refused as the round files are read, as a fault of numbench's machinery naming the file,
+    never a traceback that loses the cell's measurement."""
+    from numbench.measure.replicates import write_round
+
+    spec = _spec(tmp_path, "numpy")
+    spec = spec.replace(replicates={**spec.replicates.__dict__, "spread": 1})
+    bad = tmp_path / "r0.json"
+    write_round(bad, spec, [], wall_s=1.0, activity={"other_cpu_share": "n/a"})
+    out = tmp_path / "cell.parquet"
+    with pytest.raises(MachineryFault) as err:
+        run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[bad])
+    assert str(bad) in str(err.value) and "activity's other_cpu_share is 'n/a'" in str(err.value)
+    assert not out.exists() and not bad.exists()
+
+
 def test_unsupported_cell_says_why(tmp_path):
     out = tmp_path / "fft.parquet"
     meta = run_cell(_spec(tmp_path, "numba", "fft", 1024), out, lock=str(tmp_path / "lock"))

@@ -368,7 +368,7 @@ def test_no_gpu_notice_groups_skipped_cells_by_library_and_reason():
     notice = no_gpu_notice(df)
     assert notice.startswith("**No GPU was found on this host (node1).**")
     assert "All 4 GPU cells" in notice
-    assert "The 1 CPU cells" in notice
+    assert "The 1 CPU cell ran as usual." in notice
     assert (
         "- **torch**: 3 cells, matmul (64, 128), sort (10): "
         "no CUDA device visible to torch: CPU-only build"
@@ -377,6 +377,26 @@ def test_no_gpu_notice_groups_skipped_cells_by_library_and_reason():
     assert "(device=gpu asked for" not in notice
     assert "envs/requirements-cuda.txt" in notice
     assert gpu_gaps_notice(df) is None
+
+
+def test_no_gpu_notice_counts_one_cell_in_the_singular():
+    """'The 1 CPU cell ran', 'The 1 GPU cell ... was skipped'; several in the plural."""
+    from numbench.contract.facts import GpuNotice, SkippedGpuCells
+
+    def notice(gpu_cells: int, cpu_cells: int, baseline: str | None) -> str:
+        skipped = (SkippedGpuCells("torch", "no CUDA", gpu_cells, (("fft", (10,)),)),)
+        made = GpuNotice(True, gpu_cells, skipped, gpu_cells, ("node1",), cpu_cells, baseline)
+        return gpu_text.no_gpu_notice(made)
+
+    one = notice(1, 1, "numpy")
+    assert "The 1 GPU cell asked for (`device=gpu`) was skipped" in one
+    assert "The 1 CPU cell (the NumPy baseline) ran as usual." in one
+    assert "cells" not in one.split("Skipped, by library")[0]
+    several = notice(2, 3, "numpy")
+    assert "All 2 GPU cells asked for (`device=gpu`) were skipped" in several
+    assert "The 3 CPU cells (the NumPy baseline included) ran as usual." in several
+    assert "The 2 CPU cells ran as usual." in notice(2, 2, None)
+    assert "CPU cell" not in notice(2, 0, None)
 
 
 def test_no_gpu_notice_is_silent_when_no_gpu_was_asked_or_one_ran():

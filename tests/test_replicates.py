@@ -417,6 +417,34 @@ def test_a_round_file_of_another_cell_or_a_corrupt_one_is_refused(tmp_path):
         read_rounds([tmp_path / "missing.json"], spec)
 
 
+@pytest.mark.parametrize(
+    ("extras", "why"),
+    [
+        ({"activity": {"other_cpu_share": "busy"}}, "activity's other_cpu_share is 'busy'"),
+        ({"activity": {"load_avg_1m": [1.0]}}, "activity's load_avg_1m is [1.0]"),
+        ({"activity": {"steal_share": float("nan")}}, "activity's steal_share is nan"),
+        ({"activity": {"watched_s": -1.0}}, "activity's watched_s is -1.0"),
+        ({"activity": "quiet"}, "the activity entry is 'quiet'"),
+        ({"quiet_wait_s": "2 s"}, "its quiet_wait_s is '2 s'"),
+    ],
+)
+def test_a_round_file_with_a_bad_activity_or_wait_is_refused_when_read(tmp_path, extras, why):
+    """The cell's job reads the rounds' activity and waits after the lock; a bad value is
+    refused here, before it, as an unusable round file naming itself."""
+    import json
+
+    spec = spec_with(spread=1)
+    worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
+    path = tmp_path / "r0.json"
+    good = {"other_cpu_share": 0.1, "steal_share": 0.0, "load_avg_1m": 1.0, "watched_s": 2.0}
+    write_round(path, spec, spread_round(spec, worker), 1.0, 0.5, good)
+    assert len(read_rounds([path], spec)[0]) == 2
+    path.write_text(json.dumps({**json.loads(path.read_text()), **extras}))
+    with pytest.raises(RoundFileError, match="r0.json: ") as err:
+        read_rounds([path], spec)
+    assert why in str(err.value) and err.value.path == path
+
+
 def test_spread_must_not_exceed_min():
     with pytest.raises(ValueError, match="spread"):
         ReplicateSettings(**{**REPS, "spread": 3})

@@ -18,6 +18,7 @@ cell job's. Where ``/proc`` cannot be read (not Linux), all three are None.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -70,9 +71,23 @@ class Activity:
 
     @classmethod
     def from_dict(cls, data: dict) -> Activity:
+        """The figures ``to_dict`` wrote. ``ValueError``, naming the entry, where one is
+        neither None nor a finite number >= 0, or ``data`` is no dict."""
+        if not isinstance(data, dict):
+            raise ValueError(f"the activity entry is {data!r}, not an object of figures")
+
         def number(name: str) -> float | None:
             value = data.get(name)
-            return None if value is None else float(value)
+            if value is None:
+                return None
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ValueError(f"activity's {name} is {value!r}, not a number >= 0 or null")
+            return float(value)
 
         return cls(
             *(number(n) for n in ("other_cpu_share", "steal_share", "load_avg_1m")),

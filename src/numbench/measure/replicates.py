@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from numbench.contract import BASELINE, MEASURED, write_text_atomic
+from numbench.measure.activity import Activity
 from numbench.measure.disturbed import LAST, taken_beyond, undisturbed
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
@@ -332,6 +333,7 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
             if data["spec"] != want:
                 raise RoundFileError(path, "measured for another spec than this cell's")
             wall += float(data["wall_s"])
+            _check_round_extras(path, data)
             for r in data["runs"]:
                 report = ProcessReport.from_dict(r["report"])
                 runs.append(ProcessRun(r["role"], int(r["replicate"]), r["started_unix"], report))
@@ -340,6 +342,22 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise RoundFileError(path, f"not a readable spread round ({exc})") from None
     return runs, wall
+
+
+def _check_round_extras(path: str | os.PathLike, data: dict) -> None:
+    """Refuse a round file whose wait for quiet or activity entry the cell's job could not
+    use after the lock (``rounds_quiet_wait_s``, ``rounds_activity``): both may be absent
+    (files from before they were recorded) or null."""
+    wait = data.get("quiet_wait_s")
+    if wait is not None and (
+        isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait)
+    ):
+        raise RoundFileError(path, f"its quiet_wait_s is {wait!r}, not a number or null")
+    if data.get("activity") is not None:
+        try:
+            Activity.from_dict(data["activity"])
+        except ValueError as exc:
+            raise RoundFileError(path, f"a bad activity entry: {exc}") from None
 
 
 def rounds_quiet_wait_s(paths: list[str | os.PathLike]) -> float | None:

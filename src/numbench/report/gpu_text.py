@@ -26,6 +26,18 @@ def _skipped_line(group: SkippedGpuCells) -> str:
     return f"- **{group.library}**: {n} cell{'s' if n != 1 else ''}, {folded}: {group.reason}"
 
 
+def _cpu_note(notice: GpuNotice) -> str:
+    """' The 3 CPU cells (the NumPy baseline included) ran as usual.', or of one cell ' The 1
+    CPU cell (the NumPy baseline) ran as usual.'; empty where no CPU cell ran."""
+    n, baseline = notice.cpu_cells, notice.cpu_baseline
+    if not n:
+        return ""
+    which = f"the {md_text(display(baseline))} baseline" if baseline else ""
+    if which:
+        which = f" ({which} included)" if n != 1 else f" ({which})"
+    return f" The {n} CPU cell{'s' if n != 1 else ''}{which} ran as usual."
+
+
 def render_gpu_notice(notice: GpuNotice) -> str:
     skipped = [_skipped_line(g) for g in notice.skipped]
     if not notice.none_found:
@@ -40,18 +52,11 @@ def render_gpu_notice(notice: GpuNotice) -> str:
         )
     n = notice.gpu_cells
     hosts = f" ({', '.join(md_text(h) for h in notice.hosts)})" if notice.hosts else ""
-    included = (
-        f" (the {md_text(display(notice.cpu_baseline))} baseline included)"
-        if notice.cpu_baseline
-        else ""
-    )
-    cpu_note = (
-        f" The {notice.cpu_cells} CPU cells{included} ran as usual." if notice.cpu_cells else ""
-    )
+    asked = f"All {n} GPU cells asked for" if n != 1 else "The 1 GPU cell asked for"
     lines = [
-        f"**No GPU was found on this host{hosts}.** All {n} GPU cell"
-        f"{'s' if n != 1 else ''} asked for (`device=gpu`) were skipped as `unavailable`; "
-        f"no GPU number below was measured.{cpu_note} Skipped, by library and reason:",
+        f"**No GPU was found on this host{hosts}.** {asked} (`device=gpu`) "
+        f"{'were' if n != 1 else 'was'} skipped as `unavailable`; "
+        f"no GPU number below was measured.{_cpu_note(notice)} Skipped, by library and reason:",
         "",
         *skipped,
         "",
