@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -335,6 +336,27 @@ def test_a_history_folder_inside_results_is_a_config_error(tmp_path, folder):
         check_history({"history": {"folder": str(tmp_path / folder)}}, cwd=tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("site", "how"),
+    [
+        ("history", "is the store"),
+        ("./history/site", "is inside the store"),
+        ("results", "is results/"),
+        ("results/site", "is inside results/"),
+        (".", "holds the store"),
+    ],
+)
+def test_a_site_folder_in_the_store_or_results_is_a_config_error(tmp_path, site, how):
+    from numbench.config import ConfigError, check_history
+
+    for folder in (site, str(tmp_path / site)):
+        with pytest.raises(ConfigError, match=f"history.site = '.*' {re.escape(how)}"):
+            check_history({"history": {"folder": "history", "site": folder}}, cwd=tmp_path)
+    store = str(tmp_path / "elsewhere" / "kept")
+    with pytest.raises(ConfigError, match="history.site = .* is the store"):
+        check_history({"history": {"folder": store, "site": store + "/"}}, cwd=tmp_path)
+
+
 def test_the_history_defaults_to_a_folder_beside_results_added_to(tmp_path):
     from numbench.config import check_history, validate_schema
 
@@ -342,6 +364,8 @@ def test_the_history_defaults_to_a_folder_beside_results_added_to(tmp_path):
     assert cfg["history"] == {"folder": "history", "add": True, "site": "history-site"}
     check_history(cfg, cwd=tmp_path)
     check_history({"history": {"folder": "../results-history"}}, cwd=tmp_path)
+    for site in ("history-site", "../site", "results-site", str(tmp_path / "web" / "site")):
+        check_history({"history": {"folder": "history", "site": site}}, cwd=tmp_path)
 
 
 def test_text_from_another_host_reaches_the_terminal_without_control_characters(tmp_path):
