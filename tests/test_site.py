@@ -263,6 +263,44 @@ def test_the_command_builds_the_site_and_refuses_an_empty_store(tmp_path):
     assert not (tmp_path / "w2").exists()
     bad = run_site("--history", str(store), "--margin", "0.5")
     assert bad.returncode == 2 and "--margin must be a factor" in bad.stderr
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "op-a-01234567.html").write_text("mine")
+    mine = run_site("--history", str(store), "--out", str(tmp_path / "docs"))
+    assert mine.returncode == 2 and f"holds other files and no {MANIFEST}" in mine.stderr
+    assert [p.name for p in (tmp_path / "docs").iterdir()] == ["op-a-01234567.html"]
+
+
+def site_script(*args: str) -> subprocess.CompletedProcess:
+    """scripts/site.py, as rule site runs it."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "site.py"), *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(Path(sys.executable).parent)},
+    )
+
+
+def test_the_rule_s_script_finds_steps_with_the_margin_it_is_given(tmp_path):
+    store = make_store(tmp_path, hostile=False)
+    steps = {}
+    for margin in ("1.1", "1.3"):
+        out = tmp_path / f"site-{margin}"
+        done = site_script("--history", str(store), "--out", str(out), "--margin", margin)
+        assert done.returncode == 0, done.stderr
+        index = (out / "index.html").read_text(encoding="utf-8")
+        steps[margin] = index.split("<h2>Changes</h2>")[1].split("<h2>")[0]
+    assert "torch/cpu sort 10000 float64 t1" in steps["1.1"]
+    assert "no step found in any cell" in steps["1.3"]
+
+
+def test_the_rule_s_script_says_why_an_empty_store_fails_without_a_traceback(tmp_path):
+    done = site_script("--history", str(tmp_path / "none"), "--out", str(tmp_path / "s"))
+    assert done.returncode == 2 and "--margin" in done.stderr  # the rule always passes it
+    done = site_script(
+        "--history", str(tmp_path / "none"), "--out", str(tmp_path / "s"), "--margin", "1.1"
+    )
+    assert done.returncode == 1 and "holds no run: there is nothing to publish" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 # -- in a real browser ------------------------------------------------------------------------
