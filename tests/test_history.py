@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -335,6 +336,27 @@ def test_a_history_folder_inside_results_is_a_config_error(tmp_path, folder):
         check_history({"history": {"folder": str(tmp_path / folder)}}, cwd=tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("site", "how"),
+    [
+        ("history", "is the store"),
+        ("./history/site", "is inside the store"),
+        ("results", "is results/"),
+        ("results/site", "is inside results/"),
+        (".", "holds the store"),
+    ],
+)
+def test_a_site_folder_in_the_store_or_results_is_a_config_error(tmp_path, site, how):
+    from numbench.config import ConfigError, check_history
+
+    for folder in (site, str(tmp_path / site)):
+        with pytest.raises(ConfigError, match=f"history.site = '.*' {re.escape(how)}"):
+            check_history({"history": {"folder": "history", "site": folder}}, cwd=tmp_path)
+    store = str(tmp_path / "elsewhere" / "kept")
+    with pytest.raises(ConfigError, match="history.site = .* is the store"):
+        check_history({"history": {"folder": store, "site": store + "/"}}, cwd=tmp_path)
+
+
 def test_the_history_defaults_to_a_folder_beside_results_added_to(tmp_path):
     from numbench.config import check_history, validate_schema
 
@@ -342,6 +364,8 @@ def test_the_history_defaults_to_a_folder_beside_results_added_to(tmp_path):
     assert cfg["history"] == {"folder": "history", "add": True, "site": "history-site"}
     check_history(cfg, cwd=tmp_path)
     check_history({"history": {"folder": "../results-history"}}, cwd=tmp_path)
+    for site in ("history-site", "../site", "results-site", str(tmp_path / "web" / "site")):
+        check_history({"history": {"folder": "history", "site": site}}, cwd=tmp_path)
 
 
 def test_text_from_another_host_reaches_the_terminal_without_control_characters(tmp_path):
@@ -349,3 +373,37 @@ def test_text_from_another_host_reaches_the_terminal_without_control_characters(
     history.add_results(write_results(tmp_path / "r", bench), tmp_path / "history")
     out = cli("list", "--store", str(tmp_path / "history")).stdout
     assert "\x1b" not in out and "evil [2J host" in out
+
+
+def write_roofs(folder: Path, rounds: list[str | None]) -> None:
+    """results/roofs.parquet of testhost: the DRAM roof once per round (None: a table from
+    before the rounds, without the column)."""
+    import pyarrow as pa
+
+    from numbench.contract.roofs import ROOFS_SCHEMA
+
+    rows = [
+        {"host": "testhost", "device": "cpu", "dtype": "float64", "threads": 1, "roof": "dram"}
+        | {"status": "ok", "value": 20.0 + i, "unit": "GB/s", "round": r}
+        for i, r in enumerate(rounds)
+    ]
+    table = pa.Table.from_pylist(rows, schema=ROOFS_SCHEMA)
+    if rounds == [None]:
+        table = table.drop_columns(["round"])
+    pq.write_table(table, folder / "roofs.parquet")
+
+
+def test_the_roofs_of_a_run_keep_their_round_and_an_older_table_still_adds(tmp_path):
+    folder = write_results(tmp_path / "r1", results_frame(1))
+    write_roofs(folder, ["start", "end"])
+    history.add_results(folder, tmp_path / "history")
+    roofs = json.loads(history.read(tmp_path / "history").runs.iloc[0]["roofs"])
+    assert [(r["roof"], r["round"], r["value"]) for r in roofs] == [
+        ("dram", "start", 20.0),
+        ("dram", "end", 21.0),
+    ]
+    older = write_results(tmp_path / "r2", results_frame(2))
+    write_roofs(older, [None])
+    history.add_results(older, tmp_path / "history")
+    runs = history.read(tmp_path / "history").runs
+    assert [(r["roof"], r["round"]) for r in json.loads(runs.iloc[1]["roofs"])] == [("dram", None)]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import snakemake
+from test_history import results_frame, write_results
 
 from numbench import history
 
@@ -50,6 +51,8 @@ def test_a_finished_run_adds_itself_once_and_outlives_its_results(workdir: Path)
     index = (workdir / "the site" / "index.html").read_text(encoding="utf-8")
     assert "1 run on 1 machine" in index and added["runs"][0]["run_id"] in index
     assert "op-elementwise-" in index and (workdir / "the site" / "assets" / "vega.js").is_file()
+    # built, the site is not built again until a run is added
+    assert "rule site:" not in planned_site(workdir)
 
     shutil.rmtree(workdir / "results")
     assert len(history.read(store).runs) == 1
@@ -63,3 +66,31 @@ def test_the_history_is_left_alone_unless_the_config_asks(workdir: Path):
     (workdir / "h.yaml").write_text(HISTORY_CONFIG)
     planned = snakemake(workdir, "-n", "--cores", "1", "--configfile", "h.yaml")
     assert "rule history:" in planned.stdout + planned.stderr
+
+
+def planned_site(workdir: Path) -> str:
+    """What `snakemake -n -p site` plans (its output, the shell commands printed)."""
+    proc = snakemake(workdir, "site", "-n", "-p", "--cores", "1", "--configfile", "h.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def test_the_site_is_built_again_once_a_run_reaches_the_store_any_way(workdir: Path):
+    """With history.add off, the runs come from `numbench history add` (here its function):
+    the first builds the site, each later one builds it again; the config's margin is the
+    one the site's steps pass."""
+    config = HISTORY_CONFIG.replace("add: true", "add: false") + "margin: 1.3\n"
+    (workdir / "h.yaml").write_text(config)
+    store = workdir / "kept runs"
+    history.add_results(write_results(workdir / "r1", results_frame(1)), store)
+    first = snakemake(workdir, "site", "--cores", "1", "--configfile", "h.yaml")
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "1 run on 1 machine" in (workdir / "the site" / "index.html").read_text()
+    assert "rule site:" not in planned_site(workdir)
+    history.add_results(write_results(workdir / "r2", results_frame(2)), store)
+    again = planned_site(workdir)
+    assert "rule site:" in again and "--margin 1.3" in again
+    second = snakemake(workdir, "site", "--cores", "1", "--configfile", "h.yaml")
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    assert "2 runs on 1 machine" in (workdir / "the site" / "index.html").read_text()
+    assert "rule site:" not in planned_site(workdir)

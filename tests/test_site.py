@@ -22,7 +22,8 @@ from conftest import REPO
 from test_history import VERSIONS, results_frame, write_results
 
 from numbench import history
-from numbench.site import build_site
+from numbench.site import SiteError, build_site
+from numbench.site.folder import MANIFEST
 from numbench.site.pages import BUNDLE, operation_file, text
 
 HOSTILE_HOST = "offsite<img src=x onerror=alert(1)>&co"
@@ -137,10 +138,37 @@ def test_pages_reference_the_bundle_written_once(site, tmp_path):
 
 
 def test_an_operation_page_is_named_by_a_safe_file_name():
-    assert operation_file("../../etc/passwd") == operation_file("../../etc/passwd")
-    name = operation_file("../../etc/<x>")
-    assert re.fullmatch(r"op-[A-Za-z0-9_-]+-[0-9a-f]{8}\.html", name)
+    for operation in ("../../etc/passwd", "../../etc/<x>", "..", "a/b", "/"):
+        name = operation_file(operation)
+        assert "/" not in name and ".." not in name, name
+        assert re.fullmatch(r"op-[A-Za-z0-9_-]+-[0-9a-f]{8}\.html", name), name
     assert operation_file("a/b") != operation_file("a?b")
+
+
+def test_an_operation_and_a_cpu_model_with_markup_reach_no_page_as_markup(tmp_path):
+    """An operation "x<script>", a CPU "<b>" and a host "<i>box" (a chart's panel title) are
+    text on every page: titles, headings, tables and the charts' specs."""
+    for run, host in ((1, "testhost"), (2, "testhost"), (3, "<i>box")):
+        bench = results_frame(run, host=host)
+        bench["operation"] = bench["operation"].replace({"fft": "x<script>"})
+        bench["cpu_model"] = "<b>"
+        history.add_results(write_results(tmp_path / f"r{run}", bench), tmp_path / "history")
+    built = build_site(tmp_path / "history", tmp_path / "site", margin=1.1)
+    assert len(built.pages) == 3
+    for page in built.pages:
+        content = page.read_text(encoding="utf-8")
+        for markup in ("x<script>", "<b>", "<i>"):
+            assert markup not in content, (page.name, markup)
+    index = built.pages[0].read_text(encoding="utf-8")
+    assert f'href="{operation_file("x<script>")}">x&lt;script&gt;</a>' in index
+    assert "<td>&lt;b&gt;</td>" in index and "<td>&lt;i&gt;box</td>" in index
+    page = (tmp_path / "site" / operation_file("x<script>")).read_text(encoding="utf-8")
+    assert "<title>numbench: x&lt;script&gt;</title>" in page
+    assert "<h1>x&lt;script&gt;</h1>" in page and "<h2>x&lt;script&gt;, size 1000," in page
+    specs = specs_of(page)
+    assert len(specs) == 3
+    for spec in specs:
+        assert [panel["title"] for panel in spec["hconcat"]] == ["<i>box", "testhost"]
 
 
 def test_a_store_without_ok_cells_gives_an_index_that_says_so(tmp_path):
@@ -151,6 +179,69 @@ def test_a_store_without_ok_cells_gives_an_index_that_says_so(tmp_path):
     assert [p.name for p in built.pages] == ["index.html"]
     index = built.pages[0].read_text(encoding="utf-8")
     assert "no ok cell in any run" in index and "1 run on 1 machine" in index
+
+
+def small_store(tmp_path: Path, operations=("fft", "sort"), name: str = "history") -> Path:
+    """A store of one run of ``operations``."""
+    bench = results_frame(1)
+    bench = bench[bench["operation"].isin(operations)]
+    history.add_results(write_results(tmp_path / f"r-{name}", bench), tmp_path / name)
+    return tmp_path / name
+
+
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path):
+    store = small_store(tmp_path)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("mine")
+    (docs / "op-mine-0123abcd.html").write_text("mine too")
+    with pytest.raises(SiteError, match=re.escape(f"{docs} holds other files and no {MANIFEST}")):
+        build_site(store, docs, margin=1.1)
+    assert sorted(p.name for p in docs.iterdir()) == ["notes.md", "op-mine-0123abcd.html"]
+    with pytest.raises(SiteError, match="is the history store .* or inside it"):
+        build_site(store, store / "site", margin=1.1)
+    assert not (store / "site").exists()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SiteError, match="is a file, not a folder"):
+        build_site(store, tmp_path / "file", margin=1.1)
+
+
+def test_a_rebuild_deletes_only_the_pages_its_manifest_listed(tmp_path):
+    out = tmp_path / "site"
+    first = build_site(small_store(tmp_path), out, margin=1.1)
+    listed = json.loads((out / MANIFEST).read_text())["files"]
+    assert sorted(listed) == sorted(
+        ["index.html", BUNDLE, "assets/site.css"] + [p.name for p in first.pages[1:]]
+    )
+    # files of the user's in a site: never listed, never deleted
+    (out / "op-mine-0123abcd.html").write_text("mine")
+    (out / "README.txt").write_text("mine too")
+    # fft is no longer in the (other) store: its page goes, sort's is written again
+    build_site(small_store(tmp_path, ("sort",), "sorts"), out, margin=1.1)
+    names = sorted(p.name for p in out.glob("*.html"))
+    assert names == sorted(["index.html", "op-mine-0123abcd.html", operation_file("sort")])
+    assert (out / "README.txt").is_file()
+    assert operation_file("fft") not in json.loads((out / MANIFEST).read_text())["files"]
+
+
+def test_a_build_cut_off_halfway_is_accepted_and_completed_by_the_next(tmp_path, monkeypatch):
+    import numbench.site as site_module
+
+    store, out = small_store(tmp_path), tmp_path / "site"
+
+    def fails(*args):
+        raise RuntimeError("cut off")
+
+    monkeypatch.setattr(site_module, "operation_page", fails)
+    with pytest.raises(RuntimeError, match="cut off"):
+        build_site(store, out, margin=1.1)
+    assert (out / "index.html").is_file() and (out / MANIFEST).is_file()
+    monkeypatch.undo()
+    built = build_site(store, out, margin=1.1)
+    assert [p.name for p in built.pages[1:]] == [operation_file(o) for o in ("fft", "sort")]
+    (out / MANIFEST).write_text("{not json")
+    with pytest.raises(SiteError, match="is not the manifest of a site"):
+        build_site(store, out, margin=1.1)
 
 
 def run_site(*args: str) -> subprocess.CompletedProcess:
@@ -172,6 +263,44 @@ def test_the_command_builds_the_site_and_refuses_an_empty_store(tmp_path):
     assert not (tmp_path / "w2").exists()
     bad = run_site("--history", str(store), "--margin", "0.5")
     assert bad.returncode == 2 and "--margin must be a factor" in bad.stderr
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "op-a-01234567.html").write_text("mine")
+    mine = run_site("--history", str(store), "--out", str(tmp_path / "docs"))
+    assert mine.returncode == 2 and f"holds other files and no {MANIFEST}" in mine.stderr
+    assert [p.name for p in (tmp_path / "docs").iterdir()] == ["op-a-01234567.html"]
+
+
+def site_script(*args: str) -> subprocess.CompletedProcess:
+    """scripts/site.py, as rule site runs it."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "site.py"), *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(Path(sys.executable).parent)},
+    )
+
+
+def test_the_rule_s_script_finds_steps_with_the_margin_it_is_given(tmp_path):
+    store = make_store(tmp_path, hostile=False)
+    steps = {}
+    for margin in ("1.1", "1.3"):
+        out = tmp_path / f"site-{margin}"
+        done = site_script("--history", str(store), "--out", str(out), "--margin", margin)
+        assert done.returncode == 0, done.stderr
+        index = (out / "index.html").read_text(encoding="utf-8")
+        steps[margin] = index.split("<h2>Changes</h2>")[1].split("<h2>")[0]
+    assert "torch/cpu sort 10000 float64 t1" in steps["1.1"]
+    assert "no step found in any cell" in steps["1.3"]
+
+
+def test_the_rule_s_script_says_why_an_empty_store_fails_without_a_traceback(tmp_path):
+    done = site_script("--history", str(tmp_path / "none"), "--out", str(tmp_path / "s"))
+    assert done.returncode == 2 and "--margin" in done.stderr  # the rule always passes it
+    done = site_script(
+        "--history", str(tmp_path / "none"), "--out", str(tmp_path / "s"), "--margin", "1.1"
+    )
+    assert done.returncode == 1 and "holds no run: there is nothing to publish" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 # -- in a real browser ------------------------------------------------------------------------

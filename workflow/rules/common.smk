@@ -1,6 +1,8 @@
 # Grid expansion, validated config and the paths rules share. No rule lives here; what the
 # rules ask of the scheduler is worked out in the package (numbench.config.jobs).
+import glob
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -76,6 +78,15 @@ def site_store(wildcards):
     """The store the site rule reads whole; not one of its files, and a function because
     its name may begin the site's (history, history-site)."""
     return HISTORY["folder"]
+
+
+def site_runs(wildcards):
+    """The store's run files: a run added any way (rule history, numbench history add, another
+    host's add to a shared store, an imported offsite run) is a new input, and rebuilds the
+    site. Read when the jobs are planned: a run rule history adds in the same invocation is
+    covered by results/history.json (HISTORY_INPUT)."""
+    runs = glob.escape(str(Path(HISTORY["folder"]) / "runs"))
+    return sorted(glob.glob(os.path.join(runs, "*.parquet")))
 
 
 def site_folder(wildcards, output):

@@ -28,10 +28,13 @@ rule history:
 
 
 # The results site from the store (numbench.site): a target of its own (snakemake site),
-# never part of rule all; with history.add, the finished run is added first.
+# never part of rule all; with history.add, the finished run is added first. Its inputs are
+# the store's run files too, so a run added otherwise rebuilds it; steps are found with the
+# config's margin, as numbench history changes finds them.
 rule site:
     input:
         HISTORY_INPUT,
+        site_runs,
     output:
         SITE_INDEX,
     log:
@@ -42,5 +45,7 @@ rule site:
         script=SCRIPTS / "site.py",
         store=site_store,
         out=site_folder,
+        margin=CFG["margin"],
     shell:
-        "python {params.script:q} --history {params.store:q} --out {params.out:q} > {log} 2>&1"
+        "python {params.script:q} --history {params.store:q} --out {params.out:q}"
+        " --margin {params.margin} > {log} 2>&1"

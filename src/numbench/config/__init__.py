@@ -127,7 +127,9 @@ RESULTS_FOLDER = "results"
 
 
 def check_history(cfg: dict, cwd: str | os.PathLike | None = None) -> None:
-    """The history's folder is never results/ or inside it: clearing results keeps it."""
+    """The history's folder is never results/ or inside it: clearing results keeps it. The
+    site's folder (a build deletes pages there) is neither, nor the store or inside it, nor
+    a folder that holds either."""
     folder = cfg["history"]["folder"]
     here = Path(cwd or os.getcwd()).resolve()
     where = Path(os.path.normpath(here / folder))
@@ -137,6 +139,23 @@ def check_history(cfg: dict, cwd: str | os.PathLike | None = None) -> None:
             f"history.folder = {folder!r} is inside {RESULTS_FOLDER}/: the history is kept "
             f"beside the results, never inside them (clearing {RESULTS_FOLDER}/ must keep "
             "it); use e.g. history"
+        )
+    site = cfg["history"].get("site")
+    if site is None:
+        return
+    built = Path(os.path.normpath(here / site))
+    for other, what in ((where, f"the store (history.folder = {folder!r})"), (results, "results/")):
+        if built == other:
+            how = "is"
+        elif other in built.parents:
+            how = "is inside"
+        elif built in other.parents:
+            how = "holds"
+        else:
+            continue
+        raise ConfigError(
+            f"history.site = {site!r} {how} {what}: the site is a folder of its own, whose "
+            "pages each build replaces and deletes; use e.g. history-site"
         )
 
 

@@ -151,7 +151,9 @@ def library_versions(cells: pd.DataFrame) -> str:
 
 
 def roofs_json(results: Path, host: str) -> str | None:
-    """The host's ok roofs of results/roofs.parquet as JSON, or None without the file."""
+    """The host's ok roofs of results/roofs.parquet as JSON, or None without the file. Each
+    row keeps its ``round`` (``start``, ``end``: a roof measured before and after the cells
+    is two rows); a table from before the rounds has it null."""
     path = results / "roofs.parquet"
     if not path.exists():
         return None
@@ -160,8 +162,10 @@ def roofs_json(results: Path, host: str) -> str | None:
     except CorruptFile as exc:
         raise HistoryError(str(exc)) from None
     ok = roofs[(roofs["host"] == host) & (roofs["status"] == "ok")]
-    keep = ["device", "dtype", "threads", "roof", "value", "unit"]
-    return json.dumps(ok[keep].to_dict(orient="records"))
+    keep = ["device", "dtype", "threads", "roof", "round", "value", "unit"]
+    kept = ok[keep].astype(object)
+    # a missing value (a round before the rounds) is JSON's null, not NaN (no JSON at all)
+    return json.dumps(kept.where(kept.notna(), None).to_dict(orient="records"), allow_nan=False)
 
 
 def sentinel_spread(cells: pd.DataFrame) -> float | None:

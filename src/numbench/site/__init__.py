@@ -9,6 +9,9 @@ from the file system with no server and no network (docs/results-history.md, "Th
       assets/vega.js           Vega, Vega-Lite and vega-embed, written once (vl-convert's
                                bundle) and referenced relatively by every page
       assets/site.css
+      numbench-site.json       the files the build wrote: a build writes into a new or empty
+                               folder or a site it built, and deletes only pages it listed
+                               (``numbench.site.folder``)
 
 The store is read once (``numbench.history.read``: every Parquet file of its two tables, in
 one pass); the pages are made from those two frames. The bundle (about 1 MB) is written only
@@ -27,10 +30,11 @@ from numbench.contract import write_text_atomic
 from numbench.history import HistoryError, read
 from numbench.history.changes import changes, numbered_runs
 from numbench.site import pages
+from numbench.site.folder import SiteError, listed_before, remove_stale, write_manifest
 from numbench.site.index import index_page
 from numbench.site.operation import operation_page
 
-__all__ = ["Built", "build_site"]
+__all__ = ["Built", "SiteError", "build_site"]
 
 
 @dataclass
@@ -96,16 +100,25 @@ def build_site(
     history: str | os.PathLike, out: str | os.PathLike, margin: float | None = None
 ) -> Built:
     """Build the site of the store in ``history`` into ``out``; ``margin``: the factor a step
-    passes (default: the config's margin). A store without runs is refused by name."""
+    passes (default: the config's margin). A store without runs is refused by name
+    (``HistoryError``), and so is a folder that is no site numbench built (``SiteError``:
+    ``numbench.site.folder``)."""
     if margin is None:
         from numbench.config import default_margin
 
         margin = default_margin()
+    listed = listed_before(out, history)
     store = read(history)
     if store.runs.empty:
         raise HistoryError(f"the history {history} holds no run: there is nothing to publish")
     runs, cells, found = site_frames(store, float(margin))
     out = Path(out)
+    operations = sorted(cells["operation"].unique())
+    names = ["index.html", pages.BUNDLE, pages.STYLESHEET]
+    names += [pages.operation_file(operation) for operation in operations]
+    out.mkdir(parents=True, exist_ok=True)
+    # listed before a file is written: a build cut off halfway leaves a site the next accepts
+    write_manifest(out, listed + names)
     written = write_bundle(out)
     write_text_atomic(pages.CSS, out / pages.STYLESHEET)
     built = [out / "index.html"]
@@ -115,8 +128,7 @@ def build_site(
         op_steps = found[found["operation"] == operation]
         write_text_atomic(operation_page(str(operation), op_cells, op_steps), path)
         built.append(path)
-    # pages of operations no longer in the store go
-    for old in out.glob("op-*.html"):
-        if old not in built:
-            old.unlink()
+    # the pages of operations no longer in the store go; no file the manifest did not list
+    remove_stale(out, listed, names)
+    write_manifest(out, names)
     return Built(pages=built, bundle_written=written, skipped=store.skipped)

@@ -10,9 +10,9 @@ import time
 
 def run_site(args: argparse.Namespace, exit_bad_input: int) -> int:
     """Build the site of ``args.history`` into ``args.out``; ``exit_bad_input`` for a store
-    that cannot be used or a margin that is no factor."""
+    that cannot be used, a folder that is no site, or a margin that is no factor."""
     from numbench.history import HistoryError
-    from numbench.site import build_site
+    from numbench.site import SiteError, build_site
 
     if args.margin is not None and not args.margin >= 1:  # nan fails this too
         print(f"site: --margin must be a factor of at least 1, not {args.margin}", file=sys.stderr)
@@ -20,7 +20,7 @@ def run_site(args: argparse.Namespace, exit_bad_input: int) -> int:
     start = time.perf_counter()
     try:
         built = build_site(args.history, args.out, args.margin)
-    except HistoryError as exc:
+    except (HistoryError, SiteError) as exc:
         print(f"site: {exc}", file=sys.stderr)
         return exit_bad_input
     for skipped in built.skipped:
