@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import sys
 
+import pytest
 import yaml
 from conftest import REPO
 
@@ -54,6 +55,7 @@ def test_twins_stop_at_the_gate_s_margin_and_are_test_only(tmp_path):
     assert yaml.safe_load(kept.read_text(encoding="utf-8"))["replicates"]["max"] == 4
 
 
+@pytest.mark.e2e
 def test_jax_long_process_compares_both_ways_in_the_worker_s_environment(tmp_path):
     """The script runs a fresh worker and a long process per pair and reports every figure
     (a small size, few calls: the figures themselves are the script's, not the test's)."""

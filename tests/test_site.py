@@ -253,6 +253,7 @@ def run_site(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_the_command_builds_the_site_and_refuses_an_empty_store(tmp_path):
     store = make_store(tmp_path, hostile=False)
     proc = run_site("--history", str(store), "--out", str(tmp_path / "web"))
@@ -280,6 +281,7 @@ def site_script(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.e2e
 def test_the_rule_s_script_finds_steps_with_the_margin_it_is_given(tmp_path):
     store = make_store(tmp_path, hostile=False)
     steps = {}
