@@ -112,10 +112,16 @@ HISTORY_ON = "history:\n  folder: history\n  add: true\n"
 HISTORY_OFF = "history:\n  folder: history\n  add: false\n"
 
 
-def history_off(config_file: Path) -> None:
+def switch_in_config(config_file: Path, on: str, off: str) -> None:
+    """Replace the default config's text ``on`` by ``off`` in a test's copy; the default
+    config must still hold ``on`` word for word."""
     text = config_file.read_text(encoding="utf-8")
-    assert HISTORY_ON in text, f"{config_file} no longer holds {HISTORY_ON!r}"
-    config_file.write_text(text.replace(HISTORY_ON, HISTORY_OFF), encoding="utf-8")
+    assert on in text, f"{config_file} no longer holds {on!r}"
+    config_file.write_text(text.replace(on, off), encoding="utf-8")
+
+
+def history_off(config_file: Path) -> None:
+    switch_in_config(config_file, HISTORY_ON, HISTORY_OFF)
 
 
 #: the default config's second roofs measurement, and what a test's copy has instead: a
@@ -125,9 +131,7 @@ ROOFS_AT_END_OFF = "roofs_at_end: false\n"
 
 
 def roofs_once(config_file: Path) -> None:
-    text = config_file.read_text(encoding="utf-8")
-    assert ROOFS_AT_END_ON in text, f"{config_file} no longer holds {ROOFS_AT_END_ON!r}"
-    config_file.write_text(text.replace(ROOFS_AT_END_ON, ROOFS_AT_END_OFF), encoding="utf-8")
+    switch_in_config(config_file, ROOFS_AT_END_ON, ROOFS_AT_END_OFF)
 
 
 #: Fixtures that run the workflow (through Snakemake, or offsite's run on the "other host" in
