@@ -1,7 +1,8 @@
 """A cell's record of the whole machine while it measured (``numbench.measure.activity``):
 other processes' share of all CPUs' time and the hypervisor's steal from two constructed
-``/proc/stat`` readings, the cell's own CPU time taken out; the load; unknown without
-``/proc``; and a real cell's row carrying the three columns."""
+``/proc/stat`` readings, the cell's own CPU time taken out; the workflow's own processes
+(the cell job's ancestors up to Snakemake) measured apart from constructed ``/proc`` folders;
+the load; unknown without ``/proc``; and a real cell's row carrying the columns."""
 
 from __future__ import annotations
 
@@ -35,11 +36,15 @@ def test_the_watch_reads_at_its_start_and_its_stop():
     readings = iter([BEFORE, AFTER])
     own = iter([10.0, 11.5])
     watch = ActivityWatch(
-        ticks=lambda: next(readings), own_s=lambda: next(own), load=lambda: 1.25, ticks_per_s=100
+        ticks=lambda: next(readings),
+        own_s=lambda: next(own),
+        load=lambda: 1.25,
+        workflow=lambda: {},
+        ticks_per_s=100,
     )
     got = watch.stop()
     assert got.other_cpu_share == pytest.approx(0.225) and got.steal_share == pytest.approx(0.05)
-    assert got.load_avg_1m == 1.25
+    assert got.load_avg_1m == 1.25 and got.workflow_cpu_share == 0.0
 
 
 def test_without_proc_everything_is_unknown(tmp_path):
@@ -52,6 +57,7 @@ def test_without_proc_everything_is_unknown(tmp_path):
     watch = ActivityWatch(ticks=lambda: None, own_s=lambda: 0.0, load=lambda: None)
     got = watch.stop()
     assert (got.other_cpu_share, got.steal_share, got.load_avg_1m) == (None, None, None)
+    assert got.workflow_cpu_share is None
 
 
 def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
@@ -70,6 +76,8 @@ def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
     row = read_cell(out).to_pylist()[0]
     assert 0.0 <= row["other_cpu_share"] <= 1.0 and 0.0 <= row["steal_share"] <= 1.0
     assert row["load_avg_1m"] >= 0.0
+    # the test's own parent (whatever started pytest) is the workflow here: no Snakemake
+    assert 0.0 <= row["workflow_cpu_share"] <= 1.0
     assert row["sentinel_s"] > 0.0  # the real sentinel, timed before the cell measured
     # the sentinel's time as given (the tests inject theirs), on every row of the cell
     spec = make_spec("numpy", "cpu", "sort", 1000, str(path), timing)
@@ -113,6 +121,17 @@ def test_stretches_combine_weighted_by_their_length():
     assert combined([]) == Activity(None, None, None)
     assert combined([empty]).other_cpu_share is None
     assert Activity.from_dict(rounds.to_dict()) == rounds
+    # the workflow's share weighs the same way, over the stretches that recorded it: a
+    # round file from before it has none
+    spread = Activity(0.1, 0.0, 1.0, watched_s=30.0, workflow_cpu_share=0.2)
+    own_w = Activity(0.1, 0.0, 1.0, watched_s=10.0, workflow_cpu_share=0.6)
+    assert combined([spread, own_w]).workflow_cpu_share == pytest.approx(0.3)
+    old_round = {k: v for k, v in spread.to_dict().items() if k != "workflow_cpu_share"}
+    assert Activity.from_dict(old_round).workflow_cpu_share is None
+    assert combined([Activity.from_dict(old_round), own_w]).workflow_cpu_share == 0.6
+    assert Activity.from_dict(own_w.to_dict()) == own_w
+    with pytest.raises(ValueError, match="workflow_cpu_share is -0.1"):
+        Activity.from_dict({**own_w.to_dict(), "workflow_cpu_share": -0.1})
     # a watch gives the seconds it watched, on the clock it is given
     clock = iter([100.0, 102.5])
     watch = ActivityWatch(
@@ -160,3 +179,125 @@ def test_a_cell_s_record_of_the_machine_covers_its_spread_rounds_jobs(tmp_path):
     assert rounds_activity([round_file]) == []
     run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[round_file])
     assert 0.0 <= read_cell(out).to_pylist()[0]["other_cpu_share"] <= 1.0
+
+
+# -- the workflow's own processes -------------------------------------------------------------
+def write_process(proc, pid, ppid, argv, ticks, start=5000):
+    """A constructed ``/proc/PID``: its stat (a command with a space and parentheses, ppid,
+    utime ``ticks`` less 1 and stime 1, the start time) and its NUL-separated cmdline."""
+    folder = proc / str(pid)
+    folder.mkdir(parents=True, exist_ok=True)
+    fields = ["S", str(ppid), *["0"] * 9, str(ticks - 1), "1", *["0"] * 6, str(start), "0"]
+    (folder / "stat").write_text(f"{pid} (a (b) c) {' '.join(fields)}\n")
+    (folder / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
+
+
+def snakemake_chain(proc):
+    """The cell's job (400) under a shell (300) under Snakemake (200), under a login shell
+    (100) under init (1)."""
+    write_process(proc, 1, 0, ["/sbin/init"], 90)
+    write_process(proc, 100, 1, ["-bash"], 50)
+    write_process(proc, 200, 100, ["/venv/bin/python3.12", "-m", "snakemake", "--cores", "1"], 600)
+    write_process(proc, 300, 200, ["/bin/bash", "-c", "python run_cell.py"], 10)
+
+
+def test_snakemake_is_told_by_its_command_line():
+    from numbench.measure.activity import is_snakemake
+
+    for argv in (
+        ["/venv/bin/snakemake", "--cores", "1"],
+        ["python", "-m", "snakemake", "--cores", "1"],
+        ["/usr/bin/python3.12", "-msnakemake"],
+        ["python3", "-u", "/venv/bin/snakemake", "all"],
+    ):
+        assert is_snakemake(argv), argv
+    for argv in (
+        [],
+        ["/bin/bash", "-c", "python -m snakemake"],  # a shell, not Snakemake itself
+        ["python", "-m", "numbench", "offsite", "run"],
+        ["python", "scripts/run_cell.py", "--output", "snakemake"],
+        ["python", "-m"],
+    ):
+        assert not is_snakemake(argv), argv
+
+
+def test_the_workflow_is_the_parent_up_to_snakemake_and_its_ticks_come_out_of_the_others(
+    tmp_path,
+):
+    from numbench.measure.activity import WorkflowCpu, workflow_pids
+
+    proc = tmp_path / "proc"
+    snakemake_chain(proc)
+    assert workflow_pids(300, proc) == [300, 200]
+    reader = WorkflowCpu(parent=300, proc=proc)
+    assert reader() == {300: (5000, 10), 200: (5000, 600)}
+
+    def later():  # between start and stop: Snakemake took 50 ticks, the shell 10
+        write_process(proc, 200, 100, ["python", "-m", "snakemake"], 650)
+        write_process(proc, 300, 200, ["/bin/bash"], 20)
+        return AFTER
+
+    readings = iter([lambda: BEFORE, later])
+    watch = ActivityWatch(
+        ticks=lambda: next(readings)(),
+        own_s=iter([10.0, 11.5]).__next__,
+        load=lambda: 1.0,
+        workflow=reader,
+        ticks_per_s=100,
+    )
+    got = watch.stop()
+    # 240 busy ticks of 400: the cell's 150, the workflow's 60, others' 30
+    assert got.workflow_cpu_share == pytest.approx(60 / 400)
+    assert got.other_cpu_share == pytest.approx(30 / 400)
+    assert got.steal_share == pytest.approx(20 / 400)
+
+
+def test_without_snakemake_above_it_the_parent_alone_is_the_workflow(tmp_path):
+    from numbench.measure.activity import WorkflowCpu, workflow_pids
+
+    proc = tmp_path / "proc"
+    write_process(proc, 1, 0, ["/sbin/init"], 90)
+    write_process(proc, 100, 1, ["-bash"], 50)
+    write_process(proc, 200, 100, ["python", "-m", "numbench", "offsite", "run"], 300)
+    assert workflow_pids(200, proc) == [200]
+    assert WorkflowCpu(parent=200, proc=proc)() == {200: (5000, 300)}
+    # a parent whose ancestors cannot be read: itself alone
+    write_process(proc, 500, 77, ["/bin/sh"], 5)
+    assert workflow_pids(500, proc) == [500]
+
+
+def test_a_workflow_process_that_ends_or_is_replaced_meanwhile_counts_what_was_read(tmp_path):
+    import shutil
+
+    from numbench.measure.activity import WorkflowCpu, workflow_ticks
+
+    proc = tmp_path / "proc"
+    snakemake_chain(proc)
+    reader = WorkflowCpu(parent=300, proc=proc)
+    before = reader()
+    shutil.rmtree(proc / "200")  # Snakemake ended: its last ticks are not seen
+    write_process(proc, 300, 200, ["/bin/bash"], 14)
+    assert workflow_ticks(before, reader()) == 4
+    # another process took the shell's pid (another start time): nothing of it counts
+    write_process(proc, 300, 1, ["/usr/bin/yes"], 900, start=9999)
+    assert workflow_ticks(before, reader()) == 0
+    assert workflow_ticks(None, before) is None and workflow_ticks(before, None) is None
+
+
+def test_an_unreadable_proc_leaves_the_workflow_unknown_and_the_others_as_they_were(tmp_path):
+    from numbench.measure.activity import WorkflowCpu, workflow_share
+
+    reader = WorkflowCpu(parent=300, proc=tmp_path / "no-proc")
+    assert reader.pids is None and reader() is None
+    readings = iter([BEFORE, AFTER])
+    watch = ActivityWatch(
+        ticks=lambda: next(readings),
+        own_s=iter([10.0, 11.5]).__next__,
+        load=lambda: None,
+        workflow=reader,
+        ticks_per_s=100,
+    )
+    got = watch.stop()
+    assert got.workflow_cpu_share is None and got.other_cpu_share == pytest.approx(0.225)
+    assert workflow_share(BEFORE, AFTER, None) is None
+    assert workflow_share(None, AFTER, 10) is None and workflow_share(BEFORE, AFTER, 10) == 0.025

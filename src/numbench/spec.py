@@ -32,10 +32,12 @@ from numbench.timing import TimingSettings
 #: machine did while the cell measured, ``other_cpu_share``, ``steal_share`` and
 #: ``load_avg_1m``, whether the time cap stopped it, ``capped``, and its wait for quiet,
 #: ``quiet_wait_s`` and ``quiet_reached``; 8: the sentinel's time just before the cell
-#: measured, ``sentinel_s``). It is
+#: measured, ``sentinel_s``; 9: the share of the CPUs' time the workflow's own processes took,
+#: Snakemake's scheduler above all, ``workflow_cpu_share``, no longer counted in
+#: ``other_cpu_share``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 8
+CELL_CONTRACT = 9
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -369,6 +371,9 @@ class CellMeta:
     #: the whole machine while the cell held the lock (``numbench.measure.activity``): other
     #: processes' share of all CPUs' time, the hypervisor's (steal), the 1-minute load after
     other_cpu_share: float | None = None
+    #: the workflow's own processes' share (Snakemake's, and the shells between it and the
+    #: cell's job), taken out of ``other_cpu_share``
+    workflow_cpu_share: float | None = None
     steal_share: float | None = None
     load_avg_1m: float | None = None
     #: whether ``replicates.max_cell_s`` stopped the cell before its stopping rule did (None:

@@ -2,7 +2,8 @@
 headline (``numbench.contract.machine``, where the rule and its thresholds are).
 
 Every figure comes from benchmarks.parquet (each cell's ``other_cpu_share``, ``steal_share``,
-``sentinel_s`` and ``unstable``) and speedups.parquet (each verdict's ``settled``): nothing is measured here.
+``workflow_cpu_share``, ``sentinel_s`` and ``unstable``; a table from before a column reads
+it as unknown) and speedups.parquet (each verdict's ``settled``): nothing is measured here.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def machine_quality(bench: pd.DataFrame, speedups: pd.DataFrame) -> MachineQuali
         in_doubt=len(doubtful),
         busy_in_doubt=int(busy_doubt),
         **sentinel_figures(bench),
+        workflow_cpu_share=_median(watched, "workflow_cpu_share"),
     )
 
 

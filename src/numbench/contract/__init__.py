@@ -324,6 +324,8 @@ LATER_COLUMNS = {
     "quiet_reached": None,
     # a cell from before contract 8 did not time the sentinel (``numbench.measure.sentinel``)
     "sentinel_s": None,
+    # nor, before contract 9, the workflow's own share apart: its other_cpu_share holds it
+    "workflow_cpu_share": None,
 }
 
 

@@ -8,6 +8,8 @@ processes and the hypervisor (steal) together took more than ``BUSY_MACHINE_SHAR
 machine's CPU time while it held the timing lock (the cell's ``other_cpu_share`` plus
 ``steal_share``, ``numbench.measure.activity``); a run is *busy* when more than
 ``BUSY_RUN_FRACTION`` of its cells that recorded the machine were, and *quiet* otherwise.
+The workflow's own processes (Snakemake's scheduler, ``workflow_cpu_share``) are not others:
+their share is told beside the rule's figures, never counted in them.
 10% of all CPUs' time is a fifth of one core on a 2-core machine: more than a shell, an editor
 and the workflow's own scheduler take, less than any program that computes beside the run (one
 CPU-bound process on one core of two is 50%). One busy cell in ten is what a quiet machine's
@@ -55,6 +57,10 @@ class MachineQuality:
     sentinel_fastest_s: float | None = None
     sentinel_slowest_s: float | None = None
     sentinel_spread: float | None = None
+    #: the median share of the CPUs' time the workflow's own processes took (Snakemake's
+    #: scheduler: ``workflow_cpu_share``) over the watched cells that recorded it, apart from
+    #: ``other_cpu_share`` (None: no cell recorded it, cells from before contract 9)
+    workflow_cpu_share: float | None = None
 
 
 @dataclass(frozen=True)

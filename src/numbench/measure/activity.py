@@ -1,5 +1,6 @@
 """What the whole machine did while a cell held the host's timing lock: the share of all its
-CPUs' time that other processes took, the share the hypervisor took (steal), and the load.
+CPUs' time that other processes took, the share the workflow's own processes took, the share
+the hypervisor took (steal), and the load.
 
 ``numbench.measure.cpu_taken`` judges each worker process on its own CPUs; this is the cell's
 record of the machine around it, for a reader of the cell row (and a run's headline) to see
@@ -7,13 +8,27 @@ how quiet the machine was while the cell measured. Both come from the aggregate 
 of ``/proc/stat`` read when the cell took the lock and when it let go: of the ticks of all
 CPUs meanwhile, ``steal_share`` is the steal, and ``other_cpu_share`` the busy ticks (all but
 idle, I/O wait and steal) less the CPU time of the cell's own processes (the supervisor and
-every worker it waited for, ``os.times``), never below 0. ``load_avg_1m`` is the 1-minute load
-average when the cell let go (``/proc/loadavg``): the cell's own processes count in it.
+every worker it waited for, ``os.times``) and less the workflow's, never below 0.
+``load_avg_1m`` is the 1-minute load average when the cell let go (``/proc/loadavg``): the
+cell's own processes count in it.
+
+The workflow's own processes (``workflow_cpu_share``) are the cell job's ancestors, from its
+parent up to and including the nearest one that is Snakemake (its command line runs
+snakemake: ``snakemake ...``, ``python -m snakemake ...``, ``python .../bin/snakemake ...``),
+or the parent alone where no ancestor is Snakemake (a cell run by ``numbench offsite run``, or
+by hand). Snakemake's scheduler takes CPU beside every cell (docs/method.md, "One timing cell
+at a time"): a quiet machine must read quiet. Their CPU time (utime and stime of
+``/proc/PID/stat``, in clock ticks) is read when the watch starts and when it stops; only
+their own, not that of children they waited for (the other jobs). A process that ended
+meanwhile, or whose PID another process took, counts what was read of it: nothing, since
+its stopping reading is missing; what it took after its starting reading counts among the
+other processes'. Where its parent's ``/proc`` entry cannot be read, the workflow's share is
+None and nothing is taken out for it.
 
 A spread round run as a job of its own (``replicates.spread``) records its own stretch the
 same way in its round file, and the cell's job adds it to its own (``combined``): the shares
 are those of all the stretches together, each weighted by its length, and the load is the
-cell job's. Where ``/proc`` cannot be read (not Linux), all three are None.
+cell job's. Where ``/proc`` cannot be read (not Linux), all four are None.
 """
 
 from __future__ import annotations
@@ -52,18 +67,114 @@ def read_load_1m(root: str | os.PathLike = "/") -> float | None:
         return None
 
 
+#: fields of ``/proc/PID/stat`` after the command's closing parenthesis, from 0: the
+#: parent's pid (field 4), utime and stime (fields 14 and 15), the start time (field 22)
+_PPID, _UTIME, _STIME, _START = 1, 11, 12, 19
+#: the most ancestors followed up from the cell's job (a guard against a constructed loop)
+MAX_ANCESTORS = 64
+
+
+def read_process(pid: int, proc: str | os.PathLike = "/proc") -> tuple[int, int, int] | None:
+    """(parent's pid, start time, CPU ticks: utime + stime) of a process from its
+    ``/proc/PID/stat``; None where it cannot be read (it ended, or no ``/proc``)."""
+    try:
+        text = (Path(proc) / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+        fields = text[text.rindex(")") + 1 :].split()
+        return int(fields[_PPID]), int(fields[_START]), int(fields[_UTIME]) + int(fields[_STIME])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def read_argv(pid: int, proc: str | os.PathLike = "/proc") -> list[str]:
+    """A process's command line (``/proc/PID/cmdline``); empty where it cannot be read."""
+    try:
+        raw = (Path(proc) / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode("utf-8", errors="replace") for a in raw.split(b"\0") if a]
+
+
+def is_snakemake(argv: list[str]) -> bool:
+    """Whether a command line runs Snakemake: its program (``.../snakemake``), or a Python
+    running its module (``-m snakemake``) or its script (``python .../bin/snakemake``)."""
+    if not argv:
+        return False
+    if os.path.basename(argv[0]) == "snakemake":
+        return True
+    if not os.path.basename(argv[0]).startswith("python"):
+        return False
+    for i, arg in enumerate(argv[1:], 1):
+        if arg.startswith("-m"):
+            module = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
+            return module.split(".")[0] == "snakemake"
+        if not arg.startswith("-"):
+            return os.path.basename(arg) == "snakemake"
+    return False
+
+
+def workflow_pids(parent: int, proc: str | os.PathLike = "/proc") -> list[int] | None:
+    """The workflow's own processes: ``parent`` and its ancestors up to the nearest that is
+    Snakemake, or ``parent`` alone where none is; None where ``parent`` cannot be read."""
+    if read_process(parent, proc) is None:
+        return None
+    chain, pid = [], parent
+    while pid > 0 and len(chain) < MAX_ANCESTORS:
+        stat = read_process(pid, proc)
+        if stat is None:
+            break
+        chain.append(pid)
+        if is_snakemake(read_argv(pid, proc)):
+            return chain
+        pid = stat[0]
+    return [parent]
+
+
+#: a reading of the workflow's processes: pid -> (start time, CPU ticks)
+Reading = dict[int, tuple[int, int]]
+
+
+class WorkflowCpu:
+    """Reads the CPU ticks of the workflow's own processes (``workflow_pids`` of the
+    process's parent, found when made); a reading is None where none could be found."""
+
+    def __init__(self, parent: int | None = None, proc: str | os.PathLike = "/proc") -> None:
+        self._proc = proc
+        self.pids = workflow_pids(os.getppid() if parent is None else parent, proc)
+
+    def __call__(self) -> Reading | None:
+        if self.pids is None:
+            return None
+        found = {pid: read_process(pid, self._proc) for pid in self.pids}
+        return {pid: (stat[1], stat[2]) for pid, stat in found.items() if stat is not None}
+
+
+def workflow_ticks(before: Reading | None, after: Reading | None) -> int | None:
+    """The ticks the workflow's processes took between two readings: a process missing from
+    the second (it ended), or another under its pid (another start time), adds nothing."""
+    if before is None or after is None:
+        return None
+    taken = 0
+    for pid, (start, ticks) in before.items():
+        later = after.get(pid)
+        if later is not None and later[0] == start:
+            taken += max(0, later[1] - ticks)
+    return taken
+
+
 @dataclass(frozen=True)
 class Activity:
-    """The three figures of one cell (None: unknown), and the seconds watched."""
+    """The four figures of one cell (None: unknown), and the seconds watched."""
 
     other_cpu_share: float | None
     steal_share: float | None
     load_avg_1m: float | None
     watched_s: float | None = None
+    workflow_cpu_share: float | None = None
 
     def to_dict(self) -> dict:
         return {
             "other_cpu_share": self.other_cpu_share,
+            "workflow_cpu_share": self.workflow_cpu_share,
             "steal_share": self.steal_share,
             "load_avg_1m": self.load_avg_1m,
             "watched_s": self.watched_s,
@@ -71,8 +182,9 @@ class Activity:
 
     @classmethod
     def from_dict(cls, data: dict) -> Activity:
-        """The figures ``to_dict`` wrote. ``ValueError``, naming the entry, where one is
-        neither None nor a finite number >= 0, or ``data`` is no dict."""
+        """The figures ``to_dict`` wrote (``workflow_cpu_share`` None where absent: a round
+        file from before it). ``ValueError``, naming the entry, where one is neither None
+        nor a finite number >= 0, or ``data`` is no dict."""
         if not isinstance(data, dict):
             raise ValueError(f"the activity entry is {data!r}, not an object of figures")
 
@@ -92,7 +204,12 @@ class Activity:
         return cls(
             *(number(n) for n in ("other_cpu_share", "steal_share", "load_avg_1m")),
             watched_s=number("watched_s"),
+            workflow_cpu_share=number("workflow_cpu_share"),
         )
+
+
+#: the shares ``combined`` weighs by their stretches' seconds
+SHARES = ("other_cpu_share", "workflow_cpu_share", "steal_share")
 
 
 def combined(parts: list[Activity]) -> Activity:
@@ -103,7 +220,7 @@ def combined(parts: list[Activity]) -> Activity:
     if not parts:
         return Activity(None, None, None)
     totals = {}
-    for name in ("other_cpu_share", "steal_share"):
+    for name in SHARES:
         known = [
             (getattr(p, name), p.watched_s)
             for p in parts
@@ -113,29 +230,55 @@ def combined(parts: list[Activity]) -> Activity:
         totals[name] = sum(v * s for v, s in known) / seconds if seconds > 0 else None
     watched = sum(p.watched_s or 0.0 for p in parts)
     return Activity(
-        totals["other_cpu_share"], totals["steal_share"], parts[-1].load_avg_1m, watched
+        totals["other_cpu_share"],
+        totals["steal_share"],
+        parts[-1].load_avg_1m,
+        watched,
+        totals["workflow_cpu_share"],
     )
 
 
+def _ticks_between(before: list[int] | None, after: list[int] | None) -> list[int] | None:
+    if before is None or after is None:
+        return None
+    delta = [b - a for a, b in zip(before, after, strict=True)]
+    return delta if sum(delta) > 0 else None
+
+
 def shares(
-    before: list[int] | None, after: list[int] | None, own_s: float, ticks_per_s: float
+    before: list[int] | None,
+    after: list[int] | None,
+    own_s: float,
+    ticks_per_s: float,
+    workflow: int | None = None,
 ) -> tuple[float | None, float | None]:
     """(other processes' share, steal share) of the CPUs' ticks between two readings of the
-    ``cpu`` line, the cell's own ``own_s`` CPU seconds taken out of the first."""
-    if before is None or after is None:
+    ``cpu`` line, the cell's own ``own_s`` CPU seconds and the workflow's ``workflow``
+    ticks (``workflow_ticks``; None: unknown, nothing) taken out of the first."""
+    delta = _ticks_between(before, after)
+    if delta is None:
         return None, None
-    delta = [b - a for a, b in zip(before, after, strict=True)]
     total = sum(delta)
-    if total <= 0:
-        return None, None
     busy = total - delta[IDLE] - delta[IOWAIT] - delta[STEAL]
-    other = max(0.0, busy - own_s * ticks_per_s) / total
+    other = max(0.0, busy - own_s * ticks_per_s - (workflow or 0)) / total
     return min(1.0, other), delta[STEAL] / total
+
+
+def workflow_share(
+    before: list[int] | None, after: list[int] | None, workflow: int | None
+) -> float | None:
+    """The workflow's ``workflow`` ticks as a share of the CPUs' ticks between two readings
+    of the ``cpu`` line; None where either is unknown."""
+    delta = _ticks_between(before, after)
+    if delta is None or workflow is None:
+        return None
+    return min(1.0, workflow / sum(delta))
 
 
 class ActivityWatch:
     """Started when made; ``stop()`` gives the ``Activity`` since. The readings can be
-    handed in (tests give constructed ones)."""
+    handed in (tests give constructed ones; ``workflow``: a ``WorkflowCpu`` of their own
+    ``/proc``, or a callable of ``Reading``; by default the real one, made here)."""
 
     def __init__(
         self,
@@ -143,16 +286,26 @@ class ActivityWatch:
         ticks: Callable[[], list[int] | None] = read_cpu_ticks,
         own_s: Callable[[], float] = own_cpu_s,
         load: Callable[[], float | None] = read_load_1m,
+        workflow: Callable[[], Reading | None] | None = None,
         ticks_per_s: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ticks, self._own_s, self._load, self._clock = ticks, own_s, load, clock
+        self._workflow = WorkflowCpu() if workflow is None else workflow
         if ticks_per_s is None:
             ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._per_s = ticks_per_s
-        self._from = (ticks(), own_s(), clock())
+        self._from = (ticks(), own_s(), self._workflow(), clock())
 
     def stop(self) -> Activity:
-        (ticks0, own0, t0), ticks1, own1 = self._from, self._ticks(), self._own_s()
-        other, steal = shares(ticks0, ticks1, own1 - own0, self._per_s)
-        return Activity(other, steal, self._load(), self._clock() - t0)
+        ticks0, own0, workflow0, t0 = self._from
+        ticks1, own1, workflow1 = self._ticks(), self._own_s(), self._workflow()
+        taken = workflow_ticks(workflow0, workflow1)
+        other, steal = shares(ticks0, ticks1, own1 - own0, self._per_s, taken)
+        return Activity(
+            other,
+            steal,
+            self._load(),
+            self._clock() - t0,
+            workflow_share(ticks0, ticks1, taken),
+        )

@@ -250,6 +250,7 @@ def run_cell(
     activity = combined([*rounds, own_stretch])
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
     meta.load_avg_1m = activity.load_avg_1m
+    meta.workflow_cpu_share = activity.workflow_cpu_share
     meta.capped = clock.capped if spec.replicates.max_cell_s is not None else None
     record_quiet_wait(meta, waited, rounds_waited_s)
     meta.wall_s = time.perf_counter() - t0 + earlier_wall

@@ -33,6 +33,17 @@ def _figures(m: MachineQuality) -> str:
     )
 
 
+def _workflow(m: MachineQuality) -> str:
+    """'; the workflow itself (Snakemake's scheduler ...) took 29%', or nothing."""
+    if m.workflow_cpu_share is None:
+        return ""
+    return (
+        f"; the workflow itself took {_share(m.workflow_cpu_share)} (median; Snakemake's "
+        "scheduler and the processes between it and each cell, not counted among the others: "
+        'docs/method.md, "One timing cell at a time")'
+    )
+
+
 def _sentinel(m: MachineQuality) -> str:
     """'; the sentinel (...) spread 1.08x over 24 cells (12.1 to 13.1 ms)', or nothing."""
     if m.sentinel_spread is None:
@@ -64,9 +75,9 @@ def machine_line(m: MachineQuality) -> str:
             f"{_verdicts(m)}."
         )
     if m.quiet:
-        return f"**Quiet machine**: {_figures(m)}{_sentinel(m)}; {_verdicts(m)}."
+        return f"**Quiet machine**: {_figures(m)}{_workflow(m)}{_sentinel(m)}; {_verdicts(m)}."
     return (
-        f"**Busy machine**: {_figures(m)}{_sentinel(m)}; {_verdicts(m)}. The verdicts measured busy are the least firm: `numbench system` "
+        f"**Busy machine**: {_figures(m)}{_workflow(m)}{_sentinel(m)}; {_verdicts(m)}. The verdicts measured busy are the least firm: `numbench system` "
         "says what disturbs this machine, and a rerun on a quieter one settles them."
     )
 
