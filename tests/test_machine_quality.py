@@ -215,3 +215,62 @@ def test_one_of_anything_is_said_in_the_singular():
     line = machine_line(m)
     assert "(medians over 1 cell); 1 of the 1 measured busy" in line
     assert "1 of 1 cell unstable" in line and "1 of 1 verdict in doubt, none of them" in line
+
+
+# -- the workflow's own share (Snakemake's scheduler): told beside, never counted -----------
+def test_a_machine_busy_only_with_the_workflow_itself_reads_quiet_and_says_its_share():
+    """Every cell's record: others 1%, the workflow's own processes 29% (Snakemake's
+    scheduler, taken out of other_cpu_share by the cell's watch)."""
+    bench, speedups, crossovers, _ = with_machine(0.0, other_quiet=0.01)
+    bench["workflow_cpu_share"] = 0.29
+    m = machine_quality(bench, speedups)
+    assert m.quiet is True and m.busy_cells == 0
+    assert m.workflow_cpu_share == pytest.approx(0.29)
+    assert m.busiest_share == pytest.approx(0.02)  # others and steal: the workflow is not in it
+    findings = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    assert through_table(findings).machine == findings.machine == m
+    line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Quiet machine**: while the cells measured, other processes took 1%")
+    assert "; the workflow itself took 29% (median; Snakemake's scheduler" in line
+
+
+def test_others_busy_beside_the_workflow_still_read_busy_with_both_shares():
+    bench, speedups, crossovers, busy = with_machine(0.6)
+    bench["workflow_cpu_share"] = 0.05
+    m = machine_quality(bench, speedups)
+    assert m.quiet is False and m.busy_cells == len(busy)
+    assert m.other_cpu_share == pytest.approx(0.45)
+    line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Busy machine**: while the cells measured, other processes took 45%")
+    assert "the workflow itself took 5%" in line
+
+
+def test_an_older_benchmarks_table_without_the_workflow_s_share_still_reads(tmp_path):
+    """A benchmarks.parquet from before contract 9: no ``workflow_cpu_share`` column (its
+    other_cpu_share holds the workflow's share); the headline says nothing of it."""
+    from numbench.analyse.findings import write_findings
+    from numbench.contract.findings import read_findings
+
+    bench, speedups, crossovers, _ = with_machine(0.0)
+    bench = bench.drop(columns=["workflow_cpu_share"])
+    paths = {n: tmp_path / f"{n}.parquet" for n in ("benchmarks", "speedups", "crossovers")}
+    for name, frame in zip(paths, (bench, speedups, crossovers), strict=True):
+        frame.to_parquet(paths[name])
+    out = tmp_path / "findings.parquet"
+    findings = write_findings(*paths.values(), out, "numpy", "cpu", MARGIN)
+    m = read_findings(out).machine
+    assert m == findings.machine and m.quiet is True and m.workflow_cpu_share is None
+    line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
+    assert line.startswith("**Quiet machine**") and "workflow itself" not in line
+    # a findings row written before the field: read with it unknown
+    import json
+
+    from numbench.contract.findings import findings_from_rows, findings_rows
+
+    rows = findings_rows(findings)
+    for row in rows:
+        if row["topic"] == "machine":
+            detail = json.loads(row["detail"])
+            del detail["workflow_cpu_share"]
+            row["detail"] = json.dumps(detail)
+    assert findings_from_rows(rows).machine.workflow_cpu_share is None
