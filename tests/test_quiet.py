@@ -15,11 +15,13 @@ HZ = 100
 
 
 class Machine:
-    """A constructed /proc/stat whose busy share over each sample follows ``shares``, and a
-    clock that the sleep moves on."""
+    """A constructed /proc/stat whose busy share over each sample follows ``shares`` (of it,
+    ``workflow`` the workflow's own processes': Snakemake's), and a clock that the sleep
+    moves on."""
 
-    def __init__(self, shares: list[float | None]):
+    def __init__(self, shares: list[float | None], workflow: float = 0.0):
         self.shares = list(shares)
+        self.workflow, self.workflow_ticks = workflow, 0
         self.now = 0.0
         self.ticks = [0] * 8
         self.sleeps: list[float] = []
@@ -35,6 +37,7 @@ class Machine:
         busy = round(share * total)
         self.ticks[0] += busy  # user
         self.ticks[3] += total - busy  # idle
+        self.workflow_ticks += round(self.workflow * total)
 
     def readers(self):
         return {
@@ -43,6 +46,7 @@ class Machine:
             "sleep": self.sleep,
             "clock": lambda: self.now,
             "ticks_per_s": HZ,
+            "workflow": lambda: {200: (5000, self.workflow_ticks)},
         }
 
 
@@ -51,6 +55,14 @@ def test_it_waits_until_the_others_quiet_down():
     waited = wait_for_quiet(0.1, 300, **machine.readers())
     assert waited == QuietWait(3.0, True, pytest.approx(0.05))
     assert machine.sleeps == [1.0, 1.0, 1.0]
+
+
+def test_the_workflow_s_own_processes_are_not_others_to_wait_for():
+    """The machine 40% busy, 35 points of it Snakemake's scheduler: quiet at once."""
+    machine = Machine([0.4, 0.4], workflow=0.35)
+    waited = wait_for_quiet(0.1, 300, **machine.readers())
+    assert waited.reached is True and waited.share == pytest.approx(0.05)
+    assert machine.sleeps == [1.0]
 
 
 def test_a_quiet_machine_costs_one_sample():

@@ -10,9 +10,9 @@ machine's CPU time while it held the timing lock (the cell's ``other_cpu_share``
 ``BUSY_RUN_FRACTION`` of its cells that recorded the machine were, and *quiet* otherwise.
 The workflow's own processes (Snakemake's scheduler, ``workflow_cpu_share``) are not others:
 their share is told beside the rule's figures, never counted in them.
-10% of all CPUs' time is a fifth of one core on a 2-core machine: more than a shell, an editor
-and the workflow's own scheduler take, less than any program that computes beside the run (one
-CPU-bound process on one core of two is 50%). One busy cell in ten is what a quiet machine's
+10% of all CPUs' time is a fifth of one core on a 2-core machine: more than a shell and an
+editor take, less than any program that computes beside the run (one CPU-bound process on one
+core of two is 50%). One busy cell in ten is what a quiet machine's
 occasional neighbour gives; more is a machine doing other work.
 """
 

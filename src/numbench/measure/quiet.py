@@ -7,7 +7,7 @@ waited ``max_wait_s``; then it measures anyway, and the cell records how long it
 
 Each sample reads the aggregate ``cpu`` line of ``/proc/stat`` twice, ``QUIET_SAMPLE_S`` apart,
 as ``numbench.measure.activity`` does for a whole cell (the supervisor's own CPU time taken
-out). Where ``/proc`` cannot be read, nothing can be judged: it does not wait, and says so.
+out, and the workflow's own processes', Snakemake's scheduler above all: not others). Where ``/proc`` cannot be read, nothing can be judged: it does not wait, and says so.
 The readings, the sleep and the clock can be handed in (tests give constructed ones).
 """
 
@@ -18,7 +18,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from numbench.measure.activity import own_cpu_s, read_cpu_ticks, shares
+from numbench.measure.activity import (
+    Reading,
+    WorkflowCpu,
+    own_cpu_s,
+    read_cpu_ticks,
+    shares,
+    workflow_ticks,
+)
 
 #: seconds of one sample of the machine's load while waiting
 QUIET_SAMPLE_S = 1.0
@@ -46,21 +53,25 @@ def wait_for_quiet(
     clock: Callable[[], float] = time.monotonic,
     ticks_per_s: float | None = None,
     sample_s: float = QUIET_SAMPLE_S,
+    workflow: Callable[[], Reading | None] | None = None,
 ) -> QuietWait:
     """Sample the machine until others take at most ``below`` of all CPUs' time, or until
-    ``max_wait_s`` has passed; the ``QuietWait``."""
+    ``max_wait_s`` has passed; the ``QuietWait``. ``workflow``: reads the workflow's own
+    processes (``activity.WorkflowCpu``, made here by default), not counted as others."""
     if not 0 < below <= 1 or max_wait_s < 0:
         raise ValueError(f"need 0 < below <= 1 and max_wait_s >= 0, not {below}, {max_wait_s}")
     if ticks_per_s is None:
         ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    workflow = WorkflowCpu() if workflow is None else workflow
     start = last_report = clock()
     while True:
-        before, own0 = ticks(), own_s()
+        before, own0, workflow0 = ticks(), own_s(), workflow()
         if before is None:
             print("wait_for_quiet: /proc/stat cannot be read; measuring without waiting")
             return QuietWait(clock() - start, None, None)
         sleep(sample_s)
-        other, steal = shares(before, ticks(), own_s() - own0, ticks_per_s)
+        taken = workflow_ticks(workflow0, workflow())
+        other, steal = shares(before, ticks(), own_s() - own0, ticks_per_s, taken)
         share = None if other is None else other + (steal or 0.0)
         said = "unknown" if share is None else f"{share:.0%}"
         waited = clock() - start
