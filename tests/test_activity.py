@@ -301,3 +301,33 @@ def test_an_unreadable_proc_leaves_the_workflow_unknown_and_the_others_as_they_w
     assert got.workflow_cpu_share is None and got.other_cpu_share == pytest.approx(0.225)
     assert workflow_share(BEFORE, AFTER, None) is None
     assert workflow_share(None, AFTER, 10) is None and workflow_share(BEFORE, AFTER, 10) == 0.025
+
+
+def test_the_real_proc_finds_snakemake_above_a_shell(tmp_path):
+    """On this machine's own ``/proc``: a program named snakemake (run as ``python
+    .../snakemake``) starts a shell that starts the cell's job; the job's workflow is the
+    shell and the program, and a job started by anything else has its parent alone."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if read_cpu_ticks() is None:
+        pytest.skip("no /proc on this machine")
+    job = "import json; from numbench.measure.activity import WorkflowCpu; " + (
+        "print(json.dumps(WorkflowCpu().pids))"
+    )
+    fake = tmp_path / "bin" / "snakemake"
+    fake.parent.mkdir()
+    fake.write_text(
+        "import json, os, shlex, subprocess, sys\n"
+        f"job = shlex.join([sys.executable, '-c', {job!r}])\n"
+        # '; true' keeps the shell alive beside the job (no exec in its place)
+        "out = subprocess.run(['/bin/sh', '-c', job + '; true'], capture_output=True, text=True)\n"
+        "print(json.dumps({'me': os.getpid(), 'chain': json.loads(out.stdout)}))\n"
+    )
+    proc = subprocess.run([sys.executable, str(fake)], capture_output=True, text=True, check=True)
+    got = json.loads(proc.stdout)
+    assert len(got["chain"]) == 2 and got["chain"][-1] == got["me"], got
+    alone = subprocess.run([sys.executable, "-c", job], capture_output=True, text=True, check=True)
+    assert json.loads(alone.stdout) == [os.getpid()]
