@@ -229,8 +229,8 @@ def _add_offsite_plan(steps) -> None:
     plan.add_argument("--output", required=True, help="the plan's JSON file")
     plan.add_argument(
         "--bundle",
-        help="also write a .tar.gz of what the other host needs: the package's sources and "
-        "the plan",
+        help="also write a .tar.gz of what the other host needs: the package's sources, "
+        "the plan, and the user's operation files and data files (operations.NAME.inputs)",
     )
 
 

@@ -5,14 +5,16 @@ Three steps, for a host that has the numerical libraries but not the workflow's 
 
 1. ``plan`` (here, in the workflow's environment) validates the config exactly as the
    workflow does and writes one JSON plan: every cell's spec and output path (in a seeded
-   random order), the inputs files to make, and the config it came from.
+   random order), the inputs files to make, and the config it came from; its bundle carries
+   the user's operation files and data files (``numbench.offsite.data``).
 2. ``run`` (there; needs numpy, pyarrow and this package from ``src/``, nothing else) makes
    the inputs files in a scratch folder, runs every cell with ``numbench.measure.supervisor.run_cell``
    (the host lock, the timeouts and the fault statuses come with it), keeps one log per
    cell as the workflow does, and packs the cell files, the logs and a manifest into one
    ``.tar.gz``.
 3. ``import`` (here) checks the archive against its manifest and against the config here,
-   makes sure the inputs files exist and hold the very arrays the cells were measured on,
+   makes sure the user's data files here are the ones the cells were measured on and the
+   inputs files exist and hold the very arrays the cells were measured on,
    and moves the cells into ``results/`` so that Snakemake takes them as up to date: the
    next ``snakemake`` runs only the analysis rules.
 

@@ -48,6 +48,9 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 #: (the float64 reference of matmul, mlp, ... goes through BLAS, which rounds differently on
 #: another CPU; the inputs themselves must match bit for bit)
 REFERENCE_NORM_RTOL = 1e-12
+#: the arrays of an inputs file that name the user's file its inputs were read from: a path,
+#: this host's or the bundle's, which ``compare_inputs`` leaves out (the arrays are compared)
+PLACE_ARRAYS = ("inputs_from",)
 #: files are hashed and copied in pieces of this size, never read whole
 COPY_CHUNK_BYTES = 1024 * 1024
 
@@ -190,9 +193,13 @@ def inputs_checksums(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
 def compare_inputs(
     here: dict[str, dict[str, Any]], there: dict[str, dict[str, Any]]
 ) -> tuple[list[str], list[str]]:
-    """(problems, notes) of an inputs file here against the checksums recorded there."""
+    """(problems, notes) of an inputs file here against the checksums recorded there. The
+    arrays that name where the inputs were read from (``PLACE_ARRAYS``) are left out: a data
+    file lies at another path on each host, and its arrays are compared all the same."""
     problems, notes = [], []
     for name in sorted(set(here) | set(there)):
+        if name in PLACE_ARRAYS:
+            continue
         a, b = here.get(name), there.get(name)
         if a is None or b is None:
             where = "in the archive's manifest" if a is None else "here"
@@ -230,11 +237,17 @@ def checked_inputs_checksums(path: str | os.PathLike) -> dict[str, dict[str, Any
 
 
 def write_inputs_file(
-    item: dict, path: str | os.PathLike, operation_file: str | None, operation_hash: str | None
+    item: dict,
+    path: str | os.PathLike,
+    operation_file: str | None,
+    operation_hash: str | None,
+    inputs_from: str | None = None,
 ) -> None:
     """Make the inputs file of a plan's inputs entry at ``path``: its operation, size, seed
     and parameters, with the operation's code from ``operation_file`` (None: a built-in one)
-    checked against ``operation_hash``. ``run`` makes them there, ``import`` here, alike."""
+    checked against ``operation_hash``, and the inputs read from the user's file
+    ``inputs_from`` where its entry has ``data`` (the bundle's copy there, the config's file
+    here). ``run`` makes them there, ``import`` here, alike."""
     from numbench.measure import inputs
 
     inputs.write(
@@ -245,14 +258,17 @@ def write_inputs_file(
         item["params"],
         operation_file,
         operation_hash,
+        inputs_from,
     )
 
 
-def write_tar_gz(path: str | os.PathLike, members: Iterable[tuple[str, bytes, float | None]]):
-    """Write a ``.tar.gz`` of ``members`` (name, data, modification time or None for now),
-    each a plain file of mode 0644, to ``path`` whole or not at all
+def write_tar_gz(
+    path: str | os.PathLike, members: Iterable[tuple[str, bytes | Path, float | None]]
+):
+    """Write a ``.tar.gz`` of ``members`` (name, data or the file holding it, modification
+    time or None for now), each a plain file of mode 0644, to ``path`` whole or not at all
     (``numbench.contract.replacing``): the archive ``run`` packs and the bundle ``plan``
-    writes are made alike."""
+    writes are made alike. A file is copied in pieces, never read whole."""
     with (
         replacing(path) as tmp,
         open(tmp, "wb") as fh,
@@ -260,7 +276,12 @@ def write_tar_gz(path: str | os.PathLike, members: Iterable[tuple[str, bytes, fl
     ):
         for name, data, mtime in members:
             info = tarfile.TarInfo(name)
-            info.size = len(data)
             info.mtime = int(time.time() if mtime is None else mtime)
             info.mode = 0o644
-            tar.addfile(info, io.BytesIO(data))
+            if isinstance(data, Path):
+                with open(data, "rb") as source:
+                    info.size = os.fstat(source.fileno()).st_size
+                    tar.addfile(info, source)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))

@@ -160,9 +160,10 @@ def check_inputs(
     plan: dict, manifest: dict, local_path: Callable[[str], Path], staging: Path, cfg: dict
 ) -> tuple[list[tuple[Path, Path]], list[str]]:
     """The inputs: present here, or made (in ``staging``) with the plan's seed and the
-    operation as the config here names it, and the very arrays the cells were measured on.
-    Returns ([(made, destination)], notes)."""
-    from numbench.config import operation_file, operation_hash
+    operation as the config here names it (read from the config's data file where the plan
+    has ``data``, a file ``check_data_here`` found to hash as planned), and the very arrays
+    the cells were measured on. Returns ([(made, destination)], notes)."""
+    from numbench.config import operation_file, operation_hash, operation_inputs_from
 
     recorded_inputs = manifest.get("inputs") or {}
     made: list[tuple[Path, Path]] = []
@@ -178,8 +179,16 @@ def check_inputs(
         else:
             check_path = inside(staging, item["path"])
             op = item["operation"]
-            write_inputs_file(item, check_path, operation_file(cfg, op), operation_hash(cfg, op))
-            source = "the inputs file made here with the same seed"
+            write_inputs_file(
+                item,
+                check_path,
+                operation_file(cfg, op),
+                operation_hash(cfg, op),
+                operation_inputs_from(cfg, op),
+            )
+            source = "the inputs file made here " + (
+                "from the config's data file" if item.get("data") else "with the same seed"
+            )
             made.append((check_path, dest))
         here = checked_inputs_checksums(check_path)
         try:

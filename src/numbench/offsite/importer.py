@@ -27,6 +27,7 @@ from numbench.offsite.common import (
     file_sha256,
     inside,
 )
+from numbench.offsite.data import check_data_here
 from numbench.offsite.import_checks import (
     check_against_config,
     check_contents,
@@ -101,10 +102,12 @@ def _destinations(results: Path) -> Callable[[str], Path]:
 
 def _check_same_grid(plan: dict, root: Path, configfiles, config_args) -> dict:
     """The config here, once it plans the same grid as the archive's plan, with the same
-    operations' code (``check_operation_code``, ``check_against_config``)."""
+    operations' code and data files (``check_operation_code``, ``check_data_here``,
+    ``check_against_config``)."""
     cfg = load_config(root, configfiles, config_args)
     local = make_plan(cfg)
     check_operation_code(plan, local)
+    check_data_here(plan, local, cfg)
     check_against_config(plan, local)
     return cfg
 

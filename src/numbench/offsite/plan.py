@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,14 @@ from numbench.offsite.common import (
     now_iso,
     plan_hash,
     write_tar_gz,
+)
+from numbench.offsite.data import (
+    bundled_entry,
+    bundled_spec,
+    check_planned_data,
+    data_files,
+    planned_data,
+    warn_large,
 )
 
 
@@ -74,14 +82,7 @@ def _bundled(spec_or_entry: dict, key: str, name: str) -> dict:
 
 
 def _carried(cfg: dict) -> None:
-    """OffsiteError where the config holds what a plan does not carry: inputs read from the
-    user's files, environments."""
-    from_files = [op for op, entry in cfg["operations"].items() if (entry or {}).get("inputs")]
-    if from_files:
-        raise OffsiteError(
-            f"operations.{from_files[0]}.inputs: inputs read from the user's files are not "
-            "carried offsite; leave the key out of the offsite config to draw them"
-        )
+    """OffsiteError where the config holds what a plan does not carry: environments."""
     if cfg.get("environments"):
         names = ", ".join(cfg["environments"])
         raise OffsiteError(
@@ -97,50 +98,26 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
 
     A user's operation file is named by its place in the bundle (``bundled_operation_file``),
     here and in the archive alike, so that a plan does not depend on where the file lies on
-    this host, and the hash of its code (in every cell's spec) says which code it is."""
-    from numbench.cells import inputs_path
-    from numbench.config import (
-        cell_spec,
-        grid,
-        input_files,
-        operation_file,
-        operation_hash,
-        operation_params,
-        operation_seed,
-    )
+    this host, and the hash of its code (in every cell's spec) says which code it is. A
+    user's data file likewise (``numbench.offsite.data``), with its SHA-256 and size."""
+    from numbench.config import cell_spec, grid
 
     _carried(cfg)
+    inputs = _inputs_entries(cfg)
+    data_of = {i["path"]: i.get("data") for i in inputs}
     cells = sorted(grid(cfg))
     random.Random(f"numbench-offsite-{cfg['seed']}").shuffle(cells)
     entries = [
         {
             "path": c.path,
             "log": log_path(c.path),
-            "spec": _bundled(
-                json.loads(cell_spec(cfg, c).to_json()), "operation_file", c.operation
+            "spec": bundled_spec(
+                _bundled(json.loads(cell_spec(cfg, c).to_json()), "operation_file", c.operation),
+                data_of,
             ),
         }
         for c in cells
     ]
-    wanted = set(input_files(cfg))
-    inputs = []
-    for op, entry in cfg["operations"].items():
-        for size in sorted({int(s) for s in entry["sizes"]}):
-            path = inputs_path(op, size)
-            assert path in wanted
-            inputs.append(
-                {
-                    "path": path,
-                    "log": inputs_log_path(op, size),
-                    "operation": op,
-                    "size": size,
-                    "seed": operation_seed(cfg, op),
-                    "params": operation_params(cfg, op),
-                    "operation_file": operation_file(cfg, op) and bundled_operation_file(op),
-                    "operation_hash": operation_hash(cfg, op),
-                }
-            )
-    inputs.sort(key=lambda i: i["path"])
     plan = {
         "format": PLAN_FORMAT,
         "version": FORMAT_VERSION,
@@ -153,7 +130,8 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
                 {
                     **cfg,
                     "operations": {
-                        op: _bundled(entry, "module", op) for op, entry in cfg["operations"].items()
+                        op: bundled_entry(_bundled(entry, "module", op), op)
+                        for op, entry in cfg["operations"].items()
                     },
                 }
             )
@@ -165,20 +143,62 @@ def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
     return plan
 
 
+def _inputs_entries(cfg: dict) -> list[dict]:
+    """The plan's inputs files, each with what makes it: operation, size, seed, parameters,
+    the operation's code and, where its inputs are read from the user's file, that file's
+    place in the bundle, SHA-256 and size (``data``, ``numbench.offsite.data``)."""
+    from numbench.cells import inputs_path
+    from numbench.config import (
+        input_files,
+        operation_file,
+        operation_hash,
+        operation_params,
+        operation_seed,
+    )
+
+    wanted = set(input_files(cfg))
+    inputs = []
+    for op, entry in cfg["operations"].items():
+        for size in sorted({int(s) for s in entry["sizes"]}):
+            path = inputs_path(op, size)
+            assert path in wanted
+            item = {
+                "path": path,
+                "log": inputs_log_path(op, size),
+                "operation": op,
+                "size": size,
+                "seed": operation_seed(cfg, op),
+                "params": operation_params(cfg, op),
+                "operation_file": operation_file(cfg, op) and bundled_operation_file(op),
+                "operation_hash": operation_hash(cfg, op),
+            }
+            data = planned_data(cfg, op, size)
+            if data is not None:  # no key where drawn: such a plan hashes as before
+                item["data"] = data
+            inputs.append(item)
+    return sorted(inputs, key=lambda i: i["path"])
+
+
 def write_plan(
     root: str | os.PathLike,
     output: str | os.PathLike,
     configfiles: Iterable[str] = (),
     config_args: Iterable[str] = (),
     bundle: str | os.PathLike | None = None,
+    say: Callable[[str], None] = print,
 ) -> dict:
+    """Write the plan of the config to ``output`` and, with ``bundle``, the bundle beside it:
+    numbench's sources, the plan, the user's operation files and data files (a data file
+    larger than a bundle is meant to be is carried, and ``say`` warns naming it)."""
     configfiles, config_args = list(configfiles), list(config_args)
     cfg = load_config(root, configfiles, config_args)
     plan = make_plan(cfg, {"configfiles": configfiles, "config": config_args})
     text = json.dumps(plan, indent=1, sort_keys=True) + "\n"
     write_bytes_atomic(text.encode(), Path(output))
     if bundle is not None:
-        write_bundle(root, text, Path(output).name, bundle, operation_files(cfg))
+        files = data_files(cfg)
+        warn_large(files, say)
+        write_bundle(root, text, Path(output).name, bundle, {**operation_files(cfg), **files})
     return plan
 
 
@@ -212,11 +232,12 @@ def write_bundle(
     plan_text: str,
     plan_name: str,
     bundle,
-    operations: dict[str, bytes] | None = None,
+    operations: dict[str, bytes | Path] | None = None,
 ) -> None:
     """What the remote host needs, in one ``.tar.gz``: the package's sources, the plan, and
-    beside it the files of the user's operations (``operation_files``). Unpack it anywhere
-    there and run ``PYTHONPATH=src python -m numbench offsite run``."""
+    beside it the files of the user's operations (``operation_files``) and data
+    (``numbench.offsite.data.data_files``, copied from their files in pieces). Unpack it
+    anywhere there and run ``PYTHONPATH=src python -m numbench offsite run``."""
     root = Path(root)
 
     def members():
@@ -252,6 +273,7 @@ def check_plan(plan: Any, what: str) -> dict:
     if recomputed != plan.get("plan_hash"):
         raise OffsiteError(f"{what} was changed after it was made: its plan_hash does not match")
     check_plan_paths(plan, what)
+    check_planned_data(plan, what)
     return plan
 
 

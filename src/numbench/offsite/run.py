@@ -28,6 +28,7 @@ from numbench.offsite.common import (
     now_iso,
     write_tar_gz,
 )
+from numbench.offsite.data import checked_data_beside
 from numbench.offsite.plan import read_plan
 from numbench.offsite.roofs import ROOFS_LOG, ROOFS_MEMBER, measure_there
 from numbench.offsite.run_cells import make_inputs, run_cells, run_spread_rounds
@@ -58,7 +59,9 @@ def run_plan(
     say: Callable[[str], None] = print,
 ) -> dict:
     """Make the inputs, run every cell of the plan and pack them into ``output``; return the
-    manifest. With ``resume``, inputs files and cells already in ``workdir`` are kept.
+    manifest. With ``resume``, inputs files and cells already in ``workdir`` are kept. The
+    user's data files are read from beside the plan, once each hashes as the plan says
+    (``numbench.offsite.data``); the archive does not carry them back.
 
     Every file it writes, but ``output``, lies inside the work folder, at a path derived from
     a cell's (or an inputs file's) identity: ``read_plan`` refuses a plan that names any
@@ -70,6 +73,8 @@ def run_plan(
     marker = work / "plan.json"
     _check_earlier_run(work, marker, plan, resume)
     operation_files = _operations_beside(plan, Path(plan_path).resolve().parent)
+    # the user's data files, beside the plan, each hashing as the plan says
+    data = checked_data_beside(plan, Path(plan_path).resolve().parent)
     specs = _specs(plan, operation_files)
     cells, inputs, logs = _paths_inside(plan, work, what)
     if plan.get("code_hash") != code_hash():
@@ -84,7 +89,7 @@ def run_plan(
         f"working in {work}"
     )
     with _working_in(work):
-        manifest_inputs = make_inputs(inputs, operation_files, work, resume, say)
+        manifest_inputs = make_inputs(inputs, operation_files, data, work, resume, say)
         rounds = run_spread_rounds(cells, specs, resume, say)
         manifest_cells = run_cells(cells, specs, rounds, resume, say)
         # this host's roofs, for the cells' places on its roofline (numbench.offsite.roofs),

@@ -86,14 +86,16 @@ def _intact(path: Path) -> bool:
 def make_inputs(
     inputs: list[tuple[dict, str, str]],
     operation_files: dict[str, str],
+    data: dict[str, str],
     work: Path,
     resume: bool,
     say: Callable[[str], None],
 ) -> dict[str, Any]:
     """Make every inputs file of the plan (``inputs``: [(entry, file, log)]), each with its
-    log; with ``resume``, one already made and intact is kept. Returns the manifest's
-    ``inputs``: per file, its size and its arrays' checksums, which ``import`` compares with
-    the inputs files here."""
+    log, its inputs read from its data file where ``data`` names one (by inputs file: the
+    bundle's copy, checked); with ``resume``, one already made and intact is kept. Returns
+    the manifest's ``inputs``: per file, its size and its arrays' checksums, which ``import``
+    compares with the inputs files here."""
     made: dict[str, Any] = {}
     for i, (item, inputs_path, inputs_log) in enumerate(inputs, 1):
         path = Path(inputs_path)
@@ -108,8 +110,10 @@ def make_inputs(
                         path,
                         operation_files.get(item["operation"]),
                         item.get("operation_hash"),
+                        data.get(inputs_path),
                     )
-                    print(f"inputs: {item['operation']} n={item['size']} seed={item['seed']}")
+                    read = f" from {data[inputs_path]}" if inputs_path in data else ""
+                    print(f"inputs: {item['operation']} n={item['size']} seed={item['seed']}{read}")
             except Exception as exc:  # noqa: BLE001 - named, with the log to read
                 raise OffsiteError(
                     f"cannot make {inputs_path}: {type(exc).__name__}: {exc} "
