@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,84 @@ def quiet_runs(tmp_path, n: int, spread: float = 0.005, seed: int = 3) -> list[s
     return folders
 
 
+def test_one_pair_passes_unchanged_and_fails_on_the_planted_cell_alone(tmp_path):
+    """The gate itself, as the script calls it: a store of the four other runs."""
+    runs = quiet_runs(tmp_path, 6)
+    store = tmp_path / "store"
+    for run in runs[2:]:
+        history.add_results(run, store)
+    same = gate_pairs.call_gate(runs[0], runs[1], store, None)
+    assert not same["failed"] and same["flagged"] == [] and same["judged"] == 24
+    assert same["past"] == (3, 0)
+    planted = gate_pairs.plant(runs[1], tmp_path / "planted", TORCH_SORT, 1.2)
+    slowed = gate_pairs.call_gate(runs[0], planted, store, None)
+    assert slowed["failed"] and slowed["judged"] == 24
+    ((key, change, ratio),) = slowed["flagged"]
+    assert key == TORCH_SORT and change == "slower" and 1.1 < ratio < 1.35
+    assert gate_pairs.caught(slowed, TORCH_SORT) and not gate_pairs.caught(same, TORCH_SORT)
+
+
+#: a cell the stand-in gate flags in one unchanged pair
+OTHER = ("numpy", "cpu", "fft", 1000, "float64", 1)
+
+
+def test_each_ordered_pair_gets_a_store_of_every_other_run_and_the_totals_add_up(
+    tmp_path, monkeypatch
+):
+    """``measure`` and ``report`` around a stand-in gate that records what it is given:
+    one false alarm (run 2 -> run 1), and the planted cell caught everywhere."""
+    runs = quiet_runs(tmp_path, 4)
+    ids = {
+        Path(r).name: t.column("run_id")[0].as_py()
+        for r, ((t, _),) in zip(runs, gate_pairs.ingest(runs))
+    }
+    calls = []
+
+    def stand_in(old, new, store, margin):
+        old, new = Path(old), Path(new)
+        calls.append((old.name, new.name, set(history.read(store).runs["run_id"])))
+        flagged = []
+        if new.name.startswith("planted"):
+            slowed = pd.read_parquet(new / "benchmarks.parquet")
+            source = new.parent.parent / new.name.replace("planted-", "run")
+            ratio = slowed["median_s"] / pd.read_parquet(source / "benchmarks.parquet")["median_s"]
+            is_cell = (slowed["library"] == "torch") & (slowed["operation"] == "sort")
+            is_cell &= slowed["size"] == 10000
+            assert np.allclose(ratio[is_cell], 1.2) and np.allclose(ratio[~is_cell], 1.0)
+            flagged = [(TORCH_SORT, "slower", 1.2)]
+        elif (old.name, new.name) == ("run2", "run1"):
+            flagged = [(OTHER, "slower", 1.15)]
+        return {
+            "failed": bool(flagged),
+            "judged": 24,
+            "flagged": flagged,
+            "slower": len(flagged),
+            "faster": 0,
+            "past": (1, 0),
+        }
+
+    monkeypatch.setattr(gate_pairs, "call_gate", stand_in)
+    work = tmp_path / "work"
+    work.mkdir()
+    rows = gate_pairs.measure(runs, TORCH_SORT, 1.2, None, work)
+    assert [(r["old"], r["new"]) for r in rows] == [
+        (i, j) for i in range(4) for j in range(4) if i != j
+    ]
+    assert len(calls) == 24
+    for old, new, held in calls:
+        pair = {old, new.replace("planted-", "run")}
+        assert held == {rid for name, rid in ids.items() if name not in pair}, (old, new)
+    text = gate_pairs.report(runs, rows, TORCH_SORT, 1.2)
+    assert "the gate passed 11 of 12 ordered pairs and failed 1 (8.3%" in text
+    assert "1 flagged slower and 0 broken of 288 judged (0.35%" in text
+    assert "over its 6 stores, 0 of 6 past pairs failed" in text
+    assert "failed on it alone in 12 of 12 pairs, failed in 12, and flagged 0 other" in text
+    assert "| run 2 -> run 1 | unchanged | numpy/cpu fft 1000 float64 t1 | slower | 1.150 |" in text
+
+
+@pytest.mark.e2e
 def test_unchanged_runs_pass_every_pair_and_the_planted_cell_is_caught_and_named(tmp_path):
+    """The whole script's measure on six runs: 60 runs of the gate (18 to 84 s on a busy 2-core machine)."""
     runs = quiet_runs(tmp_path, 6)
     frames = gate_pairs.read_runs(runs)
     cell = gate_pairs.planted_cell(frames, "torch/sort/10000")
