@@ -132,7 +132,7 @@ def level_row(timed: list[dict], memory: dict) -> dict:
     Not the copy, though it may reach more: a large copy may store past the cache (glibc's
     ``memcpy`` uses non-temporal stores, with no write-allocate read), which no cell that
     writes through the cache can do, so a roof set by it would understate every cell's share
-    of it. A triad is the roof STREAM and the Empirical Roofline Toolkit give."""
+    of it. The triad is also STREAM's most quoted figure."""
     candidates = {f"{lib} (import)": why for lib, why in memory.get("errors", {}).items()}
     for result in timed:
         candidates[f"{result['library']} {result['kernel']}"] = _gb_per_s(result)[0]
