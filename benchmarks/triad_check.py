@@ -1,12 +1,18 @@
 """The DRAM roof of a results roofs.parquet beside a STREAM-style triad timed here,
 independently, in one process (a benchmark, not a test).
 
+The roof is the best triad the roofs rule timed (``kernel`` ``triad (...)``); the copy it
+timed beside it (``copy_value``) is printed too, with its own ratio. A roofs table from before
+the roof was the triad (its roof the faster of triad and copy) is read the same way: its
+triad and copy come from its ``candidates``.
+
 STREAM's triad ``a[i] = b[i] + s * c[i]`` over three arrays each at least four times the
 last-level cache (by default four times the roofs file's own ``l3_bytes``, the size the roof
 used), the arrays written once before any timing (first touch outside the timings, as STREAM
 does), bytes counted as STREAM counts them (3 arrays of n elements a pass: reads and writes,
 no write-allocate), the best of ``--trials`` passes. Timed in several ways, each beside the
-DRAM roof of the same thread count, with the ratio roof / check:
+DRAM roof of the same thread count, with the ratio roof / check (the issue's done-when
+figure) and the roof's copy / check:
 
 * ``numba loop``: one plain Numba loop on one thread (the one-thread roof's case);
 * ``numba prange``: the same loop under ``prange`` on T threads, each taking its own block
@@ -60,7 +66,8 @@ def arguments():
 
 
 def dram_rows(path: str, dtype: str):
-    """The file's ok CPU DRAM rows of ``dtype``, by thread count (the best, where several)."""
+    """The file's ok CPU DRAM rows of ``dtype``, by thread count: the one of the best triad
+    (``roof_triad``), where several (rounds)."""
     import pandas as pd
 
     roofs = pd.read_parquet(path)
@@ -72,7 +79,15 @@ def dram_rows(path: str, dtype: str):
     ]
     if ok.empty:
         raise SystemExit(f"{path} has no ok CPU DRAM roof in {dtype}")
-    return {int(t): g.loc[g["value"].idxmax()] for t, g in ok.groupby("threads")}
+    rows = {}
+    for threads, group in ok.groupby("threads"):
+        triads = [(roof_triad(row), row) for _, row in group.iterrows()]
+        triads = [(value, row) for value, row in triads if value is not None]
+        if triads:
+            rows[int(threads)] = max(triads, key=lambda pair: pair[0])[1]
+    if not rows:
+        raise SystemExit(f"{path}: no CPU DRAM roof in {dtype} timed a triad")
+    return rows
 
 
 def missing(value) -> bool:
@@ -106,11 +121,35 @@ def array_size(first, array_mib: float | None, path: str) -> tuple[float, str | 
     return ARRAY_FACTOR * float(llc), words
 
 
-def roof_triad(roof) -> float | None:
-    """The fastest triad among the roof's candidates (the roof itself may be a copy's)."""
+def _best_of(roof, kernel: str) -> float | None:
+    """The fastest ``kernel`` (``triad``, ``copy``) among the roof's candidates."""
     candidates = candidates_of(roof)
-    triads = [v for k, v in candidates.items() if k.endswith(" triad") and isinstance(v, float)]
-    return max(triads) if triads else None
+    rates = [v for k, v in candidates.items() if k.endswith(f" {kernel}") and isinstance(v, float)]
+    return max(rates) if rates else None
+
+
+def roof_triad(roof) -> float | None:
+    """The roof's triad: its ``value`` where its kernel is a triad (a roof now always is),
+    else the fastest triad among its candidates (an older table's roof may be a copy)."""
+    kernel = roof.get("kernel")
+    if isinstance(kernel, str) and kernel.startswith("triad"):
+        return float(roof["value"])
+    return _best_of(roof, "triad")
+
+
+def roof_copy(roof) -> float | None:
+    """The copy timed beside the roof: ``copy_value``, or (an older table, without the
+    column) the fastest copy among its candidates."""
+    value = roof.get("copy_value")
+    return _best_of(roof, "copy") if missing(value) else float(value)
+
+
+def roof_said(roof, threads: int) -> str:
+    """The DRAM roof column: the triad, and where it came from."""
+    kernel = roof.get("kernel")
+    if isinstance(kernel, str) and kernel.startswith("triad"):
+        return f"{roof_triad(roof):.1f} (t{threads}, {kernel})"
+    return f"{roof_triad(roof):.1f} (t{threads}, triad of its candidates; its roof: {kernel})"
 
 
 def kernels():
@@ -149,6 +188,17 @@ def best_seconds(call, trials: int) -> float:
     return best
 
 
+def table_row(name: str, threads: int, gb_per_s: float, roof) -> str:
+    """One way's line: the check beside the DRAM roof (the triad) and the copy beside it."""
+    if roof is None:
+        return f"| {name} | {threads} | {gb_per_s:.1f} | no roof of t{threads} | | | |"
+    ratio = roof_triad(roof) / gb_per_s
+    copy = roof_copy(roof)
+    beside = f"{copy:.1f} | {copy / gb_per_s:.2f}" if copy else "none | "
+    said = roof_said(roof, threads)
+    return f"| {name} | {threads} | {gb_per_s:.1f} | {said} | {ratio:.2f} | {beside} |"
+
+
 def main() -> None:
     import numpy as np
 
@@ -183,21 +233,12 @@ def main() -> None:
     ]
     print(
         "\n| way | threads | check GB/s | DRAM roof GB/s (t, kernel) | roof / check "
-        "| roof's own triad GB/s | its triad / check |"
+        "| roof's copy GB/s | copy / check |"
     )
     print("|---|---:|---:|---|---:|---:|---:|")
     for name, threads, timed in ways:
         seconds = timed if isinstance(timed, float) else best_seconds(timed, args.trials)
-        gb_per_s = counted / seconds / 1e9
-        roof = rows.get(threads)
-        if roof is None:
-            print(f"| {name} | {threads} | {gb_per_s:.1f} | no roof of t{threads} | |")
-            continue
-        ratio = roof["value"] / gb_per_s
-        said = f"{roof['value']:.1f} (t{threads}, {roof['kernel']})"
-        triad = roof_triad(roof)
-        own = f"{triad:.1f} | {triad / gb_per_s:.2f}" if triad else "none | "
-        print(f"| {name} | {threads} | {gb_per_s:.1f} | {said} | {ratio:.2f} | {own} |")
+        print(table_row(name, threads, counted / seconds / 1e9, rows.get(threads)))
     for threads, roof in rows.items():
         candidates = candidates_of(roof)
         shown = ", ".join(

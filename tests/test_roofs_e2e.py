@@ -39,6 +39,9 @@ def test_each_dtype_and_thread_count_gets_its_roofs(finished):
         llc = mine.loc["dram", "l3_bytes"] or mine.loc["dram", "l2_bytes"]
         assert mine.loc["dram", "working_set_bytes"] >= 2 * 4 * llc
         assert mine.loc["dram", "bytes_counted"] == "stream"
+        # the roof is the triad; the copy measured beside it is kept
+        assert mine.loc["dram", "kernel"].startswith("triad (")
+        assert mine.loc["dram", "copy_value"] > 0
         assert mine.loc["dram", "value_write_allocate"] > mine.loc["dram", "value"]
         assert mine.loc["dram", "trials"] >= 5
         assert mine.loc["compute", "threads_used"] == threads

@@ -20,10 +20,14 @@ roof as a win. A cell past 100% of its roof is either:
 * ``roof measured low``: past the compute roof by more than that, for an operation whose
   flop count is exact (``flops_exact``: matmul's 2 n^3): the cost model cannot be wrong,
   so the roof is (measured at a disturbed moment, or by a kernel slower than the library's);
+* ``streams like a copy``: past a bandwidth roof (a triad's) by more than that, but within
+  noise of what the copy measured beside it reaches (``copy_value``, ``copy_share``): the
+  cell moves its bytes as a large copy does, its stores past the cache (no write-allocate
+  read), which the triad's stores are not;
 * ``cost-model error``: past its roof by more than that where the model can be wrong: a
   flop count that is an estimate, or a bandwidth roof (the fewest bytes are the model's
-  own count): the operation counts flops it does not do, or bytes it does not need (or
-  the roof is wrong; the roofs table says how it was measured).
+  own count), and past the copy's as well: the operation counts flops it does not do, or
+  bytes it does not need (or the roof is wrong; the roofs table says how it was measured).
 
 An operation with bytes but no flop count (a sort: its work is comparisons, not
 floating-point arithmetic) is ``placed by its bytes``: held against the bandwidth roof of its
@@ -43,6 +47,7 @@ from numbench.contract.roofline import (
     PLACED_BY_BYTES,
     ROOF_MEASURED_LOW,
     ROOF_NOISE_FACTOR,
+    STREAMS_LIKE_COPY,
     WITHIN_NOISE,
 )
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF, resident_level
@@ -72,6 +77,8 @@ class RoofSet:
     cache_bytes: dict[str, int] = field(default_factory=dict)
     #: roof -> its best measurement over its worst, where it was measured more than once
     spread: dict[str, float] = field(default_factory=dict)
+    #: bandwidth roof -> the best copy measured beside its triad (``copy_value``)
+    copy_gb_per_s: dict[str, float] = field(default_factory=dict)
 
     def bandwidth_for(self, level: str) -> tuple[str, float] | None:
         """The roof of ``level``, or of the next slower level measured (an L3 roof left out
@@ -92,8 +99,10 @@ def _number(value) -> float | None:
 def roof_sets(roof_rows) -> dict[tuple, RoofSet]:
     """(host, device, dtype, threads) -> its roofs, from the roofs table's rows (dicts);
     only rows that measured (``ok``) count. A roof with several such rows (measured more
-    than once through the run) is the best of them, and its spread is kept."""
+    than once through the run) is the best of them, and its spread is kept; so is the best
+    copy beside a bandwidth roof."""
     measured: dict[tuple, dict[str, list[float]]] = {}
+    copies: dict[tuple, dict[str, float]] = {}
     caches: dict[tuple, dict[str, int]] = {}
     for row in roof_rows:
         key = (row["host"], row["device"], row["dtype"], int(row["threads"]))
@@ -104,13 +113,17 @@ def roof_sets(roof_rows) -> dict[tuple, RoofSet]:
             continue
         if row["roof"] in (*BANDWIDTH_ROOFS, COMPUTE_ROOF):
             measured.setdefault(key, {}).setdefault(row["roof"], []).append(value)
+        copy = _number(row.get("copy_value"))
+        if copy is not None and row["roof"] in BANDWIDTH_ROOFS:
+            mine = copies.setdefault(key, {})
+            mine[row["roof"]] = max(copy, mine.get(row["roof"], copy))
     sets = {}
     for key, levels in caches.items():
         values = measured.get(key, {})
         best = {roof: max(v) for roof, v in values.items()}
         compute = best.pop(COMPUTE_ROOF, None)
         spread = {roof: max(v) / min(v) for roof, v in values.items() if len(v) > 1 and min(v) > 0}
-        sets[key] = RoofSet(best, compute, levels, spread)
+        sets[key] = RoofSet(best, compute, levels, spread, copies.get(key, {}))
     return sets
 
 
@@ -150,6 +163,30 @@ def _against(intensity, bytes_moved, achieved, roofs: RoofSet, compute) -> tuple
     return roof, attainable, note
 
 
+def copy_share(roof, intensity, achieved, roofs: RoofSet, by_bytes: bool) -> float | None:
+    """What a cell held against the bandwidth roof ``roof`` reached (``achieved``: GFLOP/s,
+    or GB/s ``by_bytes``) over what the copy measured beside that roof's triad allows at its
+    intensity (capped by the compute roof); None where no copy was measured there."""
+    copy = roofs.copy_gb_per_s.get(roof)
+    achieved = _number(achieved)
+    if copy is None or achieved is None or roof not in BANDWIDTH_ROOFS:
+        return None
+    allowed = (1.0 if by_bytes else intensity) * copy
+    if not by_bytes and roofs.compute_gflop_per_s is not None:
+        allowed = min(allowed, roofs.compute_gflop_per_s)
+    return achieved / allowed if allowed > 0 else None
+
+
+def _past(exact: bool, copied: float | None) -> str:
+    """The note of a cell past its roof by more than noise explains: ``exact``, its flops
+    are exact and the roof is the compute roof; ``copied``, its ``copy_share``."""
+    if exact:
+        return ROOF_MEASURED_LOW
+    if copied is not None and copied <= ROOF_NOISE_FACTOR:
+        return STREAMS_LIKE_COPY
+    return COST_MODEL_ERROR
+
+
 def place(
     flops,
     bytes_moved,
@@ -186,8 +223,8 @@ def place(
         fraction = achieved / attainable
         out["roof_fraction"] = fraction
         if fraction > ROOF_NOISE_FACTOR:
-            exact = flops_exact and roof == COMPUTE_ROOF
-            note = ROOF_MEASURED_LOW if exact else COST_MODEL_ERROR
+            exact = bool(flops_exact) and roof == COMPUTE_ROOF
+            note = _past(exact, copy_share(roof, intensity, achieved, roofs, by_bytes))
         elif fraction > 1:
             note = WITHIN_NOISE if note is None else f"{note}, {WITHIN_NOISE}"
     if by_bytes:

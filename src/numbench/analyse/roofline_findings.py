@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from numbench.analyse.roofline import roof_sets
+from numbench.analyse.roofline import copy_share, roof_sets
 from numbench.cells import SETTING
 from numbench.contract.facts import LOW_DRAM_SHARE, FirstTouch, RoofFinding
 from numbench.libraries.base import STEADY_MALLOC
@@ -88,6 +88,18 @@ def roofline_findings(bench: pd.DataFrame, roofs: pd.DataFrame | None) -> list[R
         cell = largest.loc[largest["median_s"].idxmin()]
         roofs_here = sets.get((key[0], key[1], key[2], int(key[3])))
         spread = roofs_here.spread.get(cell["roof"]) if roofs_here is not None else None
+        by_bytes = pd.isna(cell["gflop_per_s"])
+        copied = (
+            copy_share(
+                cell["roof"],
+                _optional(cell["arithmetic_intensity"]),
+                cell.get("gb_per_s") if by_bytes else cell["gflop_per_s"],
+                roofs_here,
+                by_bytes,
+            )
+            if roofs_here is not None
+            else None
+        )
         findings.append(
             RoofFinding(
                 host=key[0],
@@ -105,6 +117,7 @@ def roofline_findings(bench: pd.DataFrame, roofs: pd.DataFrame | None) -> list[R
                 roof_fraction=float(cell["roof_fraction"]),
                 roof_note=None if pd.isna(cell["roof_note"]) else cell["roof_note"],
                 first_touch=first_touch(cell, roofs),
+                copy_share=copied,
             )
         )
     return findings

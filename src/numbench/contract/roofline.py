@@ -21,6 +21,11 @@ COST_MODEL_ERROR = "cost-model error"
 #: measured below what the machine can do (a disturbed moment, a kernel slower than the
 #: library's)
 ROOF_MEASURED_LOW = "roof measured low"
+#: past a bandwidth roof (the best triad) further than noise explains, but within noise of
+#: the copy measured beside it (the roofs' ``copy_value``): the cell moves its bytes as a
+#: large copy does, storing past the cache without the write-allocate read a triad's cached
+#: stores pay, so it may pass the triad; neither the roof nor the cost model is wrong
+STREAMS_LIKE_COPY = "streams like a copy"
 #: an operation that gives bytes but no flop count (sort's work is comparisons): held
 #: against the bandwidth roof of its working set by its GB/s, and left off the charts,
 #: whose axis is flops per byte
@@ -48,7 +53,8 @@ class FirstTouch:
 class RoofFinding:
     """The fastest library of one (host, device, dtype, threads) and operation at the largest
     size placed on the roofline: its share of the roof it was held against (placed by its
-    bytes: no ``gflop_per_s``, a ``gb_per_s``); ``roof_spread``: the roof's best over worst."""
+    bytes: no ``gflop_per_s``, a ``gb_per_s``); ``roof_spread``: the roof's best over worst;
+    ``copy_share``: its share of the copy's bandwidth at that roof."""
 
     host: str
     device: str
@@ -65,6 +71,9 @@ class RoofFinding:
     first_touch: FirstTouch | None
     roof_spread: float | None = None
     gb_per_s: float | None = None
+    #: what it reached over what the copy beside its bandwidth roof allows (``copy_value``);
+    #: None where that roof has no copy (the compute roof, a GPU's, an older roofs table)
+    copy_share: float | None = None
 
     @property
     def bound(self) -> str | None:  # None: placed by its bytes, no intensity to say

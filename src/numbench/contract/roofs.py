@@ -44,6 +44,9 @@ ROOFS_SCHEMA = pa.schema(
         pa.field("trials", pa.int64()),
         # how ``value`` counts bytes: "stream" (reads + writes, no write-allocate)
         pa.field("bytes_counted", pa.string()),
+        # CPU bandwidth rows: the best copy at the same working set, counted as ``value`` is
+        # (the roof is the best triad; a copy may store past the cache and reach more)
+        pa.field("copy_value", pa.float64()),
         # the same measurement counting the write-allocate read of every stored line
         pa.field("value_write_allocate", pa.float64()),
         # every way measured, as JSON: "library kernel" -> value (or why it did not run)
@@ -89,6 +92,16 @@ ROOFS_SCHEMA = pa.schema(
 )
 
 
+#: columns a roofs table from before them lacks: ``read_roofs`` reads them as null
+OLDER_TABLES = (
+    # from before the roofs were measured twice: when in the run is not known
+    "round",
+    # from before a bandwidth roof was the best triad (it was the faster of triad and copy,
+    # its ``kernel`` says which): the copy's figure is in ``candidates`` only
+    "copy_value",
+)
+
+
 def resident_level(working_set_bytes: float, cache_bytes: dict[str, int]) -> str:
     """The smallest measured cache a working set fits in (``l2``, ``l3``), else ``dram``.
     A set that fits the L1 is held against the L2 roof: the L1 has none of its own."""
@@ -106,9 +119,10 @@ def read_roofs(path: str | os.PathLike) -> pa.Table:
         table = pq.read_table(path)
     except Exception as exc:  # noqa: BLE001 - any reader error means the file is unusable
         raise corrupt("roofs", path, f"{type(exc).__name__}: {exc}") from exc
-    if "round" not in table.column_names:
-        # a table from before the roofs were measured twice: when in the run is not known
-        table = table.append_column("round", pa.nulls(table.num_rows, pa.string()))
+    for name in OLDER_TABLES:
+        if name not in table.column_names:
+            kind = ROOFS_SCHEMA.field(name).type
+            table = table.append_column(name, pa.nulls(table.num_rows, kind))
     missing = [name for name in ROOFS_SCHEMA.names if name not in table.column_names]
     if missing:
         raise corrupt("roofs", path, f"it lacks the columns {missing}")

@@ -17,6 +17,7 @@ from numbench.contract.roofline import (
     PLACED_BY_BYTES,
     ROOF_MEASURED_LOW,
     ROOF_NOISE_FACTOR,
+    STREAMS_LIKE_COPY,
 )
 from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.formatting import display, format_size
@@ -28,8 +29,8 @@ ROOF_NAMES = {"l2": "L2", "l3": "L3", "dram": "DRAM", "compute": "compute"}
 
 
 def _value(rows: pd.DataFrame, roof: str) -> str:
-    """The roof's value: the best of its measurements, with their spread (best over worst)
-    where it was measured more than once."""
+    """The roof's value: the best of its measurements, the best copy beside a bandwidth
+    roof's triad, and their spread (best over worst) where it was measured more than once."""
     rows = rows[rows["roof"] == roof]
     if rows.empty:
         return "not measured"
@@ -40,6 +41,9 @@ def _value(rows: pd.DataFrame, roof: str) -> str:
     text = f"{row['value']:.3g}"
     if roof == COMPUTE_ROOF and isinstance(row["library"], str):
         text += f" ({display(row['library'])})"
+    copies = ok["copy_value"].dropna() if "copy_value" in ok else pd.Series(dtype=float)
+    if not copies.empty:
+        text += f" (copy {copies.max():.3g})"
     if len(ok) > 1 and ok["value"].min() > 0:
         text += f", {len(ok)} measurements spread {row['value'] / ok['value'].min():.2f}x"
         rounds = _rounds(ok)
@@ -106,8 +110,16 @@ def _rate(finding: RoofFinding) -> str:
 
 
 def note_text(finding: RoofFinding) -> str:
-    """The finding's note, with the roof's spread where the roof was measured low."""
+    """The finding's note, with the roof's spread where the roof was measured low, and its
+    share of the copy where it streams like one."""
     note = finding.roof_note or ""
+    if STREAMS_LIKE_COPY in note and finding.copy_share is not None:
+        return (
+            f"{note}: past the {ROOF_NAMES.get(finding.roof, finding.roof)} roof (a triad's) "
+            f"but at {finding.copy_share:.0%} of the copy measured beside it, so its stores "
+            "likely go past the cache as a large copy's do; neither the roof nor the cost "
+            "model is wrong"
+        )
     if ROOF_MEASURED_LOW not in note:
         return note
     spread = (
@@ -191,7 +203,10 @@ def roofline_section(
         "arithmetic intensity (the cost model's flops per fewest bytes), the roof it is held "
         "against (the cache its working set fits in, by the caches' sizes, or the compute "
         "roof) and its share of what that roof allows. Bandwidths count bytes as STREAM "
-        "does (no write-allocate), as the cost models do. A roof measured more than once "
+        "does (no write-allocate), as the cost models do; each is a triad's, with the copy "
+        "measured beside it in brackets (a large copy may store past the cache, and reach "
+        "more than any cell that writes through it). A roof "
+        "measured more than once "
         "(before the cells and again after them: `roofs_at_end`) counts at its best, and "
         "its spread across the run (best over worst) is given beside it.",
         "",
@@ -237,8 +252,11 @@ def _notes_line() -> str:
         "past the compute roof than noise explains, by an operation whose flop count is exact "
         "(a matrix product's): the roof, not the cell, is wrong (measured at a disturbed "
         f"moment); *{COST_MODEL_ERROR}*: further past its roof than noise explains where the "
-        "cost model can be wrong (it counts work the library does not do, or the roof is "
-        f"wrong); *{PLACED_BY_BYTES}*: the operation's work is not floating-point arithmetic "
+        "cost model can be wrong, and past a bandwidth roof's copy too (it counts work the "
+        f"library does not do, or the roof is wrong); *{STREAMS_LIKE_COPY}*: further past a bandwidth roof (a triad's) than "
+        "noise explains, but within what the copy measured beside it reaches: the cell "
+        "stores past the cache as a large copy does; "
+        f"*{PLACED_BY_BYTES}*: the operation's work is not floating-point arithmetic "
         "(a sort compares), so its share is its GB/s against the bandwidth roof of its "
         "working set, it has no intensity to say what bounds it, and the charts leave it off."
     )

@@ -18,6 +18,9 @@ How, and why so (the rules STREAM, the Empirical Roofline Toolkit and likwid-ben
   on this machine still gets its own name, or none.
 * **Best of several trials** of each kernel (``kernels``), in whichever way reaches
   more: Numba's explicit loops or NumPy's in-place ``out=``.
+* **The roof is the triad; the copy is kept beside it** (``copy_value``): a large copy may
+  store past the cache (glibc's ``memcpy``), faster than any cell that writes through it.
+  A GPU's DRAM roof is a device-to-device copy (``gpu``, its own code path).
 * **Bytes counted as STREAM counts them** (a triad moves 3 arrays, a copy 2): the roof's
   ``value``, which is how a cell's cost model counts its bytes (the fewest moved), so the
   two compare like for like. A cached store first reads the line it writes

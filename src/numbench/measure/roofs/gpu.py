@@ -7,7 +7,9 @@ What is measured, with PyTorch (or CuPy where PyTorch has no GPU):
   cleared between samples by writing a buffer twice its size, the best of
   ``GPU_TRIALS``; counted as STREAM counts a copy (read + write). Beside it, the peak the
   memory's clock and bus width give (NVML: ``max memory clock x 2 (double data rate) x bus
-  width / 8``), which a measured copy approaches but never reaches.
+  width / 8``), which a measured copy approaches but never reaches. A copy, where the
+  CPU's bandwidth roofs are a triad (``rows.level_row``): this is a code path of its own,
+  no triad is timed here, and a GPU cell is held against the copy (no ``copy_value``).
 * ``h2d``, ``d2h``: copies between pinned host memory and the device, the same size.
 * ``compute``: the matmul GEMMs of the libraries (jobs of kind ``gemm``, with TF32 switched
   off, ``vector_precision``) and, with CuPy, an FMA-bound kernel; the higher counts.

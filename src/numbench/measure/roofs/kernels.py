@@ -9,8 +9,8 @@ before any numerical library is imported.
 Two kinds of job:
 
 * ``memory``: a STREAM-like triad (``a = b + q * c``) and copy (``a = b``) at each working
-  set the parent chose from the caches' sizes, in two ways, whichever reaches more: Numba
-  with explicit loops (one chunk per thread, every thread repeating its own chunk, so an
+  set the parent chose from the caches' sizes, in two ways (the faster triad is the roof,
+  the faster copy is kept beside it: ``rows.level_row``): Numba with explicit loops (one chunk per thread, every thread repeating its own chunk, so an
   L2-sized chunk stays in that core's L2) and NumPy with in-place ``out=`` (no temporaries,
   one thread). Each repetition uses another scale ``q``, so no compiler may drop a repeated
   pass. The best of several trials counts, as STREAM takes it. At the DRAM size it also
