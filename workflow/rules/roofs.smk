@@ -25,6 +25,8 @@ rule roofs:
         gpu=ROOF_GPUS,
         lock_timeout_s=LOCK_TIMEOUT_S,
     params:
+        # a new meaning of a roof (its version) measures the roofs again
+        version=ROOFS_VERSION,
         script=SCRIPTS / "roofs.py",
         dims=json.dumps(ROOF_DIMS),
         libraries=json.dumps(CFG["libraries"]),
@@ -58,6 +60,7 @@ if ROOFS_AT_END:
             gpu=ROOF_GPUS,
             lock_timeout_s=LOCK_TIMEOUT_S,
         params:
+            version=ROOFS_VERSION,
             script=SCRIPTS / "roofs.py",
             dims=json.dumps(ROOF_DIMS),
             libraries=json.dumps(CFG["libraries"]),

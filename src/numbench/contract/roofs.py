@@ -21,6 +21,10 @@ ROOF_NAMES = (*BANDWIDTH_ROOFS, COMPUTE_ROOF, *TRANSFER_ROOFS)
 #: when in the run a row was measured (the ``round`` column): before the cells, or again
 #: after every cell (``roofs_at_end``; an offsite run measures once, after its cells)
 ROUNDS = ("start", "end")
+#: what a roof means; the workflow's roofs rules carry it as a param, so a workspace measured
+#: under another meaning measures its roofs again instead of mixing the two (2: a CPU
+#: bandwidth roof is the best triad, the copy kept beside it in ``copy_value``)
+ROOFS_VERSION = 2
 ITEMSIZE = {"float32": 4, "float64": 8}
 
 ROOFS_SCHEMA = pa.schema(

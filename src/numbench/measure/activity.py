@@ -15,8 +15,9 @@ cell's own processes count in it.
 The workflow's own processes (``workflow_cpu_share``) are the cell job's ancestors, from its
 parent up to and including the nearest one that is Snakemake (its command line runs
 snakemake: ``snakemake ...``, ``python -m snakemake ...``, ``python .../bin/snakemake ...``),
-or the parent alone where no ancestor is Snakemake (a cell run by ``numbench offsite run``, or
-by hand). Snakemake's scheduler takes CPU beside every cell (docs/method.md, "One timing cell
+and nothing where no ancestor is Snakemake (a cell run by ``numbench offsite run``, or by
+hand: whatever started it may be busy on its own, so it stays among the others and the
+workflow's share is None). Snakemake's scheduler takes CPU beside every cell (docs/method.md, "One timing cell
 at a time"): a quiet machine must read quiet. Their CPU time (utime and stime of
 ``/proc/PID/stat``, in clock ticks) is read when the watch starts and when it stops; only
 their own, not that of children they waited for (the other jobs). A process that ended
@@ -94,27 +95,37 @@ def read_argv(pid: int, proc: str | os.PathLike = "/proc") -> list[str]:
     return [a.decode("utf-8", errors="replace") for a in raw.split(b"\0") if a]
 
 
+#: Python's options that take the next argument as their value
+_PYTHON_VALUE_OPTIONS = ("-W", "-X", "-Q")
+
+
 def is_snakemake(argv: list[str]) -> bool:
     """Whether a command line runs Snakemake: its program (``.../snakemake``), or a Python
-    running its module (``-m snakemake``) or its script (``python .../bin/snakemake``)."""
+    running its module (``-m snakemake``) or its script (``python .../bin/snakemake``),
+    whatever options come before (``python -W ignore -m snakemake``); ``-c`` code is not."""
     if not argv:
         return False
     if os.path.basename(argv[0]) == "snakemake":
         return True
     if not os.path.basename(argv[0]).startswith("python"):
         return False
-    for i, arg in enumerate(argv[1:], 1):
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg.startswith("-c"):
+            return False
         if arg.startswith("-m"):
             module = arg[2:] or (argv[i + 1] if i + 1 < len(argv) else "")
             return module.split(".")[0] == "snakemake"
         if not arg.startswith("-"):
             return os.path.basename(arg) == "snakemake"
+        i += 2 if arg in _PYTHON_VALUE_OPTIONS else 1
     return False
 
 
 def workflow_pids(parent: int, proc: str | os.PathLike = "/proc") -> list[int] | None:
     """The workflow's own processes: ``parent`` and its ancestors up to the nearest that is
-    Snakemake, or ``parent`` alone where none is; None where ``parent`` cannot be read."""
+    Snakemake; None where none is, or ``parent`` cannot be read (nothing is set apart)."""
     if read_process(parent, proc) is None:
         return None
     chain, pid = [], parent
@@ -126,7 +137,7 @@ def workflow_pids(parent: int, proc: str | os.PathLike = "/proc") -> list[int] |
         if is_snakemake(read_argv(pid, proc)):
             return chain
         pid = stat[0]
-    return [parent]
+    return None
 
 
 #: a reading of the workflow's processes: pid -> (start time, CPU ticks)
