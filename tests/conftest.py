@@ -24,6 +24,9 @@ os.environ["NUMBENCH_TEST_ADAPTERS"] = "1"
 # (numbench.measure.roofs.host.TEST_CACHES_ENV): a host that names a large L3 would otherwise
 # spend minutes a setting on its DRAM triad. A test of the real plan unsets it.
 os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
+# ... and their compute roof from GEMMs of these sizes n (numbench.measure.roofs.TEST_GEMM_ENV),
+# not 512 to 2048: seconds of CPU a library and setting, in every test run that measures roofs.
+os.environ.setdefault("NUMBENCH_TEST_GEMM_SIZES", "128,256")
 
 
 def make_spec(
