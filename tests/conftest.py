@@ -24,6 +24,9 @@ os.environ["NUMBENCH_TEST_ADAPTERS"] = "1"
 # (numbench.measure.roofs.host.TEST_CACHES_ENV): a host that names a large L3 would otherwise
 # spend minutes a setting on its DRAM triad. A test of the real plan unsets it.
 os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
+# ... and their compute roof from GEMMs of these sizes n (numbench.measure.roofs.TEST_GEMM_ENV),
+# not 512 to 2048: seconds of CPU a library and setting, in every test run that measures roofs.
+os.environ.setdefault("NUMBENCH_TEST_GEMM_SIZES", "128,256")
 
 
 def make_spec(
@@ -266,24 +269,29 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
 
 # -- the shared workflow runs: each made once a session, read by every test that asks ---------------
 #: The tiny grid the end-to-end tests read: every library, every built-in operation at one
-#: size, and a user's own operation (the example of examples/stencil); two rounds a cell (the
-#: first a spread round) so rounds, pairing and pipelined samples are there to check; run
-#: with --cores 2 in a folder whose path holds a space. ``max_cpu_taken: null`` measures each
-#: round once whatever else the machine runs (measuring again is test_replicates' to check).
-TINY_RUN_CONFIG = """
+#: size, and a user's own operation (the example of examples/stencil); one round a cell, its
+#: library's process beside a paired baseline process, so pairing and pipelined samples are
+#: there to check; run with --cores 2 in a folder whose path holds a space. One round, not two:
+#: every round of a cell starts a fresh process of its library (TensorFlow's import alone is
+#: seconds), and what a second round adds (spread rounds, the order of rounds, several
+#: processes pooled) is checked on the dimensions run (``DIMS_RUN_CONFIG``: two rounds a cell,
+#: the first a spread round) and unit-tested. ``max_cpu_taken: null`` measures each round
+#: once whatever else the machine runs (measuring again is test_replicates' to check).
+TINY_RUN_REPLICATES = "replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}"
+TINY_RUN_CONFIG = f"""
 libraries: [numpy, jax, torch, tensorflow, numba]
 operations:
-  elementwise: {sizes: [2000]}
-  matmul: {sizes: [48]}
-  grad: {sizes: [64]}
-  fft: {sizes: [1024]}
-  sort: {sizes: [2000]}
+  elementwise: {{sizes: [2000]}}
+  matmul: {{sizes: [48]}}
+  grad: {{sizes: [64]}}
+  fft: {{sizes: [1024]}}
+  sort: {{sizes: [2000]}}
   stencil:
     module: examples/stencil/stencil.py
     sizes: [32]
-    params: {spacing: 0.5}
-timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
-replicates: {min: 2, max: 2, spread: 1, max_cpu_taken: null}
+    params: {{spacing: 0.5}}
+timing: {{min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}}
+{TINY_RUN_REPLICATES}
 cell_timeout_s: 300
 """
 TINY_RUN_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
@@ -292,7 +300,8 @@ TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil"
 #: The grid of the dimensions: NumPy and PyTorch, float32 beside float64 and 1 thread beside
 #: every CPU, at one size (test_dimensions_e2e; the roofs of each (dtype, threads) are measured
 #: too, and test_roofs_e2e reads them). Its readers compare cells across dtype and threads,
-#: never across sizes (crossovers between sizes are unit-tested on constructed results).
+#: never across sizes (crossovers between sizes are unit-tested on constructed results). Two
+#: rounds a cell, the first a spread round of its own job (test_workflow reads their order).
 DIMS_RUN_CONFIG = """
 libraries: [numpy, torch]
 operations:
@@ -300,7 +309,7 @@ operations:
 dtype: [float64, float32]
 threads: [1, all]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
-replicates: {min: 2, max: 2, max_cpu_taken: null}
+replicates: {min: 2, max: 2, spread: 1, max_cpu_taken: null}
 cell_timeout_s: 300
 """
 

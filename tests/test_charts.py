@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import constructed_results
+from conftest import constructed_results, made_once
 
 from numbench.report.charts import FORMATS, build_charts, chart_names, save_chart, speedup_chart
 from numbench.report.charts_overview import heatmap_frame
@@ -72,11 +72,17 @@ def rendered_chart(dom: str) -> bool:
 
 @pytest.fixture(scope="module")
 def charts_dir(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("charts")
-    bench, speedups, crossovers = constructed_results()
-    for name, chart in build_charts(bench, speedups, crossovers, "numpy", "cpu").items():
-        save_chart(chart, folder, name)
-    return folder
+    """Every chart of the constructed results in every format, written once a session
+    (``made_once``: with the tests in two processes, the second reads the first's)."""
+
+    def make() -> Path:
+        folder = tmp_path_factory.mktemp("charts")
+        bench, speedups, crossovers = constructed_results()
+        for name, chart in build_charts(bench, speedups, crossovers, "numpy", "cpu").items():
+            save_chart(chart, folder, name)
+        return folder
+
+    return made_once(tmp_path_factory, "charts_dir", make)
 
 
 def test_every_chart_is_written_in_every_format(charts_dir):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REPO, copy_workflow, snakemake
+from conftest import REPO, copy_workflow, made_once, snakemake
 
 from numbench.config import ConfigError, resolve
 
@@ -221,21 +221,28 @@ def wf(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dry_runs(wf: Path) -> dict:
-    """Every case's ``snakemake -n``, a few at a time (each is mostly Snakemake's start-up)."""
+def dry_runs(tmp_path_factory) -> dict:
+    """Every case's ``snakemake -n``, a few at a time (each is mostly Snakemake's start-up),
+    in a copy of the workflow of their own; made once a session (``made_once``), so that
+    with the tests in two processes the second reads the first's instead of running all
+    eight again."""
     from concurrent.futures import ThreadPoolExecutor
 
-    jobs = {}
-    for case_id, text, _ in CASES:
-        if case_id not in SNAKEMAKE_CASES:
-            continue
-        (wf / f"{case_id}.yaml").write_text(text + "\n", encoding="utf-8")
-        jobs[case_id] = ["-n", "--cores", "1", "--configfile", f"{case_id}.yaml"]
-    for case_id, args, _ in CLI_CASES:
-        jobs[case_id] = ["-n", "--cores", "1", "--config", *args]
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {k: pool.submit(snakemake, wf, *a, timeout=300) for k, a in jobs.items()}
-        return {k: f.result() for k, f in futures.items()}
+    def make() -> dict:
+        wf = copy_workflow(tmp_path_factory.mktemp("cfg-dry") / "wf")
+        jobs = {}
+        for case_id, text, _ in CASES:
+            if case_id not in SNAKEMAKE_CASES:
+                continue
+            (wf / f"{case_id}.yaml").write_text(text + "\n", encoding="utf-8")
+            jobs[case_id] = ["-n", "--cores", "1", "--configfile", f"{case_id}.yaml"]
+        for case_id, args, _ in CLI_CASES:
+            jobs[case_id] = ["-n", "--cores", "1", "--config", *args]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            futures = {k: pool.submit(snakemake, wf, *a, timeout=300) for k, a in jobs.items()}
+            return {k: f.result() for k, f in futures.items()}
+
+    return made_once(tmp_path_factory, "config_error_dry_runs", make)
 
 
 def assert_config_error(proc, expected: list[str]) -> None:

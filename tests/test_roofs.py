@@ -401,3 +401,15 @@ def test_a_test_run_plans_from_the_cache_sizes_it_names_and_no_other_run_does():
     assert named_caches(found, {"NUMBENCH_TEST_ADAPTERS": "1"}) == found
     with pytest.raises(ValueError, match=TEST_CACHES_ENV):
         named_caches(found, {**named, TEST_CACHES_ENV: "l3=big"})
+
+
+def test_a_test_run_measures_the_gemms_at_the_sizes_it_names_and_no_other_run_does():
+    named = {"NUMBENCH_TEST_ADAPTERS": "1", roofs.TEST_GEMM_ENV: "128, 256"}
+    assert roofs.gemm_sizes("cpu", named) == (128, 256)
+    assert roofs.gemm_sizes("gpu", named) == (128, 256)
+    # outside the tests (no NUMBENCH_TEST_ADAPTERS=1) the variable changes nothing
+    assert roofs.gemm_sizes("cpu", {roofs.TEST_GEMM_ENV: "128"}) == roofs.GEMM_SIZES["cpu"]
+    assert roofs.gemm_sizes("gpu", {"NUMBENCH_TEST_ADAPTERS": "1"}) == roofs.GEMM_SIZES["gpu"]
+    for bad in ("big", "128,", "0"):
+        with pytest.raises(ValueError, match=roofs.TEST_GEMM_ENV):
+            roofs.gemm_sizes("cpu", {**named, roofs.TEST_GEMM_ENV: bad})

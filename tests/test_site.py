@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, made_once
 from test_history import VERSIONS, results_frame, write_results
 
 from numbench import history
@@ -47,10 +47,16 @@ def make_store(tmp_path: Path, hostile: bool = True) -> Path:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("site")
-    out = tmp / "site"
-    build_site(make_store(tmp), out, margin=1.1)
-    return out
+    """The store's site, built once a session (``made_once``: with the tests in two
+    processes, the second reads the first's)."""
+
+    def make() -> Path:
+        tmp = tmp_path_factory.mktemp("site")
+        out = tmp / "site"
+        build_site(make_store(tmp), out, margin=1.1)
+        return out
+
+    return made_once(tmp_path_factory, "site", make)
 
 
 def specs_of(page: str) -> list[dict]:

@@ -44,6 +44,10 @@ HOST_LOCK = Path(tempfile.gettempdir()) / "numbench-slurm-test.lock"
 
 # numpy on the CPU (the baseline) and torch on the GPU: one operation at 2 sizes, minimal
 # timing (each Slurm job waits for the plugin's status checks, which back off while none ends).
+# Each round and roof job measured once (max_cpu_taken: null): the local run goes on beside
+# the Slurm run on purpose, so each finds the other busy, and with the default limit every
+# round and every roof job of both runs was measured twice more (measuring again is
+# test_replicates' and test_disturbed's to check).
 CONFIG = """\
 device: gpu
 libraries: [numpy, torch]
@@ -55,7 +59,7 @@ timing:
   min_samples: 3
   max_samples: 3
   budget_s: 0.02
-replicates: {min: 2, max: 2}
+replicates: {min: 2, max: 2, max_cpu_taken: null}
 cell_timeout_s: 120
 """
 CELL_KEY = ["library", "device", "dtype", "threads", "operation", "size"]

@@ -65,6 +65,27 @@ GEMM_LIBRARIES = ("numpy", "torch", "jax", "tensorflow", "cupy")
 #: on the default grid, and a roof measured at 2048 alone put its cells above it:
 #: docs/history.md, "Roofs"), and on a GPU it needs enough work to hide a launch
 GEMM_SIZES = {"cpu": (512, 1024, 2048), "gpu": (4096, 8192)}
+#: The test suite sets this (beside ``NUMBENCH_TEST_ADAPTERS=1``, without which it is ignored)
+#: to measure the GEMMs at smaller sizes on every device, e.g. ``128,256``: at n = 2048 a
+#: library's GEMM job took seconds of CPU a setting, and a test's runs measure many settings
+#: and libraries; the tests check how the compute roof is measured, labelled and used, not
+#: its value (as ``host.TEST_CACHES_ENV`` does for the memory roofs).
+TEST_GEMM_ENV = "NUMBENCH_TEST_GEMM_SIZES"
+
+
+def gemm_sizes(device: str, environ=os.environ) -> tuple[int, ...]:
+    """The sizes n of ``device``'s GEMMs (``GEMM_SIZES``), or those ``TEST_GEMM_ENV`` names
+    in a test run. A malformed value is an error naming the variable."""
+    text = environ.get(TEST_GEMM_ENV, "").strip()
+    if not text or environ.get(libraries.TEST_ADAPTERS_ENV) != "1":
+        return GEMM_SIZES[device]
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1:
+        raise ValueError(f"{TEST_GEMM_ENV}={text!r}: expected sizes n > 0, comma-separated")
+    return sizes
 
 
 def gemm_libraries(grid_libraries, device: str) -> list[str]:
@@ -90,7 +111,7 @@ def measure_group(
     for library in gemm_libraries(grid_libraries, device):
         for dtype in dtypes:
             adapter = {"device": device, "dtype": dtype, "threads": threads}
-            job = {"kind": "gemm", "library": library, "sizes": GEMM_SIZES[device], **adapter}
+            job = {"kind": "gemm", "library": library, "sizes": gemm_sizes(device), **adapter}
             gemms.setdefault(dtype, {})[library] = jobs.measure(job)
             jobs.say(f"roofs: {device} {dtype} t{threads} gemm {library}: done")
     if device == "cpu":
@@ -171,8 +192,10 @@ def measure_roofs(
 __all__ = [
     "GEMM_LIBRARIES",
     "GEMM_SIZES",
+    "TEST_GEMM_ENV",
     "RoofJobs",
     "gemm_libraries",
+    "gemm_sizes",
     "measure_dims",
     "measure_group",
     "measure_roofs",
