@@ -2,7 +2,9 @@
 cell: both measurements in results/roofs.parquet, each saying its round, the second taken
 after the last cell held the timing lock; the summary's roofs table gives each roof's best
 and its spread across the run. A test's copy of the workflow turns the switch off
-(conftest.roofs_once): its runs measure the roofs once, and no job more."""
+(conftest.roofs_once): its runs measure the roofs once, and no job more. The same run's cell,
+run by Snakemake, records the workflow's own share of the CPUs' time (``workflow_cpu_share``)
+apart from the other processes', and the summary's headline says it beside them."""
 
 from __future__ import annotations
 
@@ -53,6 +55,9 @@ def test_on_the_roofs_are_measured_before_and_after_every_cell(tmp_path):
     bench = pd.read_parquet(wd / "results" / "benchmarks.parquet")
     assert len(bench) == 1 and bench["status"].tolist() == ["ok"]
     assert bench.loc[0, "sentinel_s"] > 0  # timed by the cell's job before it measured
+    row = bench.iloc[0]
+    assert 0.0 <= row["workflow_cpu_share"] <= 1.0 and 0.0 <= row["other_cpu_share"] <= 1.0
+    assert row["workflow_cpu_share"] + row["other_cpu_share"] <= 1.0
     cell_from, cell_until = bench["locked_from_unix"].min(), bench["locked_until_unix"].max()
     assert start["locked_until_unix"].max() <= cell_from
     assert end["locked_from_unix"].min() >= cell_until
@@ -62,6 +67,9 @@ def test_on_the_roofs_are_measured_before_and_after_every_cell(tmp_path):
     best = ok.groupby("roof")["value"].max()
     assert bench.loc[0, "roof"] in best.index
     summary = (wd / "results" / "summary.md").read_text()
+    headline = summary.split("\n")[2]
+    assert headline.startswith(("**Quiet machine**", "**Busy machine**")), headline
+    assert f"the workflow itself took {row['workflow_cpu_share']:.0%}" in headline, headline
     dram = ok[ok["roof"] == "dram"].set_index("round")["value"]
     spread = f"spread {dram.max() / dram.min():.2f}x"
     assert f"{dram.max():.3g}" in summary and spread in summary, summary
