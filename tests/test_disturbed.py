@@ -86,9 +86,9 @@ def test_a_cells_round_and_a_roof_job_follow_the_same_rule(monkeypatch):
     seen = []
     real = disturbed.undisturbed
 
-    def spy(measure, shares, limit, again, keep=LAST):
+    def spy(measure, shares, limit, again, keep=LAST, **look):
         seen.append(keep)
-        return real(measure, shares, limit, again, keep)
+        return real(measure, shares, limit, again, keep, **look)
 
     monkeypatch.setattr(replicates, "undisturbed", spy)
     monkeypatch.setattr(jobs, "undisturbed", spy)
@@ -103,6 +103,74 @@ def test_a_cells_round_and_a_roof_job_follow_the_same_rule(monkeypatch):
     def run_worker(_spec) -> ProcessReport:
         return ProcessReport(status="ok", loops=1, samples_s=[1e-3], cpu_taken=next(taken))
 
-    (run,) = replicates.measure_round(spec, 0, run_worker, None)
+    (run,) = replicates.measure_round(spec, 0, run_worker, None, busy_now=None)
     assert run.report.cpu_taken == 0.4 and run.report.set_aside == CPU_TAKEN_RETRIES
     assert seen == [QUIETEST, LAST]
+
+
+def looks(*readings: float | None):
+    """A look at the machine that gives ``readings`` in turn; records how often it looked."""
+    given = iter(readings)
+    asked: list[int] = []
+
+    def busy_now() -> float | None:
+        asked.append(1)
+        return next(given)
+
+    return busy_now, asked
+
+
+@pytest.mark.parametrize("keep", [LAST, QUIETEST])
+def test_others_still_busy_when_looked_at_stop_the_retries(keep):
+    """A disturber that never stops: the look before the first retry finds it still busy,
+    so the first attempt is kept, none set aside, and the caller says how busy."""
+    measure, calls = attempts_of([[0.5], [0.5], [0.5]])
+    busy_now, asked = looks(0.45)
+    said, still = [], []
+    kept, set_aside = undisturbed(
+        measure,
+        shares,
+        0.1,
+        said.append,
+        keep,
+        busy_now=busy_now,
+        still_busy=lambda result, now: still.append((result["attempt"], now)),
+    )
+    assert calls == [0] and kept["attempt"] == 0 and set_aside == 0
+    assert len(asked) == 1 and said == [] and still == [(0, 0.45)]
+
+
+def test_others_that_let_go_get_the_retry_and_the_quiet_attempt_is_kept():
+    measure, calls = attempts_of([[0.5], [0.0]])
+    busy_now, asked = looks(0.02)
+    still = []
+    kept, set_aside = undisturbed(
+        measure, shares, 0.1, lambda _: None, busy_now=busy_now, still_busy=still.append
+    )
+    assert calls == [0, 1] and kept["attempt"] == 1 and set_aside == 1
+    assert len(asked) == 1 and still == []  # no look after a quiet attempt
+
+
+def test_a_look_that_lets_go_once_then_finds_them_back_stops_at_the_second_retry():
+    measure, calls = attempts_of([[0.5], [0.3], [0.0]])
+    busy_now, asked = looks(0.0, 0.6)
+    kept, set_aside = undisturbed(measure, shares, 0.1, lambda _: None, QUIETEST, busy_now=busy_now)
+    assert calls == [0, 1] and kept["attempt"] == 1 and set_aside == 1 and len(asked) == 2
+
+
+@pytest.mark.parametrize("reading", [None, 0.1])
+def test_a_look_that_cannot_tell_or_reads_at_the_limit_retries_as_without_one(reading):
+    measure, calls = attempts_of([[0.5], [0.4], [0.3]])
+    busy_now, asked = looks(reading, reading)
+    kept, set_aside = undisturbed(measure, shares, 0.1, lambda _: None, busy_now=busy_now)
+    assert calls == [0, 1, 2] and kept["attempt"] == 2 and set_aside == CPU_TAKEN_RETRIES
+    assert len(asked) == CPU_TAKEN_RETRIES  # before each retry, never after the last
+
+
+def test_no_look_without_a_limit_or_a_quiet_first_attempt():
+    busy_now, asked = looks()
+    measure, _ = attempts_of([[0.9]])
+    undisturbed(measure, shares, None, lambda _: None, busy_now=busy_now)
+    measure, _ = attempts_of([[0.0]])
+    undisturbed(measure, shares, 0.1, lambda _: None, busy_now=busy_now)
+    assert asked == []

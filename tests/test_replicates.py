@@ -234,22 +234,42 @@ def test_a_round_whose_cpu_other_programs_took_is_measured_again(capsys):
     spec = spec_with()
     # other programs took 40% of the first attempt's second process; the next is quiet
     worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.0, 0.4, 0.01, 0.0])
-    runs = measure_round(spec, 0, worker, spec.paired_spec())
+    looked = []  # the others let go: the look before the retry finds the machine quiet
+    runs = measure_round(
+        spec, 0, worker, spec.paired_spec(), busy_now=lambda: looked.append(1) or 0.02
+    )
     assert len(worker.calls) == 4 and len(runs) == 2
     assert [r.role for r in runs] == list(round_order(spec, 0))  # both sides again, in order
     assert [r.report.cpu_taken for r in runs] == [0.01, 0.0]
     assert {r.report.set_aside for r in runs} == {1}
     said = capsys.readouterr().out
     assert "round 0: other programs took 40% of the " in said and "process's CPU time" in said
-    assert "max_cpu_taken = 0.1" in said
+    assert "max_cpu_taken = 0.1" in said and "measuring the round again" in said
+    assert looked == [1]
 
 
 def test_a_busy_machine_gets_two_more_attempts_then_the_round_is_kept():
+    """Without a look at the machine (``busy_now=None``), or one that cannot tell."""
+    for busy_now in (None, lambda: None):
+        spec = spec_with()
+        worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.5] * 100)
+        runs = measure_round(spec, 3, worker, spec.paired_spec(), busy_now=busy_now)
+        assert len(worker.calls) == 6 and len(runs) == 2  # 1 + CPU_TAKEN_RETRIES attempts
+        assert {r.report.set_aside for r in runs} == {2} and {r.replicate for r in runs} == {3}
+
+
+def test_a_round_is_kept_as_measured_while_others_still_take_the_cpus(capsys):
+    """A disturber that never stops: the look before the retry finds others still taking
+    more than the limit, so the round is not measured again and says why."""
     spec = spec_with()
     worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.5] * 100)
-    runs = measure_round(spec, 3, worker, spec.paired_spec())
-    assert len(worker.calls) == 6 and len(runs) == 2  # 1 + CPU_TAKEN_RETRIES attempts
-    assert {r.report.set_aside for r in runs} == {2} and {r.replicate for r in runs} == {3}
+    runs = measure_round(spec, 2, worker, spec.paired_spec(), busy_now=lambda: 0.37)
+    assert len(worker.calls) == 2 and len(runs) == 2  # one attempt, both processes
+    assert {r.report.set_aside for r in runs} == {0} and {r.report.cpu_taken for r in runs} == {0.5}
+    said = capsys.readouterr().out
+    assert "round 2: other programs took 50% of the " in said
+    assert "other programs still take 37% of the CPUs: a retry would time them too; " in said
+    assert "kept as measured" in said and "measuring the round again" not in said
 
 
 @pytest.mark.parametrize(
@@ -264,7 +284,7 @@ def test_a_busy_machine_gets_two_more_attempts_then_the_round_is_kept():
 def test_the_cpu_taken_limit(limit, waits, calls):
     spec = spec_with(max_cpu_taken=limit)
     worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, waits)
-    measure_round(spec, 0, worker, spec.paired_spec())
+    measure_round(spec, 0, worker, spec.paired_spec(), busy_now=None)
     assert len(worker.calls) == calls
 
 

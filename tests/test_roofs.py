@@ -360,6 +360,25 @@ def test_a_job_other_programs_disturbed_is_measured_again_and_the_quietest_kept(
     assert once["set_aside"] == 0 and len(attempts) == 1
 
 
+def test_a_roof_job_is_kept_as_measured_while_others_still_take_the_cpus():
+    """The roofs follow the cells' rule: a look at the machine before a retry that finds
+    others still busy keeps the job as measured, none set aside."""
+    taken = iter([0.45, 0.0])
+    attempts, said = [], []
+
+    def runner(worker):
+        attempts.append(worker)
+        return {"status": "ok", "cpu_taken": next(taken)}
+
+    jobs = RoofJobs("steady", 0.1, said.append, runner, busy_now=lambda: 0.6)
+    kept = jobs.measure({"kind": "memory", "threads": 1})
+    assert len(attempts) == 1 and kept == {"status": "ok", "cpu_taken": 0.45, "set_aside": 0}
+    assert said == [
+        "roofs: other programs took 45% of the CPUs during memory and still take 60% of the "
+        "CPUs: a retry would time them too; kept as measured"
+    ]
+
+
 def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
     """A BLAS peaks at a size of its own: the GEMM job measures every size and reports the
     fastest, so no cell of another size lies above a roof measured at one size only."""

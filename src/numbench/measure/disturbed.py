@@ -17,6 +17,14 @@ this rule was shared); a roof, the best of its trials of what the host can do, k
 quietest (``QUIETEST``: the attempt whose largest share is least), the one nearest the
 undisturbed host. Either way the kept attempt says how many others were measured
 (``set_aside``).
+
+A retry helps only if the other programs have let go: one that never stops disturbs every
+retry too, and the retries then cost two more rounds or jobs to keep a busy one anyway. So,
+given a look at the machine (``busy_now``: the share of all the CPUs' time others take over a
+short moment, ``numbench.measure.busy_now``), the rule looks before each retry and, where
+others still take more than the limit, stops: the attempts so far are kept as ``keep`` says,
+and the caller says so (``still_busy``). A look that cannot tell (None), or none given, lets
+the retry run as without it.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from typing import TypeVar
 CPU_TAKEN_RETRIES = 2
 #: which attempt is kept when every one was disturbed: the last, or the least disturbed
 LAST, QUIETEST = "last", "quietest"
+#: what the callers say when a look at the machine stopped the retries (``still_busy``)
+STILL_BUSY = "a retry would time them too; kept as measured"
 
 T = TypeVar("T")
 
@@ -50,18 +60,30 @@ def undisturbed(
     limit: float | None,
     again: Callable[[T], None],
     keep: str = LAST,
+    *,
+    busy_now: Callable[[], float | None] | None = None,
+    still_busy: Callable[[T, float], None] | None = None,
 ) -> tuple[T, int]:
     """Measure (``measure(attempt)``, attempt 0 first); while a share of the attempt
     (``shares``) is over ``limit``, say so (``again``) and measure again, up to
     ``CPU_TAKEN_RETRIES`` times. Returns the attempt kept (``keep``: ``LAST`` or
     ``QUIETEST``) and the number of the others (``set_aside``). Without a limit (None) the
-    measurement is taken once."""
+    measurement is taken once.
+
+    ``busy_now`` (None: no look) is called before each retry; where the share it gives is
+    over ``limit``, no retry is made: ``still_busy(attempt, share)`` says so, and the
+    attempts so far are kept as above."""
     if keep not in (LAST, QUIETEST):
         raise ValueError(f"keep must be {LAST!r} or {QUIETEST!r}, not {keep!r}")
     attempts: list[T] = []
     for attempt in range(CPU_TAKEN_RETRIES + 1):
         attempts.append(measure(attempt))
         if not taken_beyond(shares(attempts[-1]), limit) or attempt == CPU_TAKEN_RETRIES:
+            break
+        now = None if busy_now is None else busy_now()
+        if taken_beyond([now], limit):
+            if still_busy is not None:
+                still_busy(attempts[-1], now)
             break
         again(attempts[-1])
     if keep == LAST:

@@ -63,7 +63,8 @@ import numpy as np
 
 from numbench.contract import BASELINE, MEASURED, write_text_atomic
 from numbench.measure.activity import Activity
-from numbench.measure.disturbed import LAST, taken_beyond, undisturbed
+from numbench.measure.busy_now import busy_now as look
+from numbench.measure.disturbed import LAST, STILL_BUSY, taken_beyond, undisturbed
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
 
@@ -122,6 +123,7 @@ def measure_round(
     run_worker: Callable[[CellSpec], ProcessReport],
     paired: CellSpec | None,
     run_pair: RunPair | None = None,
+    busy_now: Callable[[], float | None] | None = look,
 ) -> list[ProcessRun]:
     """One round: the cell's own process and, paired, a baseline process beside it, in the
     round's seeded order: back to back, where a failed own process ends the round, or, with
@@ -134,22 +136,32 @@ def measure_round(
     times (the rule the roofs follow too: ``numbench.measure.disturbed``): its samples timed
     the other program too, and would weigh on one side of the ratio only. The attempt kept
     says how many were set aside (``ProcessReport.set_aside``); the last is kept, busy or not.
+    Before a retry the machine is looked at (``busy_now``; None: no look): where others still
+    take more than the limit of the CPUs, the round is kept as measured.
     """
     limit = spec.replicates.max_cpu_taken
 
     def attempt(number: int) -> list[ProcessRun]:
         return _attempt(spec, replicate, number, run_worker, paired, run_pair)
 
-    def again(runs: list[ProcessRun]) -> None:
+    def say(runs: list[ProcessRun], then: str) -> None:
         busy = [r for r in runs if taken_beyond(_shares([r]), limit)]
-        said = ", ".join(f"{r.report.cpu_taken:.0%} of the {r.role} process's" for r in busy)
+        took = ", ".join(f"{r.report.cpu_taken:.0%} of the {r.role} process's" for r in busy)
         print(
-            f"round {replicate}: other programs took {said} CPU time while it measured "
-            f"(over replicates.max_cpu_taken = {limit:g}); measuring the round again",
+            f"round {replicate}: other programs took {took} CPU time while it measured "
+            f"(over replicates.max_cpu_taken = {limit:g}); {then}",
             flush=True,
         )
 
-    runs, set_aside = undisturbed(attempt, _shares, limit, again, keep=LAST)
+    def still_busy(runs: list[ProcessRun], now: float) -> None:
+        say(runs, f"other programs still take {now:.0%} of the CPUs: {STILL_BUSY}")
+
+    def again(runs: list[ProcessRun]) -> None:
+        say(runs, "measuring the round again")
+
+    runs, set_aside = undisturbed(
+        attempt, _shares, limit, again, LAST, busy_now=busy_now, still_busy=still_busy
+    )
     for run in runs:
         run.report.set_aside = set_aside
     return runs
@@ -227,6 +239,7 @@ def measure_replicates(
     earlier: list[ProcessRun] = (),
     run_pair: RunPair | None = None,
     clock: CellClock | None = None,
+    busy_now: Callable[[], float | None] | None = look,
 ) -> tuple[list[ProcessRun], str | None]:
     """Run the cell's processes; return them and, when pairing had to stop, why.
     ``run_pair`` runs a lockstep round (``measure_round``).
@@ -235,6 +248,7 @@ def measure_replicates(
     rounds, ``replicates.spread``); they count as the first rounds, and the rounds run here
     continue their numbering. ``clock``: the cell's time against ``replicates.max_cell_s``
     (its ``capped`` says whether the cap stopped the cell); None starts one here.
+    ``busy_now``: the look before a disturbed round is measured again (``measure_round``).
     """
     clock = CellClock() if clock is None else clock
     runs: list[ProcessRun] = []
@@ -271,7 +285,7 @@ def measure_replicates(
             break
         if capped(spec, replicate, clock):
             break
-        if absorb(measure_round(spec, replicate, run_worker, paired, run_pair)):
+        if absorb(measure_round(spec, replicate, run_worker, paired, run_pair, busy_now)):
             break
     return runs, pairing_error
 

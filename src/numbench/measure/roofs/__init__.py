@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 
 from numbench import libraries
 from numbench.cells import roof_dims
+from numbench.measure.busy_now import busy_now as look
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.process import WorkerJob
 from numbench.measure.roofs import host
@@ -155,10 +156,12 @@ def measure_roofs(
     max_cpu_taken: float | None = None,
     round_name: str = "start",
     earlier: str | os.PathLike | None = None,
+    busy_now: Callable[[], float | None] | None = look,
 ) -> pa.Table:
     """Measure the roofs of every (device, dtype, threads) of ``dims`` under the host's
     timing lock, and write them to ``output``. A job that other programs disturbed by more
-    than ``max_cpu_taken`` (the config's ``replicates.max_cpu_taken``) is measured again.
+    than ``max_cpu_taken`` (the config's ``replicates.max_cpu_taken``) is measured again,
+    unless a look at the machine first (``busy_now``; None: none) finds others still busy.
     ``runner`` runs one worker (``jobs.run_job``; the tests give their own).
 
     Every row records ``round_name`` (``start``: before the cells; ``end``: after every
@@ -174,7 +177,7 @@ def measure_roofs(
         raise ValueError(f"a roofs round is one of {ROUNDS}, not {round_name!r}")
     before = None if earlier is None else read_roofs(earlier)
 
-    jobs = RoofJobs(allocator, max_cpu_taken, say, runner)
+    jobs = RoofJobs(allocator, max_cpu_taken, say, runner, busy_now)
     label = "roofs " + ", ".join(f"{d} {t} t{n}" for d, t, n in dims)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s, say=say):
         locked_from = time.time()

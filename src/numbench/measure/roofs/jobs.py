@@ -24,7 +24,7 @@ from pathlib import Path
 
 from numbench.errors import MachineryFault
 from numbench.measure import process
-from numbench.measure.disturbed import QUIETEST, undisturbed
+from numbench.measure.disturbed import QUIETEST, STILL_BUSY, undisturbed
 from numbench.spec import ProcessReport
 
 #: the module a roof's worker runs
@@ -84,18 +84,21 @@ def _shares(result: dict) -> list[float | None]:
 @dataclass(frozen=True)
 class RoofJobs:
     """How the roof jobs of one measurement run: the config's ``allocator``, its
-    ``replicates.max_cpu_taken`` (None: every job once), where progress is said, and the
-    runner (``run_job``; the tests give their own)."""
+    ``replicates.max_cpu_taken`` (None: every job once), where progress is said, the
+    runner (``run_job``; the tests give their own) and the look at the machine before a
+    retry (``busy_now``: ``numbench.measure.busy_now``; None: no look)."""
 
     allocator: str
     max_cpu_taken: float | None = None
     say: Callable[[str], None] = print
     runner: Callable[[process.WorkerJob], dict] = run_job
+    busy_now: Callable[[], float | None] | None = None
 
     def measure(self, job: dict) -> dict:
         """Run ``job``; while other programs took more than ``max_cpu_taken`` of its CPUs,
         run it again (``disturbed.undisturbed``). The quietest attempt is kept, with the
-        number of the others (``set_aside``)."""
+        number of the others (``set_aside``). Where a look at the machine before a retry
+        (``busy_now``) finds others still taking more than that, no retry is made."""
         worker = worker_job(job, self.allocator)
 
         def again(result: dict) -> None:
@@ -104,7 +107,19 @@ class RoofJobs:
                 f"roofs: other programs took {taken:.0%} of the CPUs during {job['kind']}: again"
             )
 
+        def still_busy(result: dict, now: float) -> None:
+            self.say(
+                f"roofs: other programs took {result['cpu_taken']:.0%} of the CPUs during "
+                f"{job['kind']} and still take {now:.0%} of the CPUs: {STILL_BUSY}"
+            )
+
         kept, set_aside = undisturbed(
-            lambda _: self.runner(worker), _shares, self.max_cpu_taken, again, keep=QUIETEST
+            lambda _: self.runner(worker),
+            _shares,
+            self.max_cpu_taken,
+            again,
+            QUIETEST,
+            busy_now=self.busy_now,
+            still_busy=still_busy,
         )
         return {**kept, "set_aside": set_aside}

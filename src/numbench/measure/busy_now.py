@@ -1,0 +1,71 @@
+"""How busy other programs keep the machine now: a short look (``LOOK_S``) before a disturbed
+measurement is measured again (``numbench.measure.disturbed.undisturbed``'s ``busy_now``).
+
+A retry helps only if the other programs have let go: one that never stops disturbs every
+retry too, and each retry then costs a whole round or roof job and keeps a busy one anyway.
+The look counts as others what a run's headline counts as others
+(``numbench.measure.activity``): the busy ticks of the aggregate ``cpu`` line of
+``/proc/stat`` over the look, less this process's own CPU time and less the workflow's own
+processes' (its ancestors up to Snakemake: ``activity.WorkflowCpu``), as a share of all the
+CPUs' ticks. Where ``/proc`` cannot be read (not Linux), or no tick passed, the share is None:
+unknown, and the measurement is measured again as without a look.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+from numbench.measure.activity import (
+    Reading,
+    WorkflowCpu,
+    own_cpu_s,
+    read_cpu_ticks,
+    shares,
+    workflow_ticks,
+)
+
+#: seconds the machine is looked at before a retry: long enough for a scheduler tick or
+#: fifty, short beside a round or a roof job
+LOOK_S = 0.5
+
+
+class BusyNow:
+    """Called, looks at the machine for ``look_s`` seconds and gives the share of all its
+    CPUs' time that other programs took meanwhile (None: unknown). The readings, the wait
+    and the clock's tick rate can be handed in (tests give constructed ones and never
+    sleep); by default the real ones, the workflow's processes found when made."""
+
+    def __init__(
+        self,
+        *,
+        look_s: float = LOOK_S,
+        ticks: Callable[[], list[int] | None] = read_cpu_ticks,
+        own_s: Callable[[], float] = own_cpu_s,
+        workflow: Callable[[], Reading | None] | None = None,
+        ticks_per_s: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not look_s > 0:
+            raise ValueError(f"the look at the machine must last > 0 s, not {look_s!r}")
+        self._look_s, self._ticks, self._own_s, self._sleep = look_s, ticks, own_s, sleep
+        self._workflow = WorkflowCpu() if workflow is None else workflow
+        if ticks_per_s is None:
+            ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._per_s = ticks_per_s
+
+    def __call__(self) -> float | None:
+        ticks0, own0, workflow0 = self._ticks(), self._own_s(), self._workflow()
+        if ticks0 is None:
+            return None
+        self._sleep(self._look_s)
+        ticks1, own1, workflow1 = self._ticks(), self._own_s(), self._workflow()
+        taken = workflow_ticks(workflow0, workflow1)
+        other, _ = shares(ticks0, ticks1, own1 - own0, self._per_s, taken)
+        return other
+
+
+def busy_now() -> float | None:
+    """The real look (``BusyNow`` made now, for the workflow's processes of this moment)."""
+    return BusyNow()()
