@@ -1,8 +1,14 @@
-"""The analysis entry points chained on constructed cell files, as the rules call them."""
+"""The analysis entry points chained on constructed cell files, with the command lines the
+rules give them.
+
+The scripts run in this process (``runpy``, as ``python scripts/<name>.py`` runs them): six
+fresh interpreters importing pandas, pyarrow and altair cost more than the chain itself. That
+each script also starts as a process of its own, as its rule starts it, is checked end to
+end: the tiny run (tests/conftest.py, ``tiny_run``) runs every one of them through Snakemake."""
 
 from __future__ import annotations
 
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -33,11 +39,24 @@ def write_cell(root: Path, library: str, operation: str, size: int, median: floa
     return str(path)
 
 
-def run(script: str, *args: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
+def run(script: str, *args: str) -> int:
+    """scripts/``script`` with ``args`` as its command line, run as ``__main__`` in this
+    process; its exit status (0 when it ends without ``sys.exit``)."""
+    path = REPO / "scripts" / script
+    argv, syspath = sys.argv, list(sys.path)
+    sys.argv = [str(path), *args]
+    sys.path.insert(0, str(path.parent))  # as for ``python scripts/x.py``: its own folder first
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv, sys.path[:] = argv, syspath
+    return 0
+
+
+def ok(script: str, *args: str) -> None:
+    assert run(script, *args) == 0, f"{script} exited with an error"
 
 
 def test_scripts_chain_from_cells_to_summary(tmp_path):
@@ -47,7 +66,7 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         cells.append(write_cell(tmp_path, "torch", "fft", size, 1e-6 * size / torch_speedup))
     res = tmp_path / "results"
     inputs_files = sorted({str(tmp_path / inputs_path("fft", n)) for n in (100, 1000, 10_000)})
-    run(
+    ok(
         "aggregate.py",
         "--output",
         str(res / "benchmarks.parquet"),
@@ -58,7 +77,7 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         "--cells",
         *cells,
     )
-    run(
+    ok(
         "speedups.py",
         "--benchmarks",
         str(res / "benchmarks.parquet"),
@@ -73,7 +92,7 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         "--output",
         str(res / "speedups.parquet"),
     )
-    run(
+    ok(
         "crossovers.py",
         "--speedups",
         str(res / "speedups.parquet"),
@@ -83,10 +102,10 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     tables = ["--benchmarks", str(res / "benchmarks.parquet"), "--speedups"]
     tables += [str(res / "speedups.parquet"), "--crossovers", str(res / "crossovers.parquet")]
     baseline = ["--baseline-library", "numpy", "--baseline-device", "cpu"]
-    run("charts.py", *tables, *baseline, "--outdir", str(res / "charts"))
+    ok("charts.py", *tables, *baseline, "--outdir", str(res / "charts"))
     findings = ["--findings", str(res / "findings.parquet")]
-    run("findings.py", *tables, *baseline, "--margin", "1.1", "--output", findings[1])
-    run(
+    ok("findings.py", *tables, *baseline, "--margin", "1.1", "--output", findings[1])
+    ok(
         "summary.py",
         *tables[:4],
         *findings,
@@ -115,14 +134,10 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     assert "<h2>Crossovers</h2>" in (res / "summary.html").read_text(encoding="utf-8")
 
 
-def test_findings_and_charts_need_the_baseline():
+def test_findings_and_charts_need_the_baseline(capsys):
     """The baseline is always passed in: neither script guesses it (the summary takes it from
     the findings)."""
     for script in ("findings.py", "charts.py"):
-        proc = subprocess.run(
-            [sys.executable, str(REPO / "scripts" / script), "--benchmarks", "b.parquet"],
-            capture_output=True,
-            text=True,
-        )
-        assert proc.returncode == 2
-        assert "--baseline-library" in proc.stderr and "--baseline-device" in proc.stderr
+        assert run(script, "--benchmarks", "b.parquet") == 2
+        stderr = capsys.readouterr().err
+        assert "--baseline-library" in stderr and "--baseline-device" in stderr
