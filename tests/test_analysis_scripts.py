@@ -1,19 +1,18 @@
 """The analysis entry points chained on constructed cell files, with the command lines the
 rules give them.
 
-The scripts run in this process (``runpy``, as ``python scripts/<name>.py`` runs them): six
-fresh interpreters importing pandas, pyarrow and altair cost more than the chain itself. That
-each script also starts as a process of its own, as its rule starts it, is checked end to
-end: the tiny run (tests/conftest.py, ``tiny_run``) runs every one of them through Snakemake."""
+The scripts run in this process (``conftest.run_script``): six fresh interpreters importing
+pandas, pyarrow and altair cost more than the chain itself. That each script also starts as a
+process of its own, as its rule starts it, is checked end to end: the tiny run
+(``conftest.tiny_run``) runs every one of them through Snakemake."""
 
 from __future__ import annotations
 
-import runpy
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from conftest import run_script
 
 from numbench.cells import cell_path, inputs_path
 from numbench.contract import cell_table, write_atomic
@@ -39,24 +38,9 @@ def write_cell(root: Path, library: str, operation: str, size: int, median: floa
     return str(path)
 
 
-def run(script: str, *args: str) -> int:
-    """scripts/``script`` with ``args`` as its command line, run as ``__main__`` in this
-    process; its exit status (0 when it ends without ``sys.exit``)."""
-    path = REPO / "scripts" / script
-    argv, syspath = sys.argv, list(sys.path)
-    sys.argv = [str(path), *args]
-    sys.path.insert(0, str(path.parent))  # as for ``python scripts/x.py``: its own folder first
-    try:
-        runpy.run_path(str(path), run_name="__main__")
-    except SystemExit as exc:
-        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv, sys.path[:] = argv, syspath
-    return 0
-
-
 def ok(script: str, *args: str) -> None:
-    assert run(script, *args) == 0, f"{script} exited with an error"
+    proc = run_script(script, *args)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_scripts_chain_from_cells_to_summary(tmp_path):
@@ -134,10 +118,10 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     assert "<h2>Crossovers</h2>" in (res / "summary.html").read_text(encoding="utf-8")
 
 
-def test_findings_and_charts_need_the_baseline(capsys):
+def test_findings_and_charts_need_the_baseline():
     """The baseline is always passed in: neither script guesses it (the summary takes it from
     the findings)."""
     for script in ("findings.py", "charts.py"):
-        assert run(script, "--benchmarks", "b.parquet") == 2
-        stderr = capsys.readouterr().err
-        assert "--baseline-library" in stderr and "--baseline-device" in stderr
+        proc = run_script(script, "--benchmarks", "b.parquet")
+        assert proc.returncode == 2
+        assert "--baseline-library" in proc.stderr and "--baseline-device" in proc.stderr
