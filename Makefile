@@ -47,7 +47,7 @@ test: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) $(ONE_AT_A_TIME) $(PYTEST_ARGS)
 
 # The unit tier, for contributors between edits: no Snakemake run, no environment built, no
-# Slurm (the tests marked e2e or slurm are left out; `make test` runs them).
+# browser, no Slurm (the tests marked e2e or slurm are left out; `make test` runs them).
 test-fast: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) -m "not e2e and not slurm" $(PYTEST_ARGS)
 

@@ -85,6 +85,33 @@ def make_spec(
     )
 
 
+def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
+    """scripts/``script`` with ``args`` as its command line, as ``python scripts/<script>``
+    runs it (``runpy``, as ``__main__``, its folder first on ``sys.path``) but in this
+    process: its exit status (0 when it ends without ``sys.exit``) and what it printed. A
+    fresh interpreter would import pandas, pyarrow and altair again, a second or more of CPU
+    a call; each script's start as a process of its own, as its rule starts it, is checked
+    end to end (the tiny run's Snakemake runs every analysis script)."""
+    import contextlib
+    import io
+    import runpy
+
+    path = REPO / "scripts" / script
+    argv, syspath = sys.argv, list(sys.path)
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = [str(path), *args]
+    sys.path.insert(0, str(path.parent))
+    status = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        status = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv, sys.path[:] = argv, syspath
+    return subprocess.CompletedProcess([str(path), *args], status, out.getvalue(), err.getvalue())
+
+
 def copy_workflow(dst: Path) -> Path:
     """Copy the workflow (no results, no logs) into ``dst``, to run Snakemake in."""
     dst.mkdir(parents=True, exist_ok=True)

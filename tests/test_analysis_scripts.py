@@ -1,13 +1,18 @@
-"""The analysis entry points chained on constructed cell files, as the rules call them."""
+"""The analysis entry points chained on constructed cell files, with the command lines the
+rules give them.
+
+The scripts run in this process (``conftest.run_script``): six fresh interpreters importing
+pandas, pyarrow and altair cost more than the chain itself. That each script also starts as a
+process of its own, as its rule starts it, is checked end to end: the tiny run
+(``conftest.tiny_run``) runs every one of them through Snakemake."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from conftest import run_script
 
 from numbench.cells import cell_path, inputs_path
 from numbench.contract import cell_table, write_atomic
@@ -33,10 +38,8 @@ def write_cell(root: Path, library: str, operation: str, size: int, median: floa
     return str(path)
 
 
-def run(script: str, *args: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / script), *args], capture_output=True, text=True
-    )
+def ok(script: str, *args: str) -> None:
+    proc = run_script(script, *args)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -47,7 +50,7 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         cells.append(write_cell(tmp_path, "torch", "fft", size, 1e-6 * size / torch_speedup))
     res = tmp_path / "results"
     inputs_files = sorted({str(tmp_path / inputs_path("fft", n)) for n in (100, 1000, 10_000)})
-    run(
+    ok(
         "aggregate.py",
         "--output",
         str(res / "benchmarks.parquet"),
@@ -58,7 +61,7 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         "--cells",
         *cells,
     )
-    run(
+    ok(
         "speedups.py",
         "--benchmarks",
         str(res / "benchmarks.parquet"),
@@ -73,7 +76,7 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
         "--output",
         str(res / "speedups.parquet"),
     )
-    run(
+    ok(
         "crossovers.py",
         "--speedups",
         str(res / "speedups.parquet"),
@@ -83,10 +86,10 @@ def test_scripts_chain_from_cells_to_summary(tmp_path):
     tables = ["--benchmarks", str(res / "benchmarks.parquet"), "--speedups"]
     tables += [str(res / "speedups.parquet"), "--crossovers", str(res / "crossovers.parquet")]
     baseline = ["--baseline-library", "numpy", "--baseline-device", "cpu"]
-    run("charts.py", *tables, *baseline, "--outdir", str(res / "charts"))
+    ok("charts.py", *tables, *baseline, "--outdir", str(res / "charts"))
     findings = ["--findings", str(res / "findings.parquet")]
-    run("findings.py", *tables, *baseline, "--margin", "1.1", "--output", findings[1])
-    run(
+    ok("findings.py", *tables, *baseline, "--margin", "1.1", "--output", findings[1])
+    ok(
         "summary.py",
         *tables[:4],
         *findings,
@@ -119,10 +122,6 @@ def test_findings_and_charts_need_the_baseline():
     """The baseline is always passed in: neither script guesses it (the summary takes it from
     the findings)."""
     for script in ("findings.py", "charts.py"):
-        proc = subprocess.run(
-            [sys.executable, str(REPO / "scripts" / script), "--benchmarks", "b.parquet"],
-            capture_output=True,
-            text=True,
-        )
+        proc = run_script(script, "--benchmarks", "b.parquet")
         assert proc.returncode == 2
         assert "--baseline-library" in proc.stderr and "--baseline-device" in proc.stderr

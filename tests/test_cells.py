@@ -186,6 +186,7 @@ def test_corrupt_cell_file_names_itself_and_the_fix(tmp_path):
     assert str(bad) in str(err.value) and "snakemake" in str(err.value)
 
 
+@pytest.mark.e2e
 def test_a_worker_leaves_no_temporary_file_behind(tmp_path, monkeypatch):
     """Workers leave without the interpreter's teardown, so TensorFlow never deletes its
     autograph modules itself: they go to the worker's own folder, removed with it."""

@@ -1,7 +1,9 @@
 """Charts: every file is written, and every .html renders offline in headless Chromium.
 
-Chromium comes from Debian's ``chromium`` package. The tests install nothing: where it is
-missing, the browser tests are skipped with the reason (``.ci/run`` installs it on CI's machine).
+The browser tests start Chromium, a process of its own, so they are end to end (``e2e``:
+``make test`` runs them, ``make test-fast`` leaves them out). Chromium comes from Debian's
+``chromium`` package. The tests install nothing: where it is missing, the browser tests are
+skipped with the reason (``.ci/run`` installs it on CI's machine).
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ def test_verdicts_in_doubt_are_ringed_and_labelled():
     assert not heatmap_frame(old)["label"].str.endswith("?").any()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", chart_names(OPERATIONS))
 def test_chart_renders_in_chromium_without_console_messages(chromium, charts_dir, tmp_path, name):
     dom, stderr = open_in_chromium(chromium, charts_dir / f"{name}.html", tmp_path / "profile")
@@ -144,6 +147,7 @@ def test_chart_renders_in_chromium_without_console_messages(chromium, charts_dir
     assert console_messages(stderr) == []
 
 
+@pytest.mark.e2e
 def test_the_browser_check_catches_a_broken_page(chromium, tmp_path):
     """The checks above can fail: a page that throws and renders nothing is caught."""
     page = tmp_path / "broken.html"

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, constructed_results
+from conftest import constructed_results
 
 from numbench.analyse.compare import CompareError, check_margin, compare, load
 from numbench.analyse.compare_interval import (
@@ -24,6 +24,7 @@ from numbench.analyse.compare_interval import (
     process_medians,
     process_spread,
 )
+from numbench.cli import main
 from numbench.contract import BENCHMARKS_SCHEMA
 from numbench.stats import Z95
 
@@ -45,12 +46,17 @@ def scaled(bench: pd.DataFrame, factor: float, where) -> pd.DataFrame:
 
 
 def cmd(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "numbench", "compare", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )
+    """``numbench compare ARGS`` as the command runs it (``numbench.cli.main``), in this
+    process: its exit status and what it printed. A fresh interpreter a call cost a second of
+    CPU each; the command's start as a process of its own is checked end to end (test_confirm's
+    e2e test runs ``python -m numbench compare``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(["compare", *args])
+        except SystemExit as exc:  # argparse's usage errors
+            status = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

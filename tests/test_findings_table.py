@@ -3,14 +3,11 @@ the same facts; the summary is worded from that file alone (with the tables it s
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import MARGIN, REPO, constructed_results
+from conftest import MARGIN, constructed_results, run_script
 from summarise import summarise
 
 from numbench.analyse.findings import decide, write_findings
@@ -170,36 +167,29 @@ def write_tables(tmp_path, gpu=None) -> dict:
 
 @pytest.mark.parametrize("gpu", [None, "unavailable"])
 def test_the_summary_is_worded_from_the_findings_file(tmp_path, gpu):
-    """The scripts as the rules run them: findings.py writes the table, summary.py words it,
-    and the page is the one the findings decided in memory give."""
+    """The scripts with the command lines the rules give them (in this process:
+    ``conftest.run_script``): findings.py writes the table, summary.py words it, and the page
+    is the one the findings decided in memory give."""
     paths = write_tables(tmp_path, gpu)
     findings = tmp_path / "findings.parquet"
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "findings.py"),
-            *("--benchmarks", str(paths["benchmarks"]), "--speedups", str(paths["speedups"])),
-            *("--crossovers", str(paths["crossovers"])),
-            *("--baseline-library", "numpy", "--baseline-device", "cpu"),
-            *("--margin", str(MARGIN), "--output", str(findings)),
-            *("--precision", str(paths["precision"]), "--scaling", str(paths["scaling"])),
-        ],
-        check=True,
-        capture_output=True,
+    made = run_script(
+        "findings.py",
+        *("--benchmarks", str(paths["benchmarks"]), "--speedups", str(paths["speedups"])),
+        *("--crossovers", str(paths["crossovers"])),
+        *("--baseline-library", "numpy", "--baseline-device", "cpu"),
+        *("--margin", str(MARGIN), "--output", str(findings)),
+        *("--precision", str(paths["precision"]), "--scaling", str(paths["scaling"])),
     )
+    assert made.returncode == 0, made.stderr
     output = tmp_path / "summary.md"
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "summary.py"),
-            *("--benchmarks", str(paths["benchmarks"]), "--speedups", str(paths["speedups"])),
-            *("--findings", str(findings), "--charts-dir", str(tmp_path / "charts")),
-            *("--precision", str(paths["precision"]), "--scaling", str(paths["scaling"])),
-            *("--output", str(output)),
-        ],
-        check=True,
-        capture_output=True,
+    worded = run_script(
+        "summary.py",
+        *("--benchmarks", str(paths["benchmarks"]), "--speedups", str(paths["speedups"])),
+        *("--findings", str(findings), "--charts-dir", str(tmp_path / "charts")),
+        *("--precision", str(paths["precision"]), "--scaling", str(paths["scaling"])),
+        *("--output", str(output)),
     )
+    assert worded.returncode == 0, worded.stderr
     frames = [pd.read_parquet(paths[n]) for n in ("benchmarks", "speedups", "crossovers")]
     expected = summarise(*frames, "numpy", "cpu", MARGIN, precision=PRECISION, scaling=SCALING)
     assert output.read_text(encoding="utf-8") == expected

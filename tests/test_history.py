@@ -5,6 +5,8 @@ and skipped, a newer store is refused."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -19,6 +21,7 @@ import pytest
 from conftest import REPO
 
 from numbench import history
+from numbench.cli import main
 from numbench.history import store as store_module
 from numbench.history.changes import steps
 
@@ -76,14 +79,18 @@ def write_results(folder: Path, bench: pd.DataFrame) -> Path:
     return folder
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "numbench", "history", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
-    )
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """``numbench history ARGS`` as the command runs it (``numbench.cli.main``), in this
+    process: its exit status and what it printed. A fresh interpreter a call cost a second of
+    CPU each. The command's start as a process of its own stays checked:
+    test_two_adds_at_once_are_safe runs two of them at once."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(["history", *args])
+        except SystemExit as exc:  # argparse's usage errors
+            status = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
 
 
 def store_files(folder: Path) -> dict[str, int]:

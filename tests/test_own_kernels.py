@@ -408,6 +408,7 @@ def test_the_worker_never_compiles_an_as_is_kernel_and_a_variant_is_unsupported(
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("library", ["numba", "jax"])
 def test_a_compiled_kernel_runs_as_it_is_and_its_row_says_so(tmp_path, library):
     """A Numba kernel with ``parallel=True`` and a JAX kernel with a static argument, each
@@ -717,6 +718,7 @@ def test_a_variant_or_library_the_config_cannot_use_is_refused(tmp_path):
         assert str(info.value).startswith(message), info.value
 
 
+@pytest.mark.e2e
 def test_serial_and_parallel_numba_run_as_two_cells_each_recording_its_options(tmp_path):
     import pyarrow.parquet as pq
     from conftest import REPO

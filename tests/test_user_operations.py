@@ -455,6 +455,7 @@ def test_compare_marks_cells_measured_with_other_operation_code():
     assert entry == {"what": "operation_hash (sort)", "old": ["b" * 12], "new": ["c" * 12]}
 
 
+@pytest.mark.e2e
 def test_a_lockstep_round_whose_library_writes_into_its_input_fails_the_cell(tmp_path):
     """The worker stops after its samples; its partner, the NumPy baseline, is not held."""
     from numbench.measure.inputs import write

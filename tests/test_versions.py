@@ -4,8 +4,6 @@ and its charts, from constructed cell files of known slowdowns."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import MARGIN, constructed_results
+from conftest import MARGIN, constructed_results, run_script
 from summarise import summarise
 from test_html_escape import HOSTILE, live_tags
 
@@ -259,11 +257,8 @@ def test_only_cells_of_an_environment_are_taken(tmp_path):
 
 def test_the_script_writes_the_table(tmp_path, cells):
     out = tmp_path / "results" / "versions.parquet"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "versions.py"), "--margin", str(MARGIN)]
-        + ["--output", str(out), "--cells", *cells],
-        capture_output=True,
-        text=True,
+    proc = run_script(
+        "versions.py", "--margin", str(MARGIN), "--output", str(out), "--cells", *cells
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"versions: 6 rows, 3 changed -> {out}"
@@ -360,12 +355,12 @@ def test_the_summary_script_takes_the_versions(tmp_path, results, table):
         versions=paths["versions"],
     )
     assert "## Versions" in md.read_text()
-    cmd = [sys.executable, str(REPO / "scripts" / "summary.py")]
+    cmd = []
     for name in ("benchmarks", "speedups", "findings"):
         cmd += [f"--{name}", str(paths[name])]
     cmd += ["--charts-dir", str(tmp_path / "charts"), "--output", str(tmp_path / "s.md")]
     for extra in ([], ["--versions", str(paths["versions"])]):
-        proc = subprocess.run(cmd + extra, capture_output=True, text=True)
+        proc = run_script("summary.py", *cmd, *extra)
         assert proc.returncode == 0, proc.stderr
         assert ("## Versions" in (tmp_path / "s.md").read_text()) == bool(extra)
 
