@@ -77,7 +77,7 @@ def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
     assert 0.0 <= row["other_cpu_share"] <= 1.0 and 0.0 <= row["steal_share"] <= 1.0
     assert row["load_avg_1m"] >= 0.0
     # no Snakemake above this test's process: nothing is set apart as the workflow's
-    assert row["workflow_cpu_share"] is None
+    assert row["workflow_cpu_share"] is None and row["workflow_moved"] is None
     assert row["sentinel_s"] > 0.0  # the real sentinel, timed before the cell measured
     # the sentinel's time as given (the tests inject theirs), on every row of the cell
     spec = make_spec("numpy", "cpu", "sort", 1000, str(path), timing)

@@ -4,10 +4,12 @@ after the last cell held the timing lock; the summary's roofs table gives each r
 and its spread across the run. A test's copy of the workflow turns the switch off
 (conftest.roofs_once): its runs measure the roofs once, and no job more. The same run's cell,
 run by Snakemake, records the workflow's own share of the CPUs' time (``workflow_cpu_share``)
-apart from the other processes', and the summary's headline says it beside them."""
+apart from the other processes', and the summary's headline says it beside them; the
+workflow's processes were kept off the worker's CPU while it measured (``workflow_moved``)."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pandas as pd
@@ -58,6 +60,8 @@ def test_on_the_roofs_are_measured_before_and_after_every_cell(tmp_path):
     row = bench.iloc[0]
     assert 0.0 <= row["workflow_cpu_share"] <= 1.0 and 0.0 <= row["other_cpu_share"] <= 1.0
     assert row["workflow_cpu_share"] + row["other_cpu_share"] <= 1.0
+    # kept off the worker's CPU while it measured, where the run may use another one
+    assert row["workflow_moved"] == (len(os.sched_getaffinity(0)) > 1)
     cell_from, cell_until = bench["locked_from_unix"].min(), bench["locked_until_unix"].max()
     assert start["locked_until_unix"].max() <= cell_from
     assert end["locked_from_unix"].min() >= cell_until

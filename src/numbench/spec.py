@@ -34,10 +34,11 @@ from numbench.timing import TimingSettings
 #: ``quiet_wait_s`` and ``quiet_reached``; 8: the sentinel's time just before the cell
 #: measured, ``sentinel_s``; 9: the share of the CPUs' time the workflow's own processes took,
 #: Snakemake's scheduler above all, ``workflow_cpu_share``, no longer counted in
-#: ``other_cpu_share``). It is
+#: ``other_cpu_share``; 10: those processes kept off the CPUs the workers are timed on while
+#: the cell measures, ``workflow_moved``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 9
+CELL_CONTRACT = 10
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -374,6 +375,10 @@ class CellMeta:
     #: the workflow's own processes' share (Snakemake's, and the shells between it and the
     #: cell's job), taken out of ``other_cpu_share``
     workflow_cpu_share: float | None = None
+    #: whether those processes were kept off the CPUs the cell's workers were timed on
+    #: (``numbench.measure.apart``): False where they could not be (no other CPU), None
+    #: where nothing was tried (no Snakemake above the cell's job)
+    workflow_moved: bool | None = None
     steal_share: float | None = None
     load_avg_1m: float | None = None
     #: whether ``replicates.max_cell_s`` stopped the cell before its stopping rule did (None:

@@ -326,6 +326,8 @@ LATER_COLUMNS = {
     "sentinel_s": None,
     # nor, before contract 9, the workflow's own share apart: its other_cpu_share holds it
     "workflow_cpu_share": None,
+    # nor, before contract 10, whether the workflow was kept off the workers' CPUs: it was not
+    "workflow_moved": None,
 }
 
 

@@ -267,7 +267,13 @@ def pin_cpus(threads: int) -> list[int]:
     """
     if not hasattr(os, "sched_getaffinity"):
         return []
-    allowed = sorted(os.sched_getaffinity(0))
-    chosen = allowed[: max(1, threads)]
+    chosen = chosen_cpus(os.sched_getaffinity(0), threads)
     os.sched_setaffinity(0, chosen)
     return chosen
+
+
+def chosen_cpus(allowed, threads: int) -> list[int]:
+    """The CPUs ``pin_cpus`` keeps of ``allowed``: the ``threads`` lowest-numbered (one at
+    least). The cell's supervisor reads them to keep the workflow off them
+    (``numbench.measure.apart``)."""
+    return sorted(allowed)[: max(1, threads)]

@@ -181,11 +181,15 @@ class Activity:
     load_avg_1m: float | None
     watched_s: float | None = None
     workflow_cpu_share: float | None = None
+    #: whether the workflow's own processes were kept off the worker's CPUs meanwhile
+    #: (``numbench.measure.apart``; None: not tried)
+    workflow_moved: bool | None = None
 
     def to_dict(self) -> dict:
         return {
             "other_cpu_share": self.other_cpu_share,
             "workflow_cpu_share": self.workflow_cpu_share,
+            "workflow_moved": self.workflow_moved,
             "steal_share": self.steal_share,
             "load_avg_1m": self.load_avg_1m,
             "watched_s": self.watched_s,
@@ -212,10 +216,15 @@ class Activity:
                 raise ValueError(f"activity's {name} is {value!r}, not a number >= 0 or null")
             return float(value)
 
+        moved = data.get("workflow_moved")
+        if moved is not None and not isinstance(moved, bool):
+            raise ValueError(f"activity's workflow_moved is {moved!r}, not true, false or null")
+
         return cls(
             *(number(n) for n in ("other_cpu_share", "steal_share", "load_avg_1m")),
             watched_s=number("watched_s"),
             workflow_cpu_share=number("workflow_cpu_share"),
+            workflow_moved=moved,
         )
 
 
@@ -227,7 +236,8 @@ def combined(parts: list[Activity]) -> Activity:
     """The figures of several stretches together (a cell's spread rounds' jobs and its own,
     in that order): each share weighted by its stretch's seconds over the stretches that
     have it; the load the last part's. A part with no share, or watched for no time (its job
-    measured nothing: a time cap), adds nothing."""
+    measured nothing: a time cap), adds nothing. ``workflow_moved``: False where a part that
+    tried could not, else True where one did, else None."""
     if not parts:
         return Activity(None, None, None)
     totals = {}
@@ -240,12 +250,14 @@ def combined(parts: list[Activity]) -> Activity:
         seconds = sum(s for _, s in known)
         totals[name] = sum(v * s for v, s in known) / seconds if seconds > 0 else None
     watched = sum(p.watched_s or 0.0 for p in parts)
+    tried = {p.workflow_moved for p in parts} - {None}
     return Activity(
         totals["other_cpu_share"],
         totals["steal_share"],
         parts[-1].load_avg_1m,
         watched,
         totals["workflow_cpu_share"],
+        min(tried) if tried else None,
     )
 
 

@@ -25,13 +25,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from numbench import libraries, operations
 from numbench.contract import cell_table, write_atomic
 from numbench.errors import MachineryFault, machinery
 from numbench.measure.activity import Activity, ActivityWatch, combined
+from numbench.measure.apart import keep_apart
 from numbench.measure.host_lock import cell_label, timing_lock
 from numbench.measure.lockstep import (
     run_lockstep,
@@ -180,9 +181,10 @@ def run_round(
     label = cell_label(spec, replicate)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s):
         waited = quiet.wait() if quiet is not None else None
-        watch = ActivityWatch()
-        runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
-        activity = watch.stop()
+        with keep_apart(spec.threads) as apart:
+            watch = ActivityWatch()
+            runs = measure_round(spec, replicate, run_worker, spec.paired_spec(), run_lockstep)
+            activity = replace(watch.stop(), workflow_moved=apart.moved)
     waited_s = None if waited is None else waited.waited_s
     with machinery(f"cannot write the round's file {output}"):
         write_round(output, spec, runs, time.perf_counter() - t0, waited_s, activity.to_dict())
@@ -241,16 +243,18 @@ def run_cell(
         meta.locked_from_unix = time.time()
         waited = quiet.wait() if quiet is not None else None
         meta.sentinel_s = sentinel()
-        watch = ActivityWatch()
-        clock = CellClock(earlier_s=earlier_wall - (rounds_waited_s or 0.0))
-        runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
-        own_stretch = watch.stop()
+        with keep_apart(spec.threads) as apart:
+            watch = ActivityWatch()
+            clock = CellClock(earlier_s=earlier_wall - (rounds_waited_s or 0.0))
+            runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
+            own_stretch = replace(watch.stop(), workflow_moved=apart.moved)
         meta.locked_until_unix = time.time()
     rounds = [Activity.from_dict(a) for a in rounds_activity(list(earlier))]
     activity = combined([*rounds, own_stretch])
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
     meta.load_avg_1m = activity.load_avg_1m
     meta.workflow_cpu_share = activity.workflow_cpu_share
+    meta.workflow_moved = activity.workflow_moved
     meta.capped = clock.capped if spec.replicates.max_cell_s is not None else None
     record_quiet_wait(meta, waited, rounds_waited_s)
     meta.wall_s = time.perf_counter() - t0 + earlier_wall
