@@ -107,6 +107,8 @@ def run_script(script: str, *args: str) -> subprocess.CompletedProcess:
             runpy.run_path(str(path), run_name="__main__")
     except SystemExit as exc:
         status = 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1
+        if isinstance(exc.code, str):  # as the interpreter would: the message on stderr
+            err.write(exc.code + "\n")
     finally:
         sys.argv, sys.path[:] = argv, syspath
     return subprocess.CompletedProcess([str(path), *args], status, out.getvalue(), err.getvalue())
