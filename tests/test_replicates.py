@@ -236,7 +236,7 @@ def test_a_round_whose_cpu_other_programs_took_is_measured_again(capsys):
     worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.0, 0.4, 0.01, 0.0])
     looked = []  # the others let go: the look before the retry finds the machine quiet
     runs = measure_round(
-        spec, 0, worker, spec.paired_spec(), busy_now=lambda: looked.append(1) or 0.02
+        spec, 0, worker, spec.paired_spec(), busy_now=lambda n: looked.append(n) or 0.02
     )
     assert len(worker.calls) == 4 and len(runs) == 2
     assert [r.role for r in runs] == list(round_order(spec, 0))  # both sides again, in order
@@ -245,12 +245,12 @@ def test_a_round_whose_cpu_other_programs_took_is_measured_again(capsys):
     said = capsys.readouterr().out
     assert "round 0: other programs took 40% of the " in said and "process's CPU time" in said
     assert "max_cpu_taken = 0.1" in said and "measuring the round again" in said
-    assert looked == [1]
+    assert looked == [spec.threads]  # the look is for the worker's threads
 
 
 def test_a_busy_machine_gets_two_more_attempts_then_the_round_is_kept():
     """Without a look at the machine (``busy_now=None``), or one that cannot tell."""
-    for busy_now in (None, lambda: None):
+    for busy_now in (None, lambda threads: None):
         spec = spec_with()
         worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.5] * 100)
         runs = measure_round(spec, 3, worker, spec.paired_spec(), busy_now=busy_now)
@@ -263,12 +263,15 @@ def test_a_round_is_kept_as_measured_while_others_still_take_the_cpus(capsys):
     more than the limit, so the round is not measured again and says why."""
     spec = spec_with()
     worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.5] * 100)
-    runs = measure_round(spec, 2, worker, spec.paired_spec(), busy_now=lambda: 0.37)
+    runs = measure_round(spec, 2, worker, spec.paired_spec(), busy_now=lambda threads: 0.37)
     assert len(worker.calls) == 2 and len(runs) == 2  # one attempt, both processes
     assert {r.report.set_aside for r in runs} == {0} and {r.report.cpu_taken for r in runs} == {0.5}
     said = capsys.readouterr().out
     assert "round 2: other programs took 50% of the " in said
-    assert "other programs still take 37% of the CPUs: a retry would time them too; " in said
+    assert (
+        "other programs would still take 37% of the worker's CPUs: a retry would time them "
+        "too; kept as measured" in said
+    )
     assert "kept as measured" in said and "measuring the round again" not in said
 
 

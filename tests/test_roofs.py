@@ -370,12 +370,14 @@ def test_a_roof_job_is_kept_as_measured_while_others_still_take_the_cpus():
         attempts.append(worker)
         return {"status": "ok", "cpu_taken": next(taken)}
 
-    jobs = RoofJobs("steady", 0.1, said.append, runner, busy_now=lambda: 0.6)
-    kept = jobs.measure({"kind": "memory", "threads": 1})
+    looked = []  # the look is for the job's threads
+    jobs = RoofJobs("steady", 0.1, said.append, runner, lambda n: looked.append(n) or 0.6)
+    kept = jobs.measure({"kind": "memory", "threads": 3})
     assert len(attempts) == 1 and kept == {"status": "ok", "cpu_taken": 0.45, "set_aside": 0}
+    assert looked == [3]
     assert said == [
-        "roofs: other programs took 45% of the CPUs during memory and still take 60% of the "
-        "CPUs: a retry would time them too; kept as measured"
+        "roofs: other programs took 45% of the CPUs during memory and would still take 60% of "
+        "the worker's CPUs: a retry would time them too; kept as measured"
     ]
 
 

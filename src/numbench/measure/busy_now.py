@@ -9,6 +9,11 @@ The look counts as others what a run's headline counts as others
 processes' (its ancestors up to Snakemake: ``activity.WorkflowCpu``), as a share of all the
 CPUs' ticks. Where ``/proc`` cannot be read (not Linux), or no tick passed, the share is None:
 unknown, and the measurement is measured again as without a look.
+
+The limit it is compared with (``replicates.max_cpu_taken``) is a share of the worker's CPUs
+(``cpu_taken``'s unit), so the look gives that: the share of a worker of ``threads`` threads'
+CPUs that the others' demand cannot avoid (``worker_share``). Others that fit on the CPUs
+the worker leaves free need not take any of its CPUs; only what is left over must.
 """
 
 from __future__ import annotations
@@ -31,11 +36,26 @@ from numbench.measure.activity import (
 LOOK_S = 0.5
 
 
+def worker_share(share_all: float, cpus: int, threads: int) -> float:
+    """The share of a worker's CPUs (``threads`` of them, at most ``cpus``) that others
+    taking ``share_all`` of all ``cpus`` CPUs' time cannot avoid: their demand in CPUs, less
+    the CPUs the worker leaves free, over the worker's CPUs, within [0, 1]."""
+    if not isinstance(cpus, int) or cpus < 1:
+        raise ValueError(f"the machine's CPUs must be a whole number >= 1, not {cpus!r}")
+    if not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"a worker's threads must be a whole number >= 1, not {threads!r}")
+    threads = min(threads, cpus)
+    demand = share_all * cpus
+    return min(1.0, max(0.0, demand - (cpus - threads)) / threads)
+
+
 class BusyNow:
-    """Called, looks at the machine for ``look_s`` seconds and gives the share of all its
-    CPUs' time that other programs took meanwhile (None: unknown). The readings, the wait
-    and the clock's tick rate can be handed in (tests give constructed ones and never
-    sleep); by default the real ones, the workflow's processes found when made."""
+    """Called with a worker's ``threads``, looks at the machine for ``look_s`` seconds and
+    gives the share of that worker's CPUs that what other programs took meanwhile cannot
+    avoid (``worker_share``; None: unknown). The readings, the wait, the clock's tick rate
+    and the number of CPUs (``cpus``: those the ``cpu`` line counts, ``os.cpu_count()``) can
+    be handed in (tests give constructed ones and never sleep); by default the real ones,
+    the workflow's processes found when made."""
 
     def __init__(
         self,
@@ -46,6 +66,7 @@ class BusyNow:
         workflow: Callable[[], Reading | None] | None = None,
         ticks_per_s: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        cpus: int | None = None,
     ) -> None:
         if not look_s > 0:
             raise ValueError(f"the look at the machine must last > 0 s, not {look_s!r}")
@@ -54,8 +75,9 @@ class BusyNow:
         if ticks_per_s is None:
             ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._per_s = ticks_per_s
+        self._cpus = (os.cpu_count() or 1) if cpus is None else cpus
 
-    def __call__(self) -> float | None:
+    def __call__(self, threads: int) -> float | None:
         ticks0, own0, workflow0 = self._ticks(), self._own_s(), self._workflow()
         if ticks0 is None:
             return None
@@ -63,9 +85,10 @@ class BusyNow:
         ticks1, own1, workflow1 = self._ticks(), self._own_s(), self._workflow()
         taken = workflow_ticks(workflow0, workflow1)
         other, _ = shares(ticks0, ticks1, own1 - own0, self._per_s, taken)
-        return other
+        return None if other is None else worker_share(other, self._cpus, threads)
 
 
-def busy_now() -> float | None:
-    """The real look (``BusyNow`` made now, for the workflow's processes of this moment)."""
-    return BusyNow()()
+def busy_now(threads: int) -> float | None:
+    """The real look for a worker of ``threads`` threads (``BusyNow`` made now, for the
+    workflow's processes of this moment)."""
+    return BusyNow()(threads)

@@ -20,9 +20,9 @@ undisturbed host. Either way the kept attempt says how many others were measured
 
 A retry helps only if the other programs have let go: one that never stops disturbs every
 retry too, and the retries then cost two more rounds or jobs to keep a busy one anyway. So,
-given a look at the machine (``busy_now``: the share of all the CPUs' time others take over a
-short moment, ``numbench.measure.busy_now``), the rule looks before each retry and, where
-others still take more than the limit, stops: the attempts so far are kept as ``keep`` says,
+given a look at the machine (``busy_now``: the share of the worker's CPUs that what others
+take over a short moment cannot avoid, ``numbench.measure.busy_now``), the rule looks before
+each retry and, where that is still over the limit, stops: the attempts so far are kept as ``keep`` says,
 and the caller says so (``still_busy``). A look that cannot tell (None), or none given, lets
 the retry run as without it.
 """

@@ -50,6 +50,7 @@ cell instead.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -57,13 +58,14 @@ import random
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from numbench.contract import BASELINE, MEASURED, write_text_atomic
 from numbench.measure.activity import Activity
 from numbench.measure.busy_now import busy_now as look
+from numbench.measure.cell_clock import CellClock, capped
 from numbench.measure.disturbed import LAST, STILL_BUSY, taken_beyond, undisturbed
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
@@ -123,7 +125,7 @@ def measure_round(
     run_worker: Callable[[CellSpec], ProcessReport],
     paired: CellSpec | None,
     run_pair: RunPair | None = None,
-    busy_now: Callable[[], float | None] | None = look,
+    busy_now: Callable[[int], float | None] | None = look,
 ) -> list[ProcessRun]:
     """One round: the cell's own process and, paired, a baseline process beside it, in the
     round's seeded order: back to back, where a failed own process ends the round, or, with
@@ -136,8 +138,9 @@ def measure_round(
     times (the rule the roofs follow too: ``numbench.measure.disturbed``): its samples timed
     the other program too, and would weigh on one side of the ratio only. The attempt kept
     says how many were set aside (``ProcessReport.set_aside``); the last is kept, busy or not.
-    Before a retry the machine is looked at (``busy_now``; None: no look): where others still
-    take more than the limit of the CPUs, the round is kept as measured.
+    Before a retry the machine is looked at (``busy_now(spec.threads)``; None: no look):
+    where what others take would still take more than the limit of the worker's CPUs, the
+    round is kept as measured.
     """
     limit = spec.replicates.max_cpu_taken
 
@@ -154,13 +157,14 @@ def measure_round(
         )
 
     def still_busy(runs: list[ProcessRun], now: float) -> None:
-        say(runs, f"other programs still take {now:.0%} of the CPUs: {STILL_BUSY}")
+        say(runs, f"other programs would still take {now:.0%} of the worker's CPUs: {STILL_BUSY}")
 
     def again(runs: list[ProcessRun]) -> None:
         say(runs, "measuring the round again")
 
+    look_now = None if busy_now is None else functools.partial(busy_now, spec.threads)
     runs, set_aside = undisturbed(
-        attempt, _shares, limit, again, LAST, busy_now=busy_now, still_busy=still_busy
+        attempt, _shares, limit, again, LAST, busy_now=look_now, still_busy=still_busy
     )
     for run in runs:
         run.report.set_aside = set_aside
@@ -200,46 +204,13 @@ def _attempt(
     return runs
 
 
-@dataclass
-class CellClock:
-    """The time a cell has spent on its rounds, held against ``replicates.max_cell_s``:
-    ``earlier_s`` (its spread rounds' jobs) and the ``clock``'s seconds since it was made
-    (tests hand in a constructed clock). ``capped`` is set once the cap stopped the cell."""
-
-    earlier_s: float = 0.0
-    clock: Callable[[], float] = time.monotonic
-    capped: bool = False
-    started: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.started = self.clock()
-
-    def spent_s(self) -> float:
-        return self.earlier_s + self.clock() - self.started
-
-
-def capped(spec: CellSpec, replicate: int, clock: CellClock) -> bool:
-    """True when the cell adds no round ``replicate`` because of ``replicates.max_cell_s``
-    (never its first round); says so in the cell's log."""
-    cap = spec.replicates.max_cell_s
-    if cap is None or replicate < 1 or clock.spent_s() < cap:
-        return False
-    print(
-        f"round {replicate}: the cell has spent {clock.spent_s():.1f} s on its rounds, "
-        f"past replicates.max_cell_s = {cap:g}; stopping at {replicate} rounds",
-        flush=True,
-    )
-    clock.capped = True
-    return True
-
-
 def measure_replicates(
     spec: CellSpec,
     run_worker: Callable[[CellSpec], ProcessReport],
     earlier: list[ProcessRun] = (),
     run_pair: RunPair | None = None,
     clock: CellClock | None = None,
-    busy_now: Callable[[], float | None] | None = look,
+    busy_now: Callable[[int], float | None] | None = look,
 ) -> tuple[list[ProcessRun], str | None]:
     """Run the cell's processes; return them and, when pairing had to stop, why.
     ``run_pair`` runs a lockstep round (``measure_round``).

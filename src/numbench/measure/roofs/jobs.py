@@ -86,19 +86,21 @@ class RoofJobs:
     """How the roof jobs of one measurement run: the config's ``allocator``, its
     ``replicates.max_cpu_taken`` (None: every job once), where progress is said, the
     runner (``run_job``; the tests give their own) and the look at the machine before a
-    retry (``busy_now``: ``numbench.measure.busy_now``; None: no look)."""
+    retry (``busy_now``, given the job's threads: ``numbench.measure.busy_now``; None: no
+    look)."""
 
     allocator: str
     max_cpu_taken: float | None = None
     say: Callable[[str], None] = print
     runner: Callable[[process.WorkerJob], dict] = run_job
-    busy_now: Callable[[], float | None] | None = None
+    busy_now: Callable[[int], float | None] | None = None
 
     def measure(self, job: dict) -> dict:
         """Run ``job``; while other programs took more than ``max_cpu_taken`` of its CPUs,
         run it again (``disturbed.undisturbed``). The quietest attempt is kept, with the
         number of the others (``set_aside``). Where a look at the machine before a retry
-        (``busy_now``) finds others still taking more than that, no retry is made."""
+        (``busy_now``) finds that others would still take more than that of the job's CPUs,
+        no retry is made."""
         worker = worker_job(job, self.allocator)
 
         def again(result: dict) -> None:
@@ -110,7 +112,7 @@ class RoofJobs:
         def still_busy(result: dict, now: float) -> None:
             self.say(
                 f"roofs: other programs took {result['cpu_taken']:.0%} of the CPUs during "
-                f"{job['kind']} and still take {now:.0%} of the CPUs: {STILL_BUSY}"
+                f"{job['kind']} and would still take {now:.0%} of the worker's CPUs: {STILL_BUSY}"
             )
 
         kept, set_aside = undisturbed(
@@ -119,7 +121,7 @@ class RoofJobs:
             self.max_cpu_taken,
             again,
             QUIETEST,
-            busy_now=self.busy_now,
+            busy_now=None if self.busy_now is None else lambda: self.busy_now(worker.threads),
             still_busy=still_busy,
         )
         return {**kept, "set_aside": set_aside}
