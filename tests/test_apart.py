@@ -13,6 +13,7 @@ import pytest
 
 from numbench.measure.activity import Activity, combined
 from numbench.measure.apart import (
+    RESTORE_PASSES,
     WorkflowApart,
     keep_apart,
     read_affinity,
@@ -66,6 +67,61 @@ def test_every_thread_of_the_ancestors_moves_off_the_worker_and_gets_its_affinit
     assert all(threads.masks[t] == BOTH for t in (200, 201, 203, 300))
     touched = {tid for tid, _ in threads.calls}
     assert touched == {200, 201, 202, 203, 300}  # 202 before it ended; never 400 or 500
+
+
+class Spawning(Threads):
+    """Threads whose process ``pid`` starts a new thread each time its threads are listed
+    while restoring (after the listing, from a thread not yet given its CPUs back: the new
+    one inherits the narrowed affinity), ``spawns`` times at most."""
+
+    def __init__(self, processes, pid: int, spawns: int) -> None:
+        super().__init__(processes)
+        self.pid, self.spawns, self.listings, self.restoring = pid, spawns, 0, False
+
+    def tasks(self, pid: int) -> list[int]:
+        listed = super().tasks(pid)
+        if self.restoring and pid == self.pid:
+            self.listings += 1
+            if self.spawns > 0:
+                self.spawns -= 1
+                tid = 1000 + self.listings
+                self.processes[pid].append(tid)
+                self.masks[tid] = SPARE
+        return listed
+
+
+def test_a_thread_started_after_the_listing_gets_its_cpus_back_on_a_later_pass():
+    threads = Spawning({200: [200, 201]}, pid=200, spawns=1)
+    with threads.apart([0], [200]):
+        threads.restoring = True
+    # the first listing missed 1001; the second found and restored it, the third nothing new
+    assert threads.masks == {200: BOTH, 201: BOTH, 1001: BOTH}
+    assert threads.listings == 3
+
+
+def test_the_restore_lists_the_threads_three_times_at_most():
+    threads = Spawning({200: [200]}, pid=200, spawns=10)
+    with threads.apart([0], [200]):
+        threads.restoring = True
+    assert threads.listings == RESTORE_PASSES == 3
+    # the first two started meanwhile were given back; the third, after the last listing,
+    # is past what a bounded restore can see
+    assert threads.masks[1001] == threads.masks[1002] == BOTH
+    assert threads.masks[1003] == SPARE
+
+
+def test_moved_says_whether_snakemake_moved_not_an_intermediate_shell():
+    # the job's shell (300) moved, Snakemake (200) refused: Snakemake still runs beside the
+    # cell, so the cell records false; the shell gets its CPUs back all the same
+    threads = Threads({200: [200, 201], 300: [300]}, refuse={200, 201})
+    with threads.apart([0], [300, 200]) as apart:
+        assert threads.masks[300] == SPARE
+        assert apart.moved is False
+    assert threads.masks[300] == BOTH
+    # one of Snakemake's threads moved: true, whatever the shell did
+    threads = Threads({200: [200, 201], 300: [300]}, refuse={201, 300})
+    with threads.apart([0], [300, 200]) as apart:
+        assert apart.moved is True
 
 
 def test_a_thread_that_refuses_or_vanishes_is_skipped_and_an_error_still_restores():

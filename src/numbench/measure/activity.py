@@ -181,8 +181,8 @@ class Activity:
     load_avg_1m: float | None
     watched_s: float | None = None
     workflow_cpu_share: float | None = None
-    #: whether the workflow's own processes were kept off the worker's CPUs meanwhile
-    #: (``numbench.measure.apart``; None: not tried)
+    #: whether the workflow's own processes (Snakemake's threads, what counts) were kept off
+    #: the worker's CPUs meanwhile (``numbench.measure.apart``; None: not tried)
     workflow_moved: bool | None = None
 
     def to_dict(self) -> dict:

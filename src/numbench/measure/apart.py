@@ -63,11 +63,17 @@ def write_affinity(tid: int, cpus: Cpus) -> bool:
     return True
 
 
+#: the most times the moved processes' threads are listed when their affinity is given back
+RESTORE_PASSES = 3
+
+
 class WorkflowApart:
     """Moves the threads of ``pids`` off ``worker_cpus`` when entered and gives them their
-    affinity back when left. ``moved``: True where at least one thread was moved, False
-    where none could be (no other CPU, or each refused), None where nothing was tried (no
-    workflow's processes, no worker's CPUs known)."""
+    affinity back when left. ``moved``: True where Snakemake's threads (the last of
+    ``pids``) were moved, False where none of them could be (no other CPU, or each refused;
+    an intermediate process moved alone does not count: Snakemake is what runs beside the
+    cells), None where nothing was tried (no workflow's processes, no worker's CPUs
+    known)."""
 
     def __init__(
         self,
@@ -105,22 +111,46 @@ class WorkflowApart:
                 after = before - self._worker
                 if after and after != before and self._put(tid, after):
                     self._saved[tid] = (pid, before, after)
-        return bool(self._saved)
+        return any(pid == self._pids[-1] for pid, _, _ in self._saved.values())
 
     def restore(self) -> None:
         """Each moved thread still in its process gets its affinity back; a thread started
         meanwhile with a moved one's narrowed affinity gets its process's first moved
-        thread's (the main thread's, as a rule)."""
+        thread's (the main thread's, as a rule). A thread not yet given its affinity back
+        may start another after its process's threads were listed: the listing is repeated
+        (at most ``RESTORE_PASSES`` times) until one gives nothing back, that is finds no
+        thread not seen before that still has the narrowed affinity."""
         saved, self._saved = self._saved, {}
         first: dict[int, tuple[Cpus, Cpus]] = {}
         for pid, before, after in saved.values():
             first.setdefault(pid, (before, after))
+        done: set[int] = set()
+        for _ in range(RESTORE_PASSES):
+            if not self._restore_pass(saved, first, done):
+                break
+
+    def _restore_pass(
+        self,
+        saved: dict[int, tuple[int, Cpus, Cpus]],
+        first: dict[int, tuple[Cpus, Cpus]],
+        done: set[int],
+    ) -> bool:
+        """One listing of the moved processes' threads: those not yet handled (``done``)
+        get their affinity back. True where one was given back (a thread may have started
+        since the listing)."""
+        found = False
         for pid, (before, after) in first.items():
             for tid in self._tasks(pid):
+                if tid in done:
+                    continue
+                done.add(tid)
                 if tid in saved:
                     self._put(tid, saved[tid][1])
+                    found = True
                 elif tid not in self._seen and self._get(tid) == after:
                     self._put(tid, before)
+                    found = True
+        return found
 
 
 def take_workflow_affinity(
