@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -325,6 +326,27 @@ def test_the_roofs_measured_again_at_the_end_keep_the_start_s_rows_and_say_their
     assert pq.read_table(start).to_pandas()["round"].tolist() == ["start"] * 4
     with pytest.raises(ValueError, match="not 'middle'"):
         roofs.measure_roofs(dims, libs, "steady", end, round_name="middle", **common)
+
+
+def test_the_roofs_job_takes_snakemake_s_cpus_back_once_it_holds_the_lock(tmp_path, monkeypatch):
+    """A roofs job Snakemake started while a cell had it moved inherited the narrowed CPUs:
+    as a cell's job does, it takes Snakemake's back with the lock held, before any worker."""
+    monkeypatch.setattr(roof_host, "host_facts", fake_facts)
+    lock, jobs, taken = tmp_path / "timing.lock", [], []
+
+    def take(pids):
+        with open(lock, "a+") as fh, pytest.raises(BlockingIOError):
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the lock is held
+        taken.append((pids, len(jobs)))
+
+    monkeypatch.setattr(roofs, "workflow_pids", lambda parent: [parent, 42])
+    monkeypatch.setattr(roofs, "take_workflow_affinity", take)
+    dims, out = [("cpu", "float64", 1)], tmp_path / "roofs.parquet"
+    runner = fake_runner(lock, jobs)
+    roofs.measure_roofs(
+        dims, ["numpy"], "steady", out, lock=str(lock), runner=runner, say=lambda _: None
+    )
+    assert taken == [([os.getppid(), 42], 0)] and jobs  # once, before the first worker
 
 
 def test_a_roofs_table_from_before_the_rounds_reads_with_its_round_unknown(tmp_path):

@@ -28,7 +28,10 @@ How, and why so (the rules STREAM, the Empirical Roofline Toolkit and likwid-ben
 * **Compute** is the matmul operation's own GEMM at a large n in each library of the grid
   that has one, through the library's adapter; the fastest counts. Beside it the theoretical
   peak (``host.theoretical_peak``), which it must not exceed.
-* **The host's timing lock** is held throughout, so no timing cell runs beside it.
+* **The host's timing lock** is held throughout, so no timing cell runs beside it. Once
+  it holds the lock, the job takes Snakemake's CPUs back where it was started while a cell
+  had Snakemake kept off its worker's CPUs (``numbench.measure.apart``), so ``threads: all``
+  roofs are measured on every CPU.
 * **Each job is a worker process of the cells' kind** (``jobs``, through
   ``numbench.measure.process``), and one that other programs disturbed is measured again
   by the cells' rule (``numbench.measure.disturbed``).
@@ -50,6 +53,8 @@ from typing import TYPE_CHECKING
 
 from numbench import libraries
 from numbench.cells import roof_dims
+from numbench.measure.activity import workflow_pids
+from numbench.measure.apart import take_workflow_affinity
 from numbench.measure.busy_now import busy_now as look
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.process import WorkerJob
@@ -180,6 +185,7 @@ def measure_roofs(
     jobs = RoofJobs(allocator, max_cpu_taken, say, runner, busy_now)
     label = "roofs " + ", ".join(f"{d} {t} t{n}" for d, t, n in dims)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s, say=say):
+        take_workflow_affinity(workflow_pids(os.getppid()))
         locked_from = time.time()
         rows = measure_dims(dims, grid_libraries, jobs)
         locked_until = time.time()
