@@ -4,7 +4,8 @@ from its spec (numbench.spec.CellSpec as JSON).
 Every outcome of the library is written as the cell's status, and the script exits 0. A
 fault of numbench's machinery or of the host (the timing lock, a file that cannot be
 written, a worker that cannot start) writes no file and exits with FAILED_EXIT, so that
-Snakemake's --retries and the next run measure the cell again.
+Snakemake's --retries and the next run measure the cell again. A job stopped by SIGTERM
+unwinds (the workflow's processes get their CPUs back, the lock is let go) and exits 143.
 """
 
 import argparse
@@ -15,13 +16,14 @@ import _path  # noqa: F401
 
 from numbench.errors import MachineryFault
 from numbench.measure.quiet import QuietSettings
-from numbench.measure.supervisor import keep_pandas_out, run_cell, run_round
+from numbench.measure.supervisor import exit_on_sigterm, keep_pandas_out, run_cell, run_round
 from numbench.spec import CellSpec
 
 #: the exit status of a job that failed for the machinery or the host
 FAILED_EXIT = 1
 
 keep_pandas_out()
+exit_on_sigterm()
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--spec", required=True, help="the cell's spec, as JSON")

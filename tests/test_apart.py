@@ -257,3 +257,27 @@ def test_a_real_process_s_threads_are_moved_and_given_back(tmp_path):
         child.kill()
         child.wait()
     assert read_affinity(child.pid) is None and write_affinity(child.pid, BOTH) is False
+
+
+def test_sigterm_ends_a_job_through_its_context_managers():
+    """The cell's entry point makes SIGTERM raise ``SystemExit(143)`` (``exit_on_sigterm``),
+    so the move's ``__exit__`` and the lock's run; in a child process, whose SIGTERM
+    handling is its own."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal, time\n"
+        "from numbench.measure.supervisor import exit_on_sigterm\n"
+        "exit_on_sigterm()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(60)\n"
+        "finally:\n"
+        "    print('unwound', flush=True)\n"
+    )
+    ended = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert ended.returncode == 143, ended.stderr
+    assert ended.stdout == "unwound\n"

@@ -19,6 +19,7 @@ import importlib.abc
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
 import sys
@@ -75,6 +76,22 @@ def keep_pandas_out() -> None:
     """Install ``_NoPandas`` (in the supervisor's own process only: the entry point calls it)."""
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
+
+
+#: the exit status of a job stopped by SIGTERM (128 + 15, as a shell reports one killed by it)
+TERMINATED_EXIT = 143
+
+
+def _terminated(signum, frame) -> None:
+    raise SystemExit(TERMINATED_EXIT)
+
+
+def exit_on_sigterm() -> None:
+    """Make SIGTERM end the job as ``SystemExit(TERMINATED_EXIT)`` (the entry point calls
+    it): the default ends the process at once, so the workflow's processes would keep the
+    narrowed CPUs (``numbench.measure.apart``); raised, it unwinds the job's context
+    managers, which give them back and let go of the timing lock. SIGKILL cannot be caught."""
+    signal.signal(signal.SIGTERM, _terminated)
 
 
 def cell_operation(spec: CellSpec) -> operations.Operation:
