@@ -16,7 +16,8 @@ from numbench.stats import FASTER, SAME, SLOWER
 NOISY_IQR_FRACTION = 0.10
 #: a cell is said to have been measured on a busy machine when other programs took more than
 #: this share of a kept process's CPUs (the default ``replicates.max_cpu_taken``: past it, a
-#: round is measured again, up to twice, and kept busy only when it stays busy)
+#: round is measured again, up to twice, and kept busy only when it stays busy; it is not
+#: measured again, kept as measured, when a half-second look finds the others still busy)
 BUSY_CPU_TAKEN = 0.10
 TOP_SPEEDUPS = 5
 TOP_SLOWDOWNS = 3

@@ -220,7 +220,8 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
         lines += [
             "Cells measured on a busy machine: other programs used more than "
             f"{BUSY_CPU_TAKEN:.0%} of a kept process's CPUs while it measured, after the "
-            "round was measured again (`replicates.max_cpu_taken`); its times include theirs.",
+            "round was measured again (`replicates.max_cpu_taken`), or kept as measured where a "
+            "half-second look found the others still busy; its times include theirs.",
             "",
         ]
         lines += [

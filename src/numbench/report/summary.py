@@ -58,7 +58,8 @@ own, {pairing}, whatever order the cells ran in. The first rounds of every cell
 (`replicates.spread`) ran before any cell's remaining rounds, so a cell's rounds lie minutes
 apart and its interval sees the machine's drift between them. A round in which other
 programs used more than `replicates.max_cpu_taken` of a process's CPUs while it measured was
-measured again, up to twice. The baseline's times pool its own processes and those paired
+measured again, up to twice, unless a half-second look found the others still busy (it was then
+kept as measured). The baseline's times pool its own processes and those paired
 beside every other cell.
 Inputs were converted to the library's arrays outside any timing. The first call was timed
 alone (`first_call_s`: tracing, compilation, warm-up) and never enters the samples. Each
