@@ -21,8 +21,6 @@ from numbench.measure.replicates import MEASURED, ProcessRun
 from numbench.report.charts import FORMATS, chart_names
 from numbench.spec import CellMeta, ProcessReport
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def write_cell(root: Path, library: str, operation: str, size: int, median: float) -> str:
     samples = median * np.exp(np.random.default_rng(size).normal(0.0, 0.02, 20))

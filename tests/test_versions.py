@@ -30,7 +30,6 @@ from numbench.report.summary import to_html, write_summary
 from numbench.spec import CellMeta, ProcessReport
 from numbench.stats import Z95, typical_sd
 
-REPO = Path(__file__).resolve().parent.parent
 ENV_VERSION, BASE_VERSION = "2.3.5", "2.4.6"
 PAIRING_ENDED = (
     "the paired baseline process (numpy/cpu) ended crashed: killed by SIGSEGV; speedup taken "
