@@ -3,9 +3,11 @@
 For every ok cell of ``eos`` (examples/eos) in a run's results/benchmarks.parquet, a fresh
 process per cell times the library's kernel with ``timeit``, independently of numbench's
 timer: the suite's own inputs (``generate_inputs(size, 42)``), the library's arrays made by
-hand, the same threads (the thread variables and a CPU mask of that many CPUs), a fresh
-copy of ``t`` before each call of the NumPy kernel (it writes into it; the example declares
-it for NumPy alone, and numbench copies it for NumPy alone), and the device waited for by hand (``block_until_ready`` for JAX).
+hand, the same threads (the thread variables and a CPU mask of that many CPUs), the same C
+allocator settings (the cell's ``allocator``, given as the process starts), a fresh copy of
+``t`` before each call of the NumPy kernel (it writes into it; the example declares it for
+NumPy alone, and numbench copies it for NumPy alone), and the device waited for by hand
+(``block_until_ready`` for JAX).
 Numba's plain loop is compiled here with the cell's options (``numba.njit(fastmath=False)``,
 plus ``parallel=True`` for ``numba-parallel``); the torch kernel is under ``torch.compile``
 in its module, and the untimed warm-up calls compile it. It prints the harness's median, the
@@ -107,6 +109,8 @@ def main() -> None:
         return
     import pandas as pd
 
+    from numbench.libraries import allocator_environment
+
     bench = pd.read_parquet(os.path.join(args.results, "benchmarks.parquet"))
     bench = bench[(bench["operation"] == "eos") & (bench["status"] == "ok")]
     lines = [
@@ -115,7 +119,11 @@ def main() -> None:
     ]
     for row in bench.sort_values(["size", "library"]).itertuples():
         cmd = [sys.executable, __file__, "--one", row.library, str(row.size), str(row.threads)]
-        out = subprocess.run([*cmd, row.options or "{}"], capture_output=True, text=True)
+        # glibc reads its thresholds when a process starts, so the cell's (``allocator``) are
+        # given here: without them the fresh copy of ``t`` before each NumPy call is mapped
+        # anew and its pages faulted in inside the timed call, where the worker reuses its heap
+        env = {**os.environ, **allocator_environment(getattr(row, "allocator", None) or "system")}
+        out = subprocess.run([*cmd, row.options or "{}"], capture_output=True, text=True, env=env)
         if out.returncode != 0:
             lines.append(f"| {row.library} | {row.size} | failed: {out.stderr[-200:]!r} | | |")
             continue

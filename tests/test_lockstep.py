@@ -96,6 +96,25 @@ def test_a_worker_samples_only_on_its_turn_and_waits_for_go_after_enough():
     assert not thread.is_alive() and len(box["value"]) == 3
 
 
+def test_a_turn_of_few_long_calls_still_opens_with_one_untimed_call():
+    # a sample of 2 calls (say 10 ms each): the first call after the partner's turn runs
+    # cold, so one untimed call opens every turn even under WARM_SHARE calls
+    clock = FakeClock()
+    turns, supervisor, calls, time_loops = worker_side(clock)
+    thread, box = run_in_thread(lambda: turns.take_samples(SETTINGS, time_loops, 2))
+    assert supervisor.hear() == READY
+    while True:
+        clock.now += 5.0
+        supervisor.say(SAMPLE)
+        if supervisor.hear() == ENOUGH:
+            break
+    supervisor.say(GO)
+    thread.join(5)
+    turns_taken = len(box["value"])
+    assert turns_taken >= 3
+    assert calls == [1, 2] * turns_taken
+
+
 def test_go_before_enough_takes_the_rest_alone_without_warm_up():
     clock = FakeClock()
     turns, supervisor, calls, time_loops = worker_side(clock)
@@ -185,9 +204,10 @@ def test_timer_measure_takes_its_samples_through_turns():
     m = box["value"]
     assert len(m.samples_s) == 3 and m.loops == 3
     assert m.samples_s == pytest.approx([0.004] * 3)
-    # its own time only: calibration (1 call, then 3) and 3 turns of a sample of 3 calls
-    # (no warm-up under 10 calls), 4 ms a call; the 4 s of the partner's turns are not its
-    assert m.sampling_s == pytest.approx(0.004 * (1 + 3 + 3 * 3))
+    # its own time only: calibration (1 call, then 3) and 3 turns of an untimed call (at
+    # least one opens a turn) and a sample of 3 calls, 4 ms a call; the 4 s of the partner's
+    # turns are not its
+    assert m.sampling_s == pytest.approx(0.004 * (1 + 3 + 3 * (1 + 3)))
 
 
 # --- the supervisor's side, on scripted stand-in workers -------------------------------

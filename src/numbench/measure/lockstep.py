@@ -25,9 +25,13 @@ The protocol, one line per message over two pipes whose descriptors the worker f
   ``enough``, and to one that has said ``enough`` once its partner has finished.
 
 The end of the pipe (a supervisor gone) reads as ``go``. Each turn begins with an untimed
-tenth of a sample's calls (none when a sample is under 10 calls, whose calls are long), so
-caches and threads the partner's turn took over are back before the timed calls, as they
-are for a sample that follows its own process's last one. The time spent waiting is not the
+tenth of a sample's calls, and at least one call, so caches and threads the partner's turn
+took over are back before the timed calls, as they are for a sample that follows its own
+process's last one. Even a long call needs it: after a partner's turn of 17 ms (another
+process's memory traffic, or only a pause), the equation of state of examples/eos took
+13 to 20 ms a call in TensorFlow at 2 threads against 10.4 to 10.7 back to back, and 11.3 to
+11.8 after one untimed call (docs/history.md, "Kernels handed over as they are"); a sample of
+two such calls timed the cold one too. The time spent waiting is not the
 worker's: ``numbench.measure.cpu_taken`` is paused while it waits, and ``budget_s`` counts its own
 samples only.
 """
@@ -50,7 +54,7 @@ from numbench.spec import CellSpec, ProcessReport
 
 TURNS_ENV = "NUMBENCH_TURNS"
 READY, SAMPLE, MORE, ENOUGH, GO = "ready", "sample", "more", "enough", "go"
-#: the untimed calls that open a turn, as a share of a sample's calls
+#: the untimed calls that open a turn, as a share of a sample's calls (at least one)
 WARM_SHARE = 10
 
 
@@ -151,8 +155,8 @@ class Turns:
             if not alone:
                 if self._hand_over(said) != SAMPLE:
                     alone = True  # go: the partner is done or gone
-                elif loops >= WARM_SHARE:
-                    time_loops(loops // WARM_SHARE)
+                else:
+                    time_loops(max(1, loops // WARM_SHARE))
             t0 = self.clock()
             samples.append(time_loops(loops) / loops)
             spent += self.clock() - t0
