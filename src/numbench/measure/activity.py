@@ -287,6 +287,28 @@ def shares(
     return min(1.0, other), delta[STEAL] / total
 
 
+def sample_shares(
+    sample_s: float,
+    *,
+    ticks: Callable[[], list[int] | None],
+    own_s: Callable[[], float],
+    workflow: Callable[[], Reading | None],
+    sleep: Callable[[float], None],
+    ticks_per_s: float,
+) -> tuple[float | None, float | None] | None:
+    """(other processes' share, steal share) of all CPUs' ticks over ``sample_s`` seconds
+    from now (``shares``: this process's CPU time and the workflow's processes' taken out of
+    the others); None where the ``cpu`` line cannot be read. One sample of the machine, for
+    the wait for quiet (``numbench.measure.quiet``) and the look before a retry
+    (``numbench.measure.busy_now``)."""
+    before, own0, workflow0 = ticks(), own_s(), workflow()
+    if before is None:
+        return None
+    sleep(sample_s)
+    taken = workflow_ticks(workflow0, workflow())
+    return shares(before, ticks(), own_s() - own0, ticks_per_s, taken)
+
+
 def workflow_share(
     before: list[int] | None, after: list[int] | None, workflow: int | None
 ) -> float | None:

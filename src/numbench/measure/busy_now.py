@@ -27,8 +27,7 @@ from numbench.measure.activity import (
     WorkflowCpu,
     own_cpu_s,
     read_cpu_ticks,
-    shares,
-    workflow_ticks,
+    sample_shares,
 )
 
 #: seconds the machine is looked at before a retry: long enough for a scheduler tick or
@@ -78,13 +77,15 @@ class BusyNow:
         self._cpus = (os.cpu_count() or 1) if cpus is None else cpus
 
     def __call__(self, threads: int) -> float | None:
-        ticks0, own0, workflow0 = self._ticks(), self._own_s(), self._workflow()
-        if ticks0 is None:
-            return None
-        self._sleep(self._look_s)
-        ticks1, own1, workflow1 = self._ticks(), self._own_s(), self._workflow()
-        taken = workflow_ticks(workflow0, workflow1)
-        other, _ = shares(ticks0, ticks1, own1 - own0, self._per_s, taken)
+        sampled = sample_shares(
+            self._look_s,
+            ticks=self._ticks,
+            own_s=self._own_s,
+            workflow=self._workflow,
+            sleep=self._sleep,
+            ticks_per_s=self._per_s,
+        )
+        other = None if sampled is None else sampled[0]
         return None if other is None else worker_share(other, self._cpus, threads)
 
 

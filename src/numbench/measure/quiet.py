@@ -23,8 +23,7 @@ from numbench.measure.activity import (
     WorkflowCpu,
     own_cpu_s,
     read_cpu_ticks,
-    shares,
-    workflow_ticks,
+    sample_shares,
 )
 
 #: seconds of one sample of the machine's load while waiting
@@ -65,13 +64,18 @@ def wait_for_quiet(
     workflow = WorkflowCpu() if workflow is None else workflow
     start = last_report = clock()
     while True:
-        before, own0, workflow0 = ticks(), own_s(), workflow()
-        if before is None:
+        sampled = sample_shares(
+            sample_s,
+            ticks=ticks,
+            own_s=own_s,
+            workflow=workflow,
+            sleep=sleep,
+            ticks_per_s=ticks_per_s,
+        )
+        if sampled is None:
             print("wait_for_quiet: /proc/stat cannot be read; measuring without waiting")
             return QuietWait(clock() - start, None, None)
-        sleep(sample_s)
-        taken = workflow_ticks(workflow0, workflow())
-        other, steal = shares(before, ticks(), own_s() - own0, ticks_per_s, taken)
+        other, steal = sampled
         share = None if other is None else other + (steal or 0.0)
         said = "unknown" if share is None else f"{share:.0%}"
         waited = clock() - start
