@@ -42,9 +42,10 @@ XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 # tests, and its module-scoped fixtures, in one process.
 ONE_AT_A_TIME := $(if $(XDIST),--maxschedchunk 1)
 
-# Every test, as CI runs it (.ci/run).
+# Every test, as CI runs it (.ci/run), with the 25 slowest listed at the end: where the
+# suite's time goes, in every CI log.
 test: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) $(ONE_AT_A_TIME) $(PYTEST_ARGS)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pytest $(XDIST) $(ONE_AT_A_TIME) --durations=25 $(PYTEST_ARGS)
 
 # The unit tier, for contributors between edits: no Snakemake run, no environment built, no
 # browser, no Slurm (the tests marked e2e or slurm are left out; `make test` runs them).
