@@ -258,3 +258,35 @@ def test_the_methodology_says_how_the_rounds_were_paired(flags, says):
         assert words in text
     if flags == [False, None]:
         assert "lockstep" not in text
+
+
+def test_pairs_with_one_size_share_one_crossover_line():
+    """A grid of one size per operation (a GPU subset, say) has no crossover to place: one
+    line says so for every pair instead of a 'no verdict' sentence each."""
+    from dataclasses import replace
+
+    from numbench.contract.facts import Crossover, Findings, SpeedupPoint
+    from numbench.report.sentences import key_findings
+
+    def pair(library: str, operation: str, points: int) -> Crossover:
+        curve = tuple(
+            SpeedupPoint(size=10**k, speedup=2.0, ci_low=1.8, ci_high=2.2, verdict="faster")
+            for k in range(3, 3 + points)
+        )
+        kind = "insufficient" if points < 2 else "always_faster"
+        return Crossover(library, "gpu", operation, "float64", 1, "h", kind, curve)
+
+    base = Findings("numpy", "cpu", MARGIN, False, None, (), (), (), (), ())
+    single = [pair("cupy", "fft", 1), pair("torch", "fft", 1), pair("jax", "sort", 0)]
+    text = key_findings(replace(base, crossovers=(pair("jax", "fft", 2), *single)), "NumPy")
+    block = text.split("### Crossovers")[1]
+    assert "no verdict" not in block
+    assert "JAX beats NumPy on fft at every size" in block
+    assert (
+        "- No crossover against NumPy for 3 pairs of library and operation (fft, sort): "
+        "fewer than two sizes have a speedup, and a crossover needs two." in block
+    )
+    # an 'insufficient' pair with two sizes (every size the same speed) keeps its sentence
+    tied = replace(pair("torch", "sort", 2), kind="insufficient")
+    text = key_findings(replace(base, crossovers=(tied,)), "NumPy")
+    assert "every size is the same speed" in text and "No crossover against" not in text

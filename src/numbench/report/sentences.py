@@ -147,13 +147,29 @@ def key_findings(f: Findings, baseline: str) -> str:
     lines += ["", "### Crossovers", ""]
     if not f.crossovers:
         lines.append("- No speedups, so no crossovers.")
+    single = [c for c in f.crossovers if c.kind == "insufficient" and len(c.points) < 2]
     lines += [
         "- "
         + crossover_sentence(c, baseline, multi)
         + (" In doubt: it rests on a verdict in doubt (Warnings)." if c.settled is False else "")
         for c in f.crossovers
+        if not any(c is x for x in single)
     ]
+    if single:
+        lines.append(one_size_line(single, baseline))
     return "\n".join(lines)
+
+
+def one_size_line(single: list[Crossover], baseline: str) -> str:
+    """One line for every (library, operation) whose speedup is known at fewer than two
+    sizes, where a crossover cannot be placed: a grid of one size per operation would
+    otherwise list a 'no verdict' sentence for each pair."""
+    ops = sorted({c.operation for c in single})
+    pairs = f"{len(single)} {'pair' if len(single) == 1 else 'pairs'} of library and operation"
+    return (
+        f"- No crossover against {baseline} for {pairs} ({', '.join(md_text(o) for o in ops)}): "
+        "fewer than two sizes have a speedup, and a crossover needs two."
+    )
 
 
 def firmness_line(f: Firmness, margin: float) -> str:
