@@ -124,7 +124,7 @@ def test_busy_time_is_read_per_cpu(tmp_path, monkeypatch):
 
 def test_a_child_process_s_time_is_the_process_s_own_not_taken():
     """A library's compiler or compile workers run as child processes (XLA's ``ptxas``,
-    ``torch.compile``'s workers): their CPU time is the process's own, alive or waited for."""
+    ``torch.compile``'s C compiler): their CPU time is the process's own, alive or waited for."""
     machine = Machine(cpus=1)
     child = {"live": 0.0, "waited": 0.0}
     own = functools.partial(

@@ -12,7 +12,7 @@ CPU time, over the wall time and the number of CPUs. A round with a process over
 The process's own CPU time (``own_run_s``) is every thread's, ended ones too, and that of
 its child processes, which inherit its CPUs: a library's compiler or compile workers are its
 own cost, not another program's (XLA most likely runs ``ptxas`` as a child for the GPU,
-``torch.compile`` starts compile worker processes; counted as others', JAX's GPU cells read
+``torch.compile`` runs a C compiler for the CPU; counted as others', JAX's GPU cells read
 0.30 to 0.35 on a quiet host and every round was measured again: docs/history.md). The
 children it waited for count through ``getrusage(RUSAGE_CHILDREN)`` (with those they waited
 for); then the live descendants, zombies included, through ``/proc/PID/task/TID/children``
