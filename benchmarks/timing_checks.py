@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,9 +42,34 @@ def spin(seconds: float) -> None:
         pass
 
 
-def hog_on(cpu: int) -> subprocess.Popen:
+def hog_on(cpu: int) -> int:
+    """The pid of a busy program on ``cpu``, not this process's descendant (``cpu_taken``
+    counts a child's CPU time as the process's own): started by a child that ends at once."""
     code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile 1: pass"
-    return subprocess.Popen([sys.executable, "-c", code])
+    starter = (
+        "import subprocess, sys\n"
+        "print(subprocess.Popen([sys.executable, '-c', sys.argv[1]],"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+    )
+    started = subprocess.run(
+        [sys.executable, "-c", starter, code], capture_output=True, text=True, check=True
+    )
+    return int(started.stdout)
+
+
+def stop(pid: int) -> None:
+    """Kill a program ``hog_on`` started and wait, up to a second, until it no longer runs
+    (it is not this process's child to wait for)."""
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.01)
 
 
 def cpu_taken_shares() -> list[tuple[str, float | None, str]]:
@@ -61,8 +87,7 @@ def cpu_taken_shares() -> list[tuple[str, float | None, str]]:
             spin(0.5)
             rows.append(("another busy program on the same CPU", taken.share(), "about 0.5"))
         finally:
-            hog.kill()
-            hog.wait()
+            stop(hog)
 
         taken = CpuTaken()
         helper = threading.Thread(target=spin, args=(0.5,))
@@ -78,8 +103,7 @@ def cpu_taken_shares() -> list[tuple[str, float | None, str]]:
             if paused:
                 taken.pause()
             time.sleep(0.5)  # the other program has the CPU
-            hog.kill()
-            hog.wait()
+            stop(hog)
             if paused:
                 taken.resume()
             spin(0.5)

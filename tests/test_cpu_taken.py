@@ -1,12 +1,16 @@
 """The share of a worker's CPUs that other programs took while it measured
 (numbench.measure.cpu_taken), on constructed readings of the clock, of the process's CPU
-time and of the CPUs' busy time. The same cases on the real machine (a busy program on the
+time and of the CPUs' busy time; and the process's own CPU time with real child processes
+(in CPU seconds, never wall time). The same cases on the real machine (a busy program on the
 worker's CPU, the process's own threads, a paused stretch) are measured and printed by
 benchmarks/timing_checks.py: their figures depend on what else the machine runs."""
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -116,3 +120,128 @@ def test_busy_time_is_read_per_cpu(tmp_path, monkeypatch):
     tick = os.sysconf("SC_CLK_TCK")
     assert cpu_taken.busy_s([0]) == pytest.approx(6 / tick)
     assert cpu_taken.busy_s([0, 1]) == pytest.approx(68 / tick)
+
+
+def test_a_child_process_s_time_is_the_process_s_own_not_taken():
+    """A library's compiler or compile workers run as child processes (XLA's ``ptxas``,
+    ``torch.compile``'s C compiler): their CPU time is the process's own, alive or waited for."""
+    machine = Machine(cpus=1)
+    child = {"live": 0.0, "waited": 0.0}
+    own = functools.partial(
+        cpu_taken.own_run_s,
+        process_s=lambda: machine.own,
+        waited_s=lambda: child["waited"],
+        live_s=lambda: child["live"],
+    )
+    taken = CpuTaken(clock=lambda: machine.wall, own_s=own, busy=machine.busy_of, cpus=[0])
+    threads_only = machine.taken()  # the process's threads alone, as before children counted
+    # the process and its live child share its one CPU, half each
+    machine.run(wall_s=0.5, own_s=0.25, others_s=0.25)
+    child["live"] += 0.25
+    assert taken.share() == pytest.approx(0.0)
+    assert threads_only.share() == pytest.approx(0.5)
+    # the child ends and is waited for: its time moves from the live reading to the waited one
+    child["live"], child["waited"] = 0.0, 0.25
+    machine.run(wall_s=0.5, own_s=0.5, others_s=0.0)
+    assert taken.share() == pytest.approx(0.0)
+    # another program beside them is still seen
+    machine.run(wall_s=1.0, own_s=0.5, others_s=0.5)
+    assert taken.share() == pytest.approx(0.25)
+
+
+def _stat(pid: int, comm: str, utime: int, stime: int, cutime: int, cstime: int) -> str:
+    # fields after the command: state, ppid ... (utime is the 12th, from 0 the 11th)
+    return f"{pid} ({comm}) S 1 {pid} {pid} 0 -1 0 0 0 0 0 {utime} {stime} {cutime} {cstime} 20 0 1 0 99\n"
+
+
+def test_live_descendants_are_read_from_proc_each_once(tmp_path):
+    """Every thread's children (a child belongs to the thread that started it), their
+    children in turn, each with the children it waited for (cutime, cstime); one that ended
+    while the tree was read is skipped, and a constructed loop is read once."""
+    proc = tmp_path / "proc"
+
+    def write(path: str, text: str) -> None:
+        (proc / path).parent.mkdir(parents=True, exist_ok=True)
+        (proc / path).write_text(text)
+
+    write("self/task/100/children", "200 300 ")
+    write("self/task/101/children", "400")  # started by another thread
+    write("self/task/102/stat", "")  # a thread without a children file: skipped
+    write("200/stat", _stat(200, "ptxas (a) b", 10, 5, 2, 1))  # a parenthesis in its name
+    write("200/task/200/children", "500")
+    write("500/stat", _stat(500, "worker", 7, 0, 0, 0))
+    write("500/task/500/children", "200")  # a loop: 200 is read once
+    write("300/task/300/children", "600")  # 300 ended: no stat, its children unread
+    write("600/stat", _stat(600, "never", 1000, 0, 0, 0))
+    write("400/stat", _stat(400, "compile", 3, 3, 0, 0))
+    assert sorted(cpu_taken.children("self", proc)) == [200, 300, 400]
+    assert cpu_taken.live_descendants_s(proc=proc, tick_s=0.01) == pytest.approx(0.31)
+    # where /proc cannot tell, no live descendant is seen
+    assert cpu_taken.children("self", tmp_path / "none") == []
+    assert cpu_taken.live_descendants_s(proc=tmp_path / "none", tick_s=0.01) == 0.0
+
+
+#: a child that burns CPU seconds (``argv[2]``) itself or in a grandchild, says how many its
+#: burner ran, and holds on idle until its stdin is closed
+BURN = """
+import resource, subprocess, sys, time
+mode, burn_s = sys.argv[1], float(sys.argv[2])
+if mode == "child":
+    t0 = time.process_time()
+    while time.process_time() - t0 < burn_s:
+        pass
+    print(time.process_time(), flush=True)
+    sys.stdin.read()
+elif mode == "live grandchild":
+    subprocess.run([sys.executable, __file__, "child", str(burn_s)], check=True)
+else:  # the grandchild has ended and the child waited for it
+    subprocess.run(
+        [sys.executable, __file__, "child", str(burn_s)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, check=True,
+    )
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(usage.ru_utime + usage.ru_stime, flush=True)
+    sys.stdin.read()
+"""
+#: CPU seconds the burner runs
+BURN_S = 0.3
+
+
+def _children_files() -> bool:
+    return os.path.exists(f"/proc/self/task/{threading.get_native_id()}/children")
+
+
+@pytest.mark.skipif(not _children_files(), reason="no /proc/PID/task/TID/children here")
+@pytest.mark.parametrize("mode", ["child", "live grandchild", "waited-for grandchild"])
+def test_a_real_child_s_cpu_time_counts_as_the_process_s_own_once(tmp_path, mode):
+    """CPU seconds only, never wall time: true on a busy machine too. The burner's seconds
+    count while its process lives, once it has ended (a zombie) and once it is waited for;
+    no reading counts more than the descendants ran in all (nothing is counted twice)."""
+    script = tmp_path / "burn.py"
+    script.write_text(BURN)
+    slack = 5 / os.sysconf("SC_CLK_TCK")  # /proc counts whole ticks, each field rounded down
+    before, mine_before = cpu_taken.own_run_s(), time.process_time()
+    child = subprocess.Popen(
+        [sys.executable, str(script), mode, str(BURN_S)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        burnt = float(child.stdout.readline())  # waits, idle, until the burner is done
+        assert burnt >= BURN_S
+        readings = {"live": cpu_taken.own_run_s() - before}
+        mine = {"live": time.process_time() - mine_before}
+        child.stdin.close()
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # ended, not waited for
+        readings["zombie"] = cpu_taken.own_run_s() - before
+        mine["zombie"] = time.process_time() - mine_before
+    finally:
+        child.stdin.close()
+        child.wait()
+    readings["waited"] = cpu_taken.own_run_s() - before
+    descendants_ran = readings["waited"] - (time.process_time() - mine_before)
+    assert descendants_ran >= burnt - slack
+    for when in ("live", "zombie"):
+        assert readings[when] >= burnt - slack, when
+        assert readings[when] - mine[when] <= descendants_ran + slack, when

@@ -6,8 +6,21 @@ virtual CPU, lengthened its samples by work that is not the library's: on the 2-
 of docs/history.md, one busy loop sharing the worker's CPU took 33 to 46% of it, and
 NumPy's FFT took 1.85 times as long. So the share taken is the CPUs' busy time
 (``/proc/stat``: everything but idle and I/O wait, steal included) less the process's own
-CPU time (every thread, ended ones too), over the wall time and the number of CPUs. A round with a process over ``replicates.max_cpu_taken`` is measured again
-(``numbench.measure.replicates.measure_round``).
+CPU time, over the wall time and the number of CPUs. A round with a process over
+``replicates.max_cpu_taken`` is measured again (``numbench.measure.replicates.measure_round``).
+
+The process's own CPU time (``own_run_s``) is every thread's, ended ones too, and that of
+its child processes, which inherit its CPUs: a library's compiler or compile workers are its
+own cost, not another program's (XLA most likely runs ``ptxas`` as a child for the GPU,
+``torch.compile`` runs a C compiler for the CPU; counted as others', JAX's GPU cells read
+0.30 to 0.35 on a quiet host and every round was measured again: docs/history.md). The
+children it waited for count through ``getrusage(RUSAGE_CHILDREN)`` (with those they waited
+for); then the live descendants, zombies included, through ``/proc/PID/task/TID/children``
+and each one's ``/proc/PID/stat`` (its own time and its waited-for children's). Read in that
+order, a descendant waited for between two reads is in neither, never in both; one that ends
+during the walk is skipped (it counts once waited for, if the worker waits for it), and one
+whose parent ended without waiting for it leaves the tree, its time with it. Where ``/proc``
+cannot tell, only the children waited for count.
 
 Not the process's own run delay: a library's threads wait for each other on one CPU (JAX's
 dispatch and compute threads on small arrays wait 36 to 38% of the time on a quiet machine,
@@ -22,10 +35,85 @@ import os
 import time
 from collections.abc import Callable
 
+#: fields of ``/proc/PID/stat`` after the command's closing parenthesis, from 0: utime and
+#: stime (fields 14 and 15), cutime and cstime (16 and 17: the children it waited for)
+_UTIME, _STIME, _CUTIME, _CSTIME = 11, 12, 13, 14
 
-def own_run_s() -> float:
-    """Seconds this process has run on a CPU: every thread, ended ones too."""
-    return time.process_time()
+
+def children(pid: int | str, proc: str | os.PathLike = "/proc") -> list[int]:
+    """The child processes of ``pid`` (``"self"``: this process), any of its threads' (a
+    child belongs to the thread that started it): none where ``/proc`` cannot tell. A thread
+    that ends while they are read is skipped."""
+    try:
+        tasks = [task.path for task in os.scandir(os.path.join(proc, str(pid), "task"))]
+    except OSError:
+        return []
+    kids: list[int] = []
+    for task in tasks:
+        try:
+            with open(os.path.join(task, "children"), encoding="ascii") as fh:
+                kids.extend(int(k) for k in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def _ticks(pid: int, proc: str | os.PathLike) -> int | None:
+    """CPU ticks of a process and of the children it waited for; None where it ended."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), encoding="ascii", errors="replace") as fh:
+            text = fh.read()
+        fields = text[text.rindex(")") + 1 :].split()
+        return sum(int(fields[i]) for i in (_UTIME, _STIME, _CUTIME, _CSTIME))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def live_descendants_s(
+    pid: int | str = "self", proc: str | os.PathLike = "/proc", tick_s: float | None = None
+) -> float:
+    """CPU seconds of the live descendants of ``pid`` (zombies, not yet waited for,
+    included), each with the children it waited for; 0 where ``/proc`` cannot tell.
+    ``tick_s``: seconds per clock tick (default the system's)."""
+    if tick_s is None:
+        tick_s = 1 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+    ticks, todo, seen = 0, children(pid, proc), set()
+    while todo:
+        kid = todo.pop()
+        if kid in seen:
+            continue
+        seen.add(kid)
+        # its own time before its children: a child it waits for between the two reads is
+        # then in neither, never in both
+        own = _ticks(kid, proc)
+        if own is None:
+            continue  # ended and waited for since it was listed
+        ticks += own
+        todo.extend(children(kid, proc))
+    return ticks * tick_s
+
+
+def waited_children_s() -> float:
+    """CPU seconds of the children this process waited for, and of the children they
+    waited for (``RUSAGE_CHILDREN``); 0 where the OS does not tell."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def own_run_s(
+    *,
+    process_s: Callable[[], float] = time.process_time,
+    waited_s: Callable[[], float] = waited_children_s,
+    live_s: Callable[[], float] = live_descendants_s,
+) -> float:
+    """Seconds this process has run on a CPU, every thread, ended ones too, with its child
+    processes': those it waited for, then the live ones (in that order: a child waited for
+    between the two reads is in neither, never in both). The three readings can be handed in."""
+    return process_s() + waited_s() + live_s()
 
 
 def busy_s(cpus: list[int]) -> float | None:

@@ -36,6 +36,7 @@ from typing import TypeVar
 
 from numbench import libraries
 from numbench.errors import MachineryFault, machinery
+from numbench.measure.cpu_taken import children
 from numbench.spec import MACHINERY_FAULT_EXIT, STATUSES, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 POLL_S = 0.05
@@ -139,17 +140,6 @@ def _signal_name(returncode: int) -> str:
         return f"signal {-returncode}"
 
 
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    try:
-        for task in os.scandir(f"/proc/{pid}/task"):
-            with open(f"{task.path}/children", encoding="ascii") as fh:
-                kids.extend(int(k) for k in fh.read().split())
-    except OSError:
-        pass
-    return kids
-
-
 def _rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
@@ -170,7 +160,7 @@ def tree_rss_mb(pid: int) -> float:
             continue
         seen.add(p)
         total += _rss_mb(p)
-        todo.extend(_children(p))
+        todo.extend(children(p))
     return total
 
 
