@@ -411,7 +411,12 @@ def test_inputs_that_differ_from_the_measured_ones_are_refused(remote):
     )
     proc = offsite(wf, "import", str(bad), "--configfile", "tiny.yaml")
     assert_clean_error(
-        proc, "results/inputs/elementwise/1000.npz: the inputs file made here with the same seed"
+        proc,
+        "results/inputs/elementwise/1000.npz: the inputs file made here with the same seed",
+        # the likely cause and both remedies
+        "a matrix product, a reduction",
+        "fixed-order elementwise arithmetic",
+        "operations.elementwise.inputs, carried in the bundle",
     )
     assert snapshot(wf) == before
 
