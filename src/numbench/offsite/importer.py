@@ -28,6 +28,7 @@ from numbench.offsite.common import (
     inside,
 )
 from numbench.offsite.data import check_data_here
+from numbench.offsite.hosts import warn_if_same_name
 from numbench.offsite.import_checks import (
     check_against_config,
     check_contents,
@@ -80,6 +81,7 @@ def import_archive(
         for folder in staging:
             shutil.rmtree(folder, ignore_errors=True)
     _stamp_imported(plan, local_path, newest_input, roof_files)
+    warn_if_same_name(manifest.get("host"), (local_path(c["path"]) for c in plan["cells"]), say)
     forgotten = _forget_metadata(root, results, _imported_paths(plan, roof_files), say)
     for note in notes:
         say(f"note: {note}")
