@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,49 @@ def test_linreg_gd_reference_fits_the_model():
     # one step from zero: w = lr * 2/n * X^T y
     assert np.allclose(w1, 0.1 * 2 / 10_000 * (x.T @ y))
     assert not np.allclose(w1, w)
+
+
+def test_linreg_gd_inputs_are_fixed_order_elementwise_arithmetic():
+    """y is x w + b + noise summed feature by feature, each step one IEEE operation, so an
+    offsite host makes the same bits (a matrix product rounds by CPU, BLAS and NumPy
+    version): it equals, exactly, plain Python floats added in the same order."""
+    from numbench.operations.linreg_gd import NOISE, SAMPLES, make_inputs
+
+    d = 5
+    made = make_inputs(d, np.random.default_rng(11))
+    rng = np.random.default_rng(11)  # the same draws, in the same order
+    w = rng.standard_normal(d).tolist()
+    b = float(rng.standard_normal())
+    x = rng.standard_normal((SAMPLES, d))
+    noise = rng.standard_normal(SAMPLES).tolist()
+    assert np.array_equal(made["x"], x)
+    rows = x.tolist()
+    expected = []
+    for i in range(SAMPLES):
+        acc = 0.0
+        for j in range(d):
+            acc = acc + rows[i][j] * w[j]
+        expected.append(acc + b + NOISE * noise[i])
+    assert made["y"].dtype == np.float64
+    assert made["y"].tolist() == expected
+
+
+#: what rounds otherwise on another CPU, BLAS or NumPy version: matrix products, reductions,
+#: transcendental functions (an offsite import compares the inputs bit for bit)
+HOST_DEPENDENT = re.compile(
+    r"@|\b(dot|matmul|einsum|tensordot|inner|sum|mean|norm|sin|cos|exp|log|linspace)\("
+)
+
+
+def test_no_built_in_input_maker_does_host_dependent_arithmetic():
+    import inspect
+
+    for name, op in operations.OPERATIONS.items():
+        for maker in (op.make_inputs, op.make_fixed):
+            if maker is not None:
+                found = [m[0] for m in HOST_DEPENDENT.finditer(inspect.getsource(maker))]
+                assert found == [], f"{name}: {maker.__name__} calls {found}"
+    assert HOST_DEPENDENT.search("y = x @ w + b") and HOST_DEPENDENT.search("np.sum(a, 0)")
 
 
 def test_numba_linreg_gd_is_explicit_loops():

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -411,7 +412,12 @@ def test_inputs_that_differ_from_the_measured_ones_are_refused(remote):
     )
     proc = offsite(wf, "import", str(bad), "--configfile", "tiny.yaml")
     assert_clean_error(
-        proc, "results/inputs/elementwise/1000.npz: the inputs file made here with the same seed"
+        proc,
+        "results/inputs/elementwise/1000.npz: the inputs file made here with the same seed",
+        # the likely cause and both remedies
+        "a matrix product, a reduction",
+        "fixed-order elementwise arithmetic",
+        "operations.elementwise.inputs, carried in the bundle",
     )
     assert snapshot(wf) == before
 
@@ -484,38 +490,69 @@ def test_import_merges_the_roofs_and_places_the_cells_on_them(remote):
     assert ok["roof"].notna().all() and (ok["roof_fraction"] > 0).all()
 
 
+def test_the_import_dates_the_cells_after_the_inputs_and_the_roofs_after_the_cells(tmp_path):
+    """As the workflow would have made them: inputs, then cells, then the start's roofs, then
+    results/roofs.parquet (rule roofs_at_end reads the other two). Before, the roofs merged
+    here kept the time of the merge, older than the cells dated after it, and the next run
+    measured this host's roofs over the imported ones."""
+    from numbench.offsite.importer import _stamp_imported
+    from numbench.offsite.roofs import ROOFS_MEMBER, ROOFS_START_FILE
+
+    inputs, cells = "results/inputs/sort/1000.npz", CELLS[:2]
+    roof_files = [ROOFS_START_FILE, ROOFS_MEMBER]
+    for name in [inputs, *cells, *roof_files]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    future = time.time_ns() + 3_600 * 10**9  # an inputs file newer than the clock
+    os.utime(tmp_path / inputs, ns=(future, future))
+    plan = {"cells": [{"path": c} for c in cells], "inputs": [{"path": inputs}]}
+    _stamp_imported(plan, lambda name: tmp_path / name, future, roof_files)
+    times = {name: (tmp_path / name).stat().st_mtime_ns for name in [inputs, *cells, *roof_files]}
+    assert times[cells[0]] == times[cells[1]]
+    assert times[inputs] < times[cells[0]] < times[ROOFS_START_FILE] < times[ROOFS_MEMBER]
+    # without roofs in the archive (an older numbench's), only the cells are dated
+    before = (tmp_path / ROOFS_MEMBER).stat().st_mtime_ns
+    _stamp_imported(plan, lambda name: tmp_path / name, future + 10**10, [])
+    assert (tmp_path / cells[0]).stat().st_mtime_ns > before
+    assert (tmp_path / ROOFS_MEMBER).stat().st_mtime_ns == before
+
+
 def test_import_with_the_roofs_measured_at_the_end_here_measures_none_over_them(remote):
-    """A config here that measures the roofs again at the end (the default, off in a test's
-    copy): the import merges the archive's roofs into the start's file too, then into
-    results/roofs.parquet, so the next run finds both newer than the cells and measures no
-    roofs of its own over the imported ones (rule roofs_at_end would replace them). An
-    archive imports only under its plan's config (off here), so the import's merge is
-    played after it, as the import does it under a config that has the switch on."""
-    from numbench.offsite.roofs import (
-        ROOFS_MEMBER,
-        ROOFS_START_FILE,
-        destinations_here,
-        merge_into,
-    )
+    """Under a config that measures the roofs again at the end (``roofs_at_end: true``, the
+    default; off in a test's copy of the workflow) the import merges the archive's roofs into
+    the start's file too, then into results/roofs.parquet, and dates both after the cells,
+    so that the next run measures no roofs of its own over the imported ones (rule
+    roofs_at_end would replace them) and no cell. The archive is the shared run's with its
+    plan saying ``roofs_at_end: true``, as a plan made under that config does: the key
+    reaches no cell's spec, and an offsite run measures its roofs once, after its cells,
+    whatever it says."""
+    from numbench.offsite.roofs import ROOFS_MEMBER, ROOFS_START_FILE, destinations_here
 
     assert destinations_here({"roofs": True, "roofs_at_end": False}) == [ROOFS_MEMBER]
     assert destinations_here({"roofs": False, "roofs_at_end": True}) == [ROOFS_MEMBER]
     on = destinations_here({"roofs": True, "roofs_at_end": True})
     assert on == [ROOFS_START_FILE, ROOFS_MEMBER]
+    plan = archive_json(remote["archive"], "plan.json")
+    manifest = archive_json(remote["archive"], "manifest.json")
+    assert plan["config"]["roofs_at_end"] is False
+    plan["config"]["roofs_at_end"] = True
+    plan["plan_hash"] = manifest["plan_hash"] = plan_hash(plan)
+    change = {
+        "plan.json": json.dumps(plan).encode(),
+        "manifest.json": json.dumps(manifest).encode(),
+    }
+    archive = repack(remote["archive"], remote["base"] / "roofs-at-end.tar.gz", change)
     wf = fresh_workflow(remote, "import-roofs-at-end")
-    proc = offsite(wf, "import", str(remote["archive"]), "--configfile", "tiny.yaml")
+    (wf / "at-end.yaml").write_text(TINY + "roofs_at_end: true\n")
+    proc = offsite(wf, "import", str(archive), "--configfile", "at-end.yaml")
     assert proc.returncode == 0, proc.stderr
-    (wf / "tiny.yaml").write_text(TINY + "\nroofs_at_end: true\n")
-    from numbench.contract.roofs import ROOFS_SCHEMA
-
-    theirs = pa.Table.from_pandas(
-        archive_roofs(remote["archive"]), schema=ROOFS_SCHEMA, preserve_index=False
-    )
-    for name in on:
-        merge_into(theirs, theirs.column("host")[0].as_py(), wf / name)
-    dry = snakemake(wf, "-n", "--cores", "1", "--configfile", "tiny.yaml")
+    times = {name: (wf / name).stat().st_mtime_ns for name in [*CELLS, *on]}
+    assert max(times[c] for c in CELLS) < times[ROOFS_START_FILE] < times[ROOFS_MEMBER]
+    dry = snakemake(wf, "-n", "--cores", "1", "--configfile", "at-end.yaml")
     assert dry.returncode == 0, dry.stderr[-3000:]
-    assert not {"roofs", "roofs_at_end"} & set(job_counts(dry)), dry.stdout[-3000:]
+    jobs = job_counts(dry)
+    assert "aggregate" in jobs, dry.stdout[-3000:]
+    assert not {"roofs", "roofs_at_end", "cell", "inputs"} & set(jobs), dry.stdout[-3000:]
 
 
 def test_roofs_of_another_host_in_an_archive_are_refused(remote):

@@ -156,6 +156,19 @@ def check_contents(archive, members: dict[str, StagedMember]) -> tuple[dict, dic
     return manifest, plan
 
 
+def _maker_hint(operation: str) -> str:
+    """The likely cause where drawn inputs differ between two hosts, and the two remedies."""
+    return (
+        f". Likely cause, where it was drawn with the plan's seed: {operation}'s make_inputs "
+        "computes with arithmetic whose rounding differs across CPUs, BLAS libraries or "
+        "NumPy versions (a matrix product, a reduction such as a sum), so the same seed "
+        "gives other bits on another host. "
+        "Remedies: compute the inputs with fixed-order elementwise arithmetic (each step one "
+        "array operation, as x[:, j] * w[j] added column by column), or give them as data "
+        f"files (operations.{operation}.inputs, carried in the bundle)"
+    )
+
+
 def check_inputs(
     plan: dict, manifest: dict, local_path: Callable[[str], Path], staging: Path, cfg: dict
 ) -> tuple[list[tuple[Path, Path]], list[str]]:
@@ -202,6 +215,7 @@ def check_inputs(
             raise OffsiteError(
                 f"{item['path']}: {source} differs from the one the cells were measured on "
                 f"({'; '.join(problems[:3])}). The cells cannot be compared with it"
+                + ("" if item.get("data") else _maker_hint(item["operation"]))
             )
         notes.extend(f"{item['path']}: {n}" for n in ref_notes)
     return made, notes

@@ -28,6 +28,7 @@ from numbench.offsite.common import (
     inside,
 )
 from numbench.offsite.data import check_data_here
+from numbench.offsite.hosts import warn_if_same_name
 from numbench.offsite.import_checks import (
     check_against_config,
     check_contents,
@@ -79,7 +80,8 @@ def import_archive(
     finally:
         for folder in staging:
             shutil.rmtree(folder, ignore_errors=True)
-    _stamp_after_inputs(plan, local_path, newest_input)
+    _stamp_imported(plan, local_path, newest_input, roof_files)
+    warn_if_same_name(manifest.get("host"), (local_path(c["path"]) for c in plan["cells"]), say)
     forgotten = _forget_metadata(root, results, _imported_paths(plan, roof_files), say)
     for note in notes:
         say(f"note: {note}")
@@ -154,12 +156,25 @@ def _move_into_place(
     return newest_input
 
 
-def _stamp_after_inputs(plan: dict, local_path: Callable[[str], Path], newest_input: int):
-    """Make the imported cells newer than every inputs file, as they would be had they been
-    made here: Snakemake reruns an output older than its inputs."""
-    stamp = max(time.time_ns(), newest_input + 1_000_000)
+#: between the stamps of the inputs, the cells and each roofs file (ns)
+STAMP_STEP_NS = 1_000_000
+
+
+def _stamp_imported(
+    plan: dict, local_path: Callable[[str], Path], newest_input: int, roof_files: list[str]
+) -> None:
+    """Date the imported files as they would be had they been made here, since Snakemake
+    reruns an output older than its inputs: the cells after every inputs file, then the
+    roofs files merged here after the cells, in ``roof_files``' order (the start's file,
+    then results/roofs.parquet, whose rule ``roofs_at_end`` reads it and the cells). Roofs
+    older than the cells would make the next run measure this host's roofs and merge them
+    over the imported host's."""
+    stamp = max(time.time_ns(), newest_input + STAMP_STEP_NS)
     for entry in plan["cells"]:
         os.utime(local_path(entry["path"]), ns=(stamp, stamp))
+    for n, name in enumerate(roof_files, start=1):
+        later = stamp + n * STAMP_STEP_NS
+        os.utime(local_path(name), ns=(later, later))
 
 
 def _imported_paths(plan: dict, roof_files: list[str]) -> list[str]:

@@ -29,8 +29,9 @@ from numbench.offsite.common import OffsiteError, cell_of, file_sha256
 ROOFS_MEMBER = "results/roofs.parquet"
 #: where the workflow's rule roofs writes the start's rows when the config measures the roofs
 #: again at the end (``roofs_at_end``; workflow/rules/common.smk): an import merges the
-#: archive's roofs there too, so the next run here finds both files newer than the cells and
-#: measures no roofs of its own over the imported ones
+#: archive's roofs there too and dates both files after the cells (``importer``), so the next
+#: run here finds them newer than the cells and measures no roofs of its own over the
+#: imported ones
 ROOFS_START_FILE = "results/roofs_start.parquet"
 ROOFS_LOG = "logs/roofs.log"
 ROOFS_MEMBERS = (ROOFS_MEMBER, ROOFS_LOG)

@@ -23,10 +23,18 @@ DEFAULT_ITERATIONS = 100
 
 
 def make_inputs(size: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """x and y = x w + b + noise, the same bits on every host: y is summed feature by
+    feature in elementwise steps (each one correctly rounded IEEE operation), not by a matrix
+    product, whose rounding depends on the CPU, the BLAS, its threads and the NumPy version
+    (an offsite import compares the inputs made here with the ones the cells ran on)."""
     w_true = rng.standard_normal(size)
     b_true = rng.standard_normal()
     x = rng.standard_normal((SAMPLES, size))
-    y = x @ w_true + b_true + NOISE * rng.standard_normal(SAMPLES)
+    noise = rng.standard_normal(SAMPLES)
+    acc = np.zeros(SAMPLES)
+    for j in range(size):
+        acc = acc + x[:, j] * w_true[j]
+    y = acc + b_true + NOISE * noise
     return {"x": x, "y": y}
 
 
