@@ -158,40 +158,13 @@ def test_a_look_that_lets_go_once_then_finds_them_back_stops_at_the_second_retry
     assert calls == [0, 1] and kept["attempt"] == 1 and set_aside == 1 and len(asked) == 2
 
 
-@pytest.mark.parametrize("readings", [(None, None), (None, 0.02), (0.02, None)])
-def test_a_look_that_cannot_tell_retries_as_without_one(readings):
-    """Unknown before the retry or after it: the retry's share is not known to be the
-    process's own, so the retries go on."""
+@pytest.mark.parametrize("reading", [None, 0.1])
+def test_a_look_that_cannot_tell_or_reads_at_the_limit_retries_as_without_one(reading):
     measure, calls = attempts_of([[0.5], [0.4], [0.3]])
-    busy_now, asked = looks(*readings)
-    own = []
-    kept, set_aside = undisturbed(
-        measure, shares, 0.1, lambda _: None, busy_now=busy_now, its_own=own.append
-    )
-    assert calls == [0, 1, 2] and kept["attempt"] == 2 and set_aside == CPU_TAKEN_RETRIES
-    assert len(asked) == CPU_TAKEN_RETRIES and own == []  # before each retry, never after the last
-
-
-@pytest.mark.parametrize("keep", [LAST, QUIETEST])
-@pytest.mark.parametrize("reading", [0.0, 0.1])  # at the limit is not over it
-def test_a_retry_busy_again_on_a_quiet_machine_is_kept_as_the_process_s_own(keep, reading):
-    """The looks before the retry and after it find the machine quiet, yet the retry reads
-    over the limit again: the share is most likely the process's own (kernel threads
-    working for it, its device's interrupts), which a further retry would read too."""
-    measure, calls = attempts_of([[0.35], [0.3], [0.0]])
     busy_now, asked = looks(reading, reading)
-    said, own = [], []
-    kept, set_aside = undisturbed(
-        measure,
-        shares,
-        0.1,
-        said.append,
-        keep,
-        busy_now=busy_now,
-        its_own=lambda result, now: own.append((result["attempt"], now)),
-    )
-    assert calls == [0, 1] and kept["attempt"] == 1 and set_aside == 1 and len(asked) == 2
-    assert [r["attempt"] for r in said] == [0] and own == [(1, reading)]
+    kept, set_aside = undisturbed(measure, shares, 0.1, lambda _: None, busy_now=busy_now)
+    assert calls == [0, 1, 2] and kept["attempt"] == 2 and set_aside == CPU_TAKEN_RETRIES
+    assert len(asked) == CPU_TAKEN_RETRIES  # before each retry, never after the last
 
 
 def test_no_look_without_a_limit_or_a_quiet_first_attempt():

@@ -275,28 +275,6 @@ def test_a_round_is_kept_as_measured_while_others_still_take_the_cpus(capsys):
     assert "kept as measured" in said and "measuring the round again" not in said
 
 
-def test_a_round_busy_again_on_a_quiet_machine_is_kept_and_says_why(capsys):
-    """The retry reads busy again while the looks before and after it find the machine
-    quiet: most likely the process's own share (kernel threads, its device's interrupts),
-    so no second retry is made and the log says so."""
-    spec = spec_with()
-    worker = BusyWorker({"torch": [1e-3], "numpy": [2e-3]}, [0.35, 0.0, 0.3, 0.0] + [0.0] * 10)
-    looked = []
-    runs = measure_round(
-        spec, 1, worker, spec.paired_spec(), busy_now=lambda n: looked.append(n) or 0.0
-    )
-    assert len(worker.calls) == 4 and len(looked) == 2  # two attempts, both processes
-    assert {r.report.set_aside for r in runs} == {1}
-    assert sorted(r.report.cpu_taken for r in runs) == [0.0, 0.3]
-    said = capsys.readouterr().out
-    assert said.count("measuring the round again") == 1
-    assert (
-        "the machine looked quiet before this retry and after it (others would take 0% of the "
-        "worker's CPUs): most likely the process's own, which a retry would read too; kept as "
-        "measured" in said
-    )
-
-
 @pytest.mark.parametrize(
     "limit, waits, calls",
     [

@@ -403,27 +403,6 @@ def test_a_roof_job_is_kept_as_measured_while_others_still_take_the_cpus():
     ]
 
 
-def test_a_roof_job_busy_again_on_a_quiet_machine_is_kept_with_its_quietest_attempt():
-    """The cells' rule again: a retry that reads busy on a machine the looks before and
-    after it find quiet is most likely the job's own share; no further retry."""
-    taken = iter([0.45, 0.3, 0.0])
-    attempts, said = [], []
-
-    def runner(worker):
-        attempts.append(worker)
-        return {"status": "ok", "cpu_taken": next(taken)}
-
-    jobs = RoofJobs("steady", 0.1, said.append, runner, lambda n: 0.02)
-    kept = jobs.measure({"kind": "gemm", "threads": 1})
-    assert len(attempts) == 2 and kept == {"status": "ok", "cpu_taken": 0.3, "set_aside": 1}
-    assert said == [
-        "roofs: other programs took 45% of the CPUs during gemm: again",
-        "roofs: other programs took 30% of the CPUs during gemm again, though the machine "
-        "looked quiet before the retry and after it (2% of the worker's CPUs): most likely the "
-        "process's own, which a retry would read too; kept as measured",
-    ]
-
-
 def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
     """A BLAS peaks at a size of its own: the GEMM job measures every size and reports the
     fastest, so no cell of another size lies above a roof measured at one size only."""

@@ -25,13 +25,6 @@ take over a short moment cannot avoid, ``numbench.measure.busy_now``), the rule 
 each retry and, where that is still over the limit, stops: the attempts so far are kept as ``keep`` says,
 and the caller says so (``still_busy``). A look that cannot tell (None), or none given, lets
 the retry run as without it.
-
-A retry that reads over the limit again while the look, before it and after, finds the
-machine quiet (known, and not over the limit) is not waiting on another program: the share
-is most likely the process's own that ``cpu_taken`` cannot tell from others' (kernel threads
-working for it, its device's interrupts), and further retries would read it too. So the
-rule stops there as well: the attempts so far are kept as ``keep`` says, and the caller says
-so (``its_own``).
 """
 
 from __future__ import annotations
@@ -45,8 +38,6 @@ CPU_TAKEN_RETRIES = 2
 LAST, QUIETEST = "last", "quietest"
 #: what the callers say when a look at the machine stopped the retries (``still_busy``)
 STILL_BUSY = "a retry would time them too; kept as measured"
-#: what the callers say when a retry read busy again on a quiet machine (``its_own``)
-ITS_OWN = "most likely the process's own, which a retry would read too; kept as measured"
 
 T = TypeVar("T")
 
@@ -72,7 +63,6 @@ def undisturbed(
     *,
     busy_now: Callable[[], float | None] | None = None,
     still_busy: Callable[[T, float], None] | None = None,
-    its_own: Callable[[T, float], None] | None = None,
 ) -> tuple[T, int]:
     """Measure (``measure(attempt)``, attempt 0 first); while a share of the attempt
     (``shares``) is over ``limit``, say so (``again``) and measure again, up to
@@ -82,13 +72,10 @@ def undisturbed(
 
     ``busy_now`` (None: no look) is called before each retry; where the share it gives is
     over ``limit``, no retry is made: ``still_busy(attempt, share)`` says so, and the
-    attempts so far are kept as above. Where a retry read over ``limit`` again while the
-    looks before and after it both gave a share, neither over ``limit``, no further retry is
-    made either: ``its_own(attempt, share)`` says so."""
+    attempts so far are kept as above."""
     if keep not in (LAST, QUIETEST):
         raise ValueError(f"keep must be {LAST!r} or {QUIETEST!r}, not {keep!r}")
     attempts: list[T] = []
-    quiet_before = False  # the look before the attempt just measured found the machine quiet
     for attempt in range(CPU_TAKEN_RETRIES + 1):
         attempts.append(measure(attempt))
         if not taken_beyond(shares(attempts[-1]), limit) or attempt == CPU_TAKEN_RETRIES:
@@ -98,11 +85,6 @@ def undisturbed(
             if still_busy is not None:
                 still_busy(attempts[-1], now)
             break
-        if now is not None and quiet_before:
-            if its_own is not None:
-                its_own(attempts[-1], now)
-            break
-        quiet_before = now is not None
         again(attempts[-1])
     if keep == LAST:
         kept = attempts[-1]

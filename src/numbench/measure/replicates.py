@@ -66,7 +66,7 @@ from numbench.contract import BASELINE, MEASURED, write_text_atomic
 from numbench.measure.activity import Activity
 from numbench.measure.busy_now import busy_now as look
 from numbench.measure.cell_clock import CellClock, capped
-from numbench.measure.disturbed import ITS_OWN, LAST, STILL_BUSY, taken_beyond, undisturbed
+from numbench.measure.disturbed import LAST, STILL_BUSY, taken_beyond, undisturbed
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
 
@@ -140,9 +140,7 @@ def measure_round(
     says how many were set aside (``ProcessReport.set_aside``); the last is kept, busy or not.
     Before a retry the machine is looked at (``busy_now(spec.threads)``; None: no look):
     where what others take would still take more than the limit of the worker's CPUs, the
-    round is kept as measured; and so is a retry that reads busy again while the looks
-    before and after it find the machine quiet (most likely the process's own share:
-    ``numbench.measure.disturbed``).
+    round is kept as measured.
     """
     limit = spec.replicates.max_cpu_taken
 
@@ -161,26 +159,12 @@ def measure_round(
     def still_busy(runs: list[ProcessRun], now: float) -> None:
         say(runs, f"other programs would still take {now:.0%} of the worker's CPUs: {STILL_BUSY}")
 
-    def its_own(runs: list[ProcessRun], now: float) -> None:
-        say(
-            runs,
-            "the machine looked quiet before this retry and after it (others would take "
-            f"{now:.0%} of the worker's CPUs): {ITS_OWN}",
-        )
-
     def again(runs: list[ProcessRun]) -> None:
         say(runs, "measuring the round again")
 
     look_now = None if busy_now is None else functools.partial(busy_now, spec.threads)
     runs, set_aside = undisturbed(
-        attempt,
-        _shares,
-        limit,
-        again,
-        LAST,
-        busy_now=look_now,
-        still_busy=still_busy,
-        its_own=its_own,
+        attempt, _shares, limit, again, LAST, busy_now=look_now, still_busy=still_busy
     )
     for run in runs:
         run.report.set_aside = set_aside

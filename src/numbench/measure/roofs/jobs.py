@@ -24,7 +24,7 @@ from pathlib import Path
 
 from numbench.errors import MachineryFault
 from numbench.measure import process
-from numbench.measure.disturbed import ITS_OWN, QUIETEST, STILL_BUSY, undisturbed
+from numbench.measure.disturbed import QUIETEST, STILL_BUSY, undisturbed
 from numbench.spec import ProcessReport
 
 #: the module a roof's worker runs
@@ -100,8 +100,7 @@ class RoofJobs:
         run it again (``disturbed.undisturbed``). The quietest attempt is kept, with the
         number of the others (``set_aside``). Where a look at the machine before a retry
         (``busy_now``) finds that others would still take more than that of the job's CPUs,
-        no retry is made; nor where a retry read busy again while the looks before and after
-        it found the machine quiet."""
+        no retry is made."""
         worker = worker_job(job, self.allocator)
 
         def again(result: dict) -> None:
@@ -116,13 +115,6 @@ class RoofJobs:
                 f"{job['kind']} and would still take {now:.0%} of the worker's CPUs: {STILL_BUSY}"
             )
 
-        def its_own(result: dict, now: float) -> None:
-            self.say(
-                f"roofs: other programs took {result['cpu_taken']:.0%} of the CPUs during "
-                f"{job['kind']} again, though the machine looked quiet before the retry and "
-                f"after it ({now:.0%} of the worker's CPUs): {ITS_OWN}"
-            )
-
         kept, set_aside = undisturbed(
             lambda _: self.runner(worker),
             _shares,
@@ -131,6 +123,5 @@ class RoofJobs:
             QUIETEST,
             busy_now=None if self.busy_now is None else lambda: self.busy_now(worker.threads),
             still_busy=still_busy,
-            its_own=its_own,
         )
         return {**kept, "set_aside": set_aside}
