@@ -245,3 +245,23 @@ def test_a_real_child_s_cpu_time_counts_as_the_process_s_own_once(tmp_path, mode
     for when in ("live", "zombie"):
         assert readings[when] >= burnt - slack, when
         assert readings[when] - mine[when] <= descendants_ran + slack, when
+
+
+def test_a_child_waited_for_during_the_walk_is_counted_once():
+    """The waited-for time moves between the read before the walk and the one after it (a
+    child reaped meanwhile, gone from /proc): the pair is read again, so its time is counted
+    once, neither lost nor doubled."""
+    waited = iter([1.0, 1.5, 1.5])
+    walks = iter([0.0, 0.0])  # the child was reaped before the walk reached it
+    total = cpu_taken.own_run_s(
+        process_s=lambda: 10.0, waited_s=lambda: next(waited), live_s=lambda: next(walks)
+    )
+    assert total == 11.5
+    # a steady reading takes one walk
+    calls = []
+    steady = cpu_taken.own_run_s(
+        process_s=lambda: 10.0,
+        waited_s=lambda: 2.0,
+        live_s=lambda: calls.append(1) or 0.25,
+    )
+    assert steady == 12.25 and len(calls) == 1

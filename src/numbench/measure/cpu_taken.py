@@ -111,9 +111,18 @@ def own_run_s(
     live_s: Callable[[], float] = live_descendants_s,
 ) -> float:
     """Seconds this process has run on a CPU, every thread, ended ones too, with its child
-    processes': those it waited for, then the live ones (in that order: a child waited for
-    between the two reads is in neither, never in both). The three readings can be handed in."""
-    return process_s() + waited_s() + live_s()
+    processes': those it waited for, then the live ones. A child waited for between those
+    two reads would be in neither (never in both): the waited-for time is read again after
+    the walk, and the pair read again while it moved (three tries at most). The three
+    readings can be handed in."""
+    waited = waited_s()
+    for _ in range(3):
+        live = live_s()
+        again = waited_s()
+        if again == waited:
+            break
+        waited = again
+    return process_s() + waited + live
 
 
 def busy_s(cpus: list[int]) -> float | None:
