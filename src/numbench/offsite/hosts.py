@@ -88,9 +88,9 @@ def same_name_warning(host, there: dict, here: dict, name_here: str | None = Non
     return (
         f"warning: the archive's cells were measured on a host named {host!r}, like this "
         f"machine, but on another machine (there: {describe(there)}; here: {describe(here)}). "
-        "numbench keys roofs and cells by host name, so the two machines share one key: the "
-        "import replaced the roofs here of host "
-        f"{host!r} (this machine's own, if any) by the imported ones, a roofs run here "
+        "numbench keys roofs and cells by host name, so the two machines share one key: an "
+        "archive's roofs replace the roofs here of host "
+        f"{host!r} (this machine's own, if any), a roofs run here "
         "(rules roofs, roofs_at_end) replaces them in turn, and the tables (benchmarks, "
         "compare, history) take both machines' cells as one host's. Give the two machines "
         "different host names to keep them apart"

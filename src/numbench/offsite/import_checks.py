@@ -162,7 +162,8 @@ def _maker_hint(operation: str) -> str:
         f". Likely cause, where it was drawn with the plan's seed: {operation}'s make_inputs "
         "computes with arithmetic whose rounding differs across CPUs, BLAS libraries or "
         "NumPy versions (a matrix product, a reduction such as a sum), so the same seed "
-        "gives other bits on another host. "
+        "gives other bits on another host (or on another CPU architecture: NumPy's Arm builds "
+        "fuse a multiply-add in its uniform and normal draws). "
         "Remedies: compute the inputs with fixed-order elementwise arithmetic (each step one "
         "array operation, as x[:, j] * w[j] added column by column), or give them as data "
         f"files (operations.{operation}.inputs, carried in the bundle)"
@@ -215,7 +216,14 @@ def check_inputs(
             raise OffsiteError(
                 f"{item['path']}: {source} differs from the one the cells were measured on "
                 f"({'; '.join(problems[:3])}). The cells cannot be compared with it"
-                + ("" if item.get("data") else _maker_hint(item["operation"]))
+                + (
+                    ". It may have been made by an older numbench or operation: move it away "
+                    "and import again, and the inputs are made anew"
+                    if source == "the inputs file here"
+                    else ""
+                    if item.get("data")
+                    else _maker_hint(item["operation"])
+                )
             )
         notes.extend(f"{item['path']}: {n}" for n in ref_notes)
     return made, notes
