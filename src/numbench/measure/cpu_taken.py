@@ -10,7 +10,7 @@ CPU time, over the wall time and the number of CPUs. A round with a process over
 ``replicates.max_cpu_taken`` is measured again (``numbench.measure.replicates.measure_round``).
 
 The process's own CPU time (``own_run_s``) is every thread's, ended ones too, and that of
-its child processes, which inherit its CPUs: a library's compiler or compile workers are its
+its child processes, which inherit its CPUs: a library's compiler runs (XLA's `ptxas` on a GPU, `torch.compile`'s C compiler) are its
 own cost, not another program's (XLA most likely runs ``ptxas`` as a child for the GPU,
 ``torch.compile`` runs a C compiler for the CPU; counted as others', JAX's GPU cells read
 0.30 to 0.35 on a quiet host and every round was measured again: docs/history.md). The
