@@ -4,6 +4,7 @@ machine but is another one warns, naming both fingerprints and what is at stake.
 from __future__ import annotations
 
 import os
+from dataclasses import fields
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -81,3 +82,7 @@ def test_this_machine_s_fingerprint_is_what_its_cells_record():
     here = hosts.fingerprint_here()
     assert set(here) == set(hosts.MACHINE)
     assert here["cpu_count"] == os.cpu_count() and here["cpu_model"]
+    # the cell's metadata takes the same fields from the same function
+    from numbench.spec import CellMeta
+
+    assert set(hosts.MACHINE) <= {f.name for f in fields(CellMeta)}

@@ -111,7 +111,6 @@ def host_metadata(spec: CellSpec) -> CellMeta:
     flops, bytes_moved = op.cost(spec.size, itemsize, params)
     return CellMeta(
         host=socket.gethostname(),
-        cpu_model=libraries.cpu_model(),
         threads=spec.threads,
         allocator=spec.allocator,
         timing_settings=json.dumps(asdict(spec.timing), sort_keys=True),
@@ -128,9 +127,14 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         bytes=bytes_moved,
         flops_exact=op.flops_exact if flops is not None else None,
         started_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        cpu_count=os.cpu_count(),
-        ram_gb=ram_gb(),
+        **machine_fingerprint(),
     )
+
+
+def machine_fingerprint() -> dict:
+    """What tells this machine from another in a cell's row: its CPU model, logical CPUs and
+    memory (``numbench.offsite.hosts`` compares an archive's with these)."""
+    return {"cpu_model": libraries.cpu_model(), "cpu_count": os.cpu_count(), "ram_gb": ram_gb()}
 
 
 def ram_gb() -> float | None:

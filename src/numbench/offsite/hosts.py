@@ -14,7 +14,6 @@ and tell two apart by accident only.
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,11 +26,11 @@ RAM_TOLERANCE = 0.05
 
 
 def fingerprint_here() -> dict:
-    """This machine's fingerprint, as its cells would record it."""
-    from numbench.libraries import cpu_model
-    from numbench.measure.supervisor import ram_gb
+    """This machine's fingerprint, as its cells record it (the very function that fills
+    their columns)."""
+    from numbench.measure.supervisor import machine_fingerprint
 
-    return {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "ram_gb": ram_gb()}
+    return machine_fingerprint()
 
 
 def fingerprint_of_cells(paths: Iterable[Path]) -> dict:
