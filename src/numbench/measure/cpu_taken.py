@@ -10,17 +10,16 @@ CPU time, over the wall time and the number of CPUs. A round with a process over
 ``replicates.max_cpu_taken`` is measured again (``numbench.measure.replicates.measure_round``).
 
 The process's own CPU time (``own_run_s``) is every thread's, ended ones too, and that of
-its child processes, which inherit its CPUs: a library's compiler runs (XLA's `ptxas` on a GPU, `torch.compile`'s C compiler) are its
-own cost, not another program's (XLA most likely runs ``ptxas`` as a child for the GPU,
-``torch.compile`` runs a C compiler for the CPU; counted as others', JAX's GPU cells read
-0.30 to 0.35 on a quiet host and every round was measured again: docs/history.md). The
-children it waited for count through ``getrusage(RUSAGE_CHILDREN)`` (with those they waited
-for); then the live descendants, zombies included, through ``/proc/PID/task/TID/children``
-and each one's ``/proc/PID/stat`` (its own time and its waited-for children's). Read in that
-order, a descendant waited for between two reads is in neither, never in both; one that ends
-during the walk is skipped (it counts once waited for, if the worker waits for it), and one
-whose parent ended without waiting for it leaves the tree, its time with it. Where ``/proc``
-cannot tell, only the children waited for count.
+its child processes, which inherit its CPUs: a library's compiler runs (XLA's ``ptxas`` on
+a GPU, most likely; ``torch.compile``'s C compiler on the CPU) are its own cost, not another
+program's (counted as others', JAX's GPU cells read 0.30 to 0.35 on a quiet host and every
+round was measured again: docs/history.md). The children it waited for count through
+``getrusage(RUSAGE_CHILDREN)`` (with those they waited for); then the live descendants,
+zombies included, through ``/proc/PID/task/TID/children`` and each one's ``/proc/PID/stat``
+(its own time and its waited-for children's). A descendant waited for during the walk
+would be in neither reading, never in both, so ``own_run_s`` reads the waited-for time again
+after the walk; one whose parent ended without waiting for it leaves the tree, its time with
+it. Where ``/proc`` cannot tell, only the children waited for count.
 
 Not the process's own run delay: a library's threads wait for each other on one CPU (JAX's
 dispatch and compute threads on small arrays wait 36 to 38% of the time on a quiet machine,

@@ -156,6 +156,18 @@ def check_contents(archive, members: dict[str, StagedMember]) -> tuple[dict, dic
     return manifest, plan
 
 
+def _refusal_hint(item: dict, made_here: bool) -> str:
+    """What to do where an inputs file differs from the one the cells ran on: a file already
+    here may be an older one; one made here from a data file has no maker to blame; one
+    drawn here with the plan's seed points at its operation's make_inputs."""
+    if not made_here:
+        return (
+            ". It may have been made by an older numbench or operation: move it away and "
+            "import again, and the inputs are made anew"
+        )
+    return "" if item.get("data") else _maker_hint(item["operation"])
+
+
 def _maker_hint(operation: str) -> str:
     """The likely cause where drawn inputs differ between two hosts, and the two remedies."""
     return (
@@ -188,7 +200,8 @@ def check_inputs(
         recorded = entry.get("arrays") if isinstance(entry, dict) else None
         if not isinstance(recorded, dict) or not recorded:
             raise OffsiteError(f"the archive's manifest has no checksums of {item['path']}")
-        if dest.exists():
+        dest_existed = dest.exists()
+        if dest_existed:
             source, check_path = "the inputs file here", dest
         else:
             check_path = inside(staging, item["path"])
@@ -216,14 +229,7 @@ def check_inputs(
             raise OffsiteError(
                 f"{item['path']}: {source} differs from the one the cells were measured on "
                 f"({'; '.join(problems[:3])}). The cells cannot be compared with it"
-                + (
-                    ". It may have been made by an older numbench or operation: move it away "
-                    "and import again, and the inputs are made anew"
-                    if source == "the inputs file here"
-                    else ""
-                    if item.get("data")
-                    else _maker_hint(item["operation"])
-                )
+                + _refusal_hint(item, made_here=not dest_existed)
             )
         notes.extend(f"{item['path']}: {n}" for n in ref_notes)
     return made, notes

@@ -147,17 +147,22 @@ def key_findings(f: Findings, baseline: str) -> str:
     lines += ["", "### Crossovers", ""]
     if not f.crossovers:
         lines.append("- No speedups, so no crossovers.")
-    single = [c for c in f.crossovers if c.kind == "insufficient" and len(c.points) < 2]
+    single = [c for c in f.crossovers if _one_size(c)]
     lines += [
         "- "
         + crossover_sentence(c, baseline, multi)
         + (" In doubt: it rests on a verdict in doubt (Warnings)." if c.settled is False else "")
         for c in f.crossovers
-        if not any(c is x for x in single)
+        if not _one_size(c)
     ]
     if single:
         lines.append(one_size_line(single, baseline))
     return "\n".join(lines)
+
+
+def _one_size(c: Crossover) -> bool:
+    """A speedup known at fewer than two sizes: no crossover can be placed."""
+    return c.kind == "insufficient" and len(c.points) < 2
 
 
 def one_size_line(single: list[Crossover], baseline: str) -> str:
