@@ -30,6 +30,7 @@ from numbench.measure.lockstep import (
     LineChannel,
     Turns,
     run_lockstep,
+    warm_calls,
 )
 from numbench.measure.replicates import BASELINE, MEASURED, measure_round, round_seed
 from numbench.measure.supervisor import run_cell
@@ -87,8 +88,9 @@ def test_a_worker_samples_only_on_its_turn_and_waits_for_go_after_enough():
         supervisor.say(SAMPLE)
         words.append(supervisor.hear())
     assert words == [MORE, MORE, ENOUGH]  # 3 samples of 10 ms: min_samples and budget met
-    # each turn: an untimed tenth of a sample's calls, then the sample's 20 calls
-    assert calls == [2, 20, 2, 20, 2, 20]
+    # each turn: untimed calls (a tenth of the sample's 20 calls of 0.5 ms, but at least
+    # the 4 that fill up to 40 ms), then the sample's 20 calls
+    assert calls == [4, 20, 4, 20, 4, 20]
     time.sleep(0.05)
     assert thread.is_alive()  # after enough it waits for go
     supervisor.say(GO)
@@ -96,9 +98,9 @@ def test_a_worker_samples_only_on_its_turn_and_waits_for_go_after_enough():
     assert not thread.is_alive() and len(box["value"]) == 3
 
 
-def test_a_turn_of_few_long_calls_still_opens_with_one_untimed_call():
-    # a sample of 2 calls (say 10 ms each): the first call after the partner's turn runs
-    # cold, so one untimed call opens every turn even under WARM_SHARE calls
+def test_a_turn_of_few_calls_still_opens_with_untimed_calls():
+    # a sample of 2 calls: the first calls after the partner's turn run cold, so untimed
+    # calls open every turn even under WARM_SHARE calls
     clock = FakeClock()
     turns, supervisor, calls, time_loops = worker_side(clock)
     thread, box = run_in_thread(lambda: turns.take_samples(SETTINGS, time_loops, 2))
@@ -112,7 +114,44 @@ def test_a_turn_of_few_long_calls_still_opens_with_one_untimed_call():
     thread.join(5)
     turns_taken = len(box["value"])
     assert turns_taken >= 3
-    assert calls == [1, 2] * turns_taken
+    assert calls == [4, 2] * turns_taken
+
+
+@pytest.mark.parametrize(
+    "loops, per_call_s, expected",
+    [
+        (20_000, 1e-6, 2_000),  # fast calls: a tenth of the sample's calls
+        (20, 0.5e-3, 4),  # 4 calls fill less than 40 ms: all 4
+        (2, 11e-3, 4),  # the equation of state's 11 ms: 44 ms
+        (1, 25e-3, 2),  # 2 calls fill 40 ms
+        (1, 0.1, 1),  # one long call: one, as before
+        (1, 0.0, 4),  # a call too fast to read: as many as a fast call gets
+    ],
+)
+def test_a_turn_s_untimed_calls_fill_a_tenth_or_40_ms_up_to_four(loops, per_call_s, expected):
+    assert warm_calls(loops, per_call_s) == expected
+
+
+def test_the_first_turn_estimates_a_call_from_the_sample_time_then_reads_each_sample():
+    clock = FakeClock()
+    turns, supervisor, calls, _ = worker_side(clock)
+    per_call = iter([0.03, 0.03, 0.001, 0.001])  # seconds per call, as the samples read
+
+    def time_loops(loops):
+        calls.append(loops)
+        return next(per_call) * loops
+
+    settings = TimingSettings(0.1, 2, 2, 1e-9)  # 0.1 s samples of 1 call: 100 ms a call
+    thread, box = run_in_thread(lambda: turns.take_samples(settings, time_loops, 1))
+    assert supervisor.hear() == READY
+    for _ in range(2):
+        supervisor.say(SAMPLE)
+        supervisor.hear()
+    supervisor.say(GO)
+    thread.join(5)
+    # first turn: 1 untimed call (a 100 ms call, estimated); the sample reads 30 ms a call,
+    # so the second turn opens with 2 (60 ms)
+    assert calls == [1, 1, 2, 1]
 
 
 def test_go_before_enough_takes_the_rest_alone_without_warm_up():
@@ -124,7 +163,7 @@ def test_go_before_enough_takes_the_rest_alone_without_warm_up():
     assert supervisor.hear() == MORE
     supervisor.say(GO)  # the partner ended: the rest alone, nothing more said
     thread.join(5)
-    assert len(box["value"]) == 3 and calls == [2, 20, 20, 20]
+    assert len(box["value"]) == 3 and calls == [4, 20, 20, 20]
     readable, _, _ = select.select([supervisor.read_fd], [], [], 0.05)
     assert not readable  # nothing said after go
 
@@ -204,10 +243,10 @@ def test_timer_measure_takes_its_samples_through_turns():
     m = box["value"]
     assert len(m.samples_s) == 3 and m.loops == 3
     assert m.samples_s == pytest.approx([0.004] * 3)
-    # its own time only: calibration (1 call, then 3) and 3 turns of an untimed call (at
-    # least one opens a turn) and a sample of 3 calls, 4 ms a call; the 4 s of the partner's
-    # turns are not its
-    assert m.sampling_s == pytest.approx(0.004 * (1 + 3 + 3 * (1 + 3)))
+    # its own time only: calibration (1 call, then 3) and 3 turns of 4 untimed calls (the
+    # 4 that fill up to 40 ms) and a sample of 3 calls, 4 ms a call; the 4 s of the
+    # partner's turns are not its
+    assert m.sampling_s == pytest.approx(0.004 * (1 + 3 + 3 * (4 + 3)))
 
 
 # --- the supervisor's side, on scripted stand-in workers -------------------------------

@@ -24,14 +24,13 @@ The protocol, one line per message over two pipes whose descriptors the worker f
   waiting and goes on to the end. It is said to a worker whose partner has ended or said
   ``enough``, and to one that has said ``enough`` once its partner has finished.
 
-The end of the pipe (a supervisor gone) reads as ``go``. Each turn begins with an untimed
-tenth of a sample's calls, and at least one call, so caches and threads the partner's turn
-took over are back before the timed calls, as they are for a sample that follows its own
-process's last one. Even a long call needs it: after a partner's turn of 17 ms (another
-process's memory traffic, or only a pause), the equation of state of examples/eos took
-13 to 20 ms a call in TensorFlow at 2 threads against 10.4 to 10.7 back to back, and 11.3 to
-11.8 after one untimed call (docs/history.md, "Kernels handed over as they are"); a sample of
-two such calls timed the cold one too. The time spent waiting is not the
+The end of the pipe (a supervisor gone) reads as ``go``. Each turn begins with untimed calls
+(``warm_calls``), so caches and threads the partner's turn took over are back before the
+timed calls, as they are for a sample that follows its own process's last one: a tenth of a
+sample's calls, and at least enough calls to fill 40 ms, up to four. One untimed call was
+not enough for a kernel of a few milliseconds at two threads: TensorFlow's equation of state
+of examples/eos read slower in lockstep than alone after one, and as alone after four
+(the figures are in docs/history.md, "Kernels handed over as they are"). The time spent waiting is not the
 worker's: ``numbench.measure.cpu_taken`` is paused while it waits, and ``budget_s`` counts its own
 samples only.
 """
@@ -39,6 +38,7 @@ samples only.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import select
@@ -54,8 +54,20 @@ from numbench.spec import CellSpec, ProcessReport
 
 TURNS_ENV = "NUMBENCH_TURNS"
 READY, SAMPLE, MORE, ENOUGH, GO = "ready", "sample", "more", "enough", "go"
-#: the untimed calls that open a turn, as a share of a sample's calls (at least one)
+#: the untimed calls that open a turn (``warm_calls``): a share of a sample's calls, and at
+#: least enough to fill WARM_S, up to WARM_CALLS (at least one call)
 WARM_SHARE = 10
+WARM_CALLS = 4
+WARM_S = 0.04
+
+
+def warm_calls(loops: int, per_call_s: float) -> int:
+    """The untimed calls that open a turn whose samples are of ``loops`` calls of about
+    ``per_call_s`` seconds: a tenth of the sample's calls, and at least enough calls to fill
+    ``WARM_S``, up to ``WARM_CALLS``: a call of ``WARM_S`` or longer gets one, so a turn
+    of long calls costs no more than before, and a fast call's turn no more than a tenth."""
+    within = math.ceil(WARM_S / per_call_s) if per_call_s > 0 else WARM_CALLS
+    return max(1, loops // WARM_SHARE, min(WARM_CALLS, within))
 
 
 class LineChannel:
@@ -150,16 +162,18 @@ class Turns:
         samples: list[float] = []
         spent = 0.0
         said = READY
+        per_call_s = settings.min_sample_time_s / loops  # until the first sample says
         alone = False
         while True:
             if not alone:
                 if self._hand_over(said) != SAMPLE:
                     alone = True  # go: the partner is done or gone
                 else:
-                    time_loops(max(1, loops // WARM_SHARE))
+                    time_loops(warm_calls(loops, per_call_s))
             t0 = self.clock()
             samples.append(time_loops(loops) / loops)
             spent += self.clock() - t0
+            per_call_s = samples[-1]
             if len(samples) >= settings.max_samples or (
                 len(samples) >= settings.min_samples and spent >= settings.budget_s
             ):
