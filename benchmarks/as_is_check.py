@@ -127,6 +127,8 @@ def main() -> None:
     )
     parser.add_argument("--one", nargs=4, metavar=("LIBRARY", "SIZE", "THREADS", "OPTIONS"))
     args = parser.parse_args()
+    if args.processes < 1:
+        parser.error(f"--processes {args.processes}: at least 1 process per cell")
     if args.one:
         library, size, threads, options = args.one
         print(one(library, int(size), int(threads), json.loads(options or "{}")))

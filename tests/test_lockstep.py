@@ -132,7 +132,13 @@ def test_a_turn_s_untimed_calls_fill_a_tenth_or_40_ms_up_to_four(loops, per_call
     assert warm_calls(loops, per_call_s) == expected
 
 
-def test_the_first_turn_estimates_a_call_from_the_sample_time_then_reads_each_sample():
+@pytest.mark.parametrize(
+    "calibrated, first_turn",
+    [(None, 1), (0.1, 1), (0.015, 3)],  # None: 100 ms a call, from min_sample_time_s
+)
+def test_the_first_turn_s_untimed_calls_come_from_calibration_then_from_each_sample(
+    calibrated, first_turn
+):
     clock = FakeClock()
     turns, supervisor, calls, _ = worker_side(clock)
     per_call = iter([0.03, 0.03, 0.001, 0.001])  # seconds per call, as the samples read
@@ -141,17 +147,19 @@ def test_the_first_turn_estimates_a_call_from_the_sample_time_then_reads_each_sa
         calls.append(loops)
         return next(per_call) * loops
 
-    settings = TimingSettings(0.1, 2, 2, 1e-9)  # 0.1 s samples of 1 call: 100 ms a call
-    thread, box = run_in_thread(lambda: turns.take_samples(settings, time_loops, 1))
+    settings = TimingSettings(0.1, 2, 2, 1e-9)  # 0.1 s samples of 1 call
+    thread, box = run_in_thread(
+        lambda: turns.take_samples(settings, time_loops, 1, per_call_s=calibrated)
+    )
     assert supervisor.hear() == READY
     for _ in range(2):
         supervisor.say(SAMPLE)
         supervisor.hear()
     supervisor.say(GO)
     thread.join(5)
-    # first turn: 1 untimed call (a 100 ms call, estimated); the sample reads 30 ms a call,
-    # so the second turn opens with 2 (60 ms)
-    assert calls == [1, 1, 2, 1]
+    # first turn: as calibration read a call (15 ms: 3 fill 40 ms); the sample reads 30 ms
+    # a call, so the second turn opens with 2 (60 ms)
+    assert calls == [first_turn, 1, 2, 1]
 
 
 def test_go_before_enough_takes_the_rest_alone_without_warm_up():
@@ -247,6 +255,29 @@ def test_timer_measure_takes_its_samples_through_turns():
     # 4 that fill up to 40 ms) and a sample of 3 calls, 4 ms a call; the 4 s of the
     # partner's turns are not its
     assert m.sampling_s == pytest.approx(0.004 * (1 + 3 + 3 * (4 + 3)))
+
+
+def test_timer_measure_opens_the_first_turn_by_calibration_s_call():
+    clock = FakeClock()
+    turns, supervisor, _, _ = worker_side(clock)
+    timed = []
+
+    def call():
+        timed.append(clock.now)
+        clock.now += 0.025  # 25 ms a call: one call fills a 10 ms sample
+
+    timer = Timer(call, clock=clock)
+    thread, box = run_in_thread(lambda: timer.measure(SETTINGS, turns=turns))
+    assert supervisor.hear() == READY
+    before = len(timed)  # first call and calibration's one call
+    supervisor.say(SAMPLE)
+    supervisor.hear()
+    # 2 untimed calls (50 ms fill 40 ms; min_sample_time_s's 10 ms a call would say 4),
+    # then the sample's 1
+    assert len(timed) - before == 2 + 1
+    supervisor.say(GO)
+    thread.join(5)
+    assert timer.calibrated_per_call_s == pytest.approx(0.025)
 
 
 # --- the supervisor's side, on scripted stand-in workers -------------------------------

@@ -148,6 +148,8 @@ class Timer:
         self.fresh_args = fresh_args
         #: calls whose fresh arguments are made at once (the module docstring)
         self.fresh_chunk = max(1, fresh_memory_bytes // max(1, result_nbytes(self.args)))
+        #: seconds per call in calibration's last loop (sizes a lockstep turn's untimed calls)
+        self.calibrated_per_call_s: float | None = None
 
     def _chunks(self, loops: int):
         """(calls, their fresh arguments) in chunks of at most ``fresh_chunk`` calls, each
@@ -283,6 +285,7 @@ class Timer:
         loops = max(1, min(max_loops, loops_from))
         while True:
             elapsed = time_loops(loops)
+            self.calibrated_per_call_s = elapsed / loops
             if elapsed >= min_sample_time_s or loops >= max_loops:
                 return loops
             if elapsed <= 0:
@@ -315,7 +318,9 @@ class Timer:
         if turns is None:
             samples = self.take_samples(settings, self.time_loops, loops)
         else:
-            samples = turns.take_samples(settings, self.time_loops, loops)
+            samples = turns.take_samples(
+                settings, self.time_loops, loops, per_call_s=self.calibrated_per_call_s
+            )
         return Measurement(
             first_call_s=first_call_s,
             loops=loops,

@@ -65,7 +65,8 @@ def warm_calls(loops: int, per_call_s: float) -> int:
     """The untimed calls that open a turn whose samples are of ``loops`` calls of about
     ``per_call_s`` seconds: a tenth of the sample's calls, and at least enough calls to fill
     ``WARM_S``, up to ``WARM_CALLS``: a call of ``WARM_S`` or longer gets one, so a turn
-    of long calls costs no more than before, and a fast call's turn no more than a tenth."""
+    of long calls costs no more than before, and a turn's untimed calls take at most a
+    tenth of a sample or about ``WARM_S``, whichever is more."""
     within = math.ceil(WARM_S / per_call_s) if per_call_s > 0 else WARM_CALLS
     return max(1, loops // WARM_SHARE, min(WARM_CALLS, within))
 
@@ -156,13 +157,23 @@ class Turns:
             self.cpu_taken.resume()
         return GO if heard is None else heard
 
-    def take_samples(self, settings, time_loops: Callable[[int], float], loops: int) -> list[float]:
+    def take_samples(
+        self,
+        settings,
+        time_loops: Callable[[int], float],
+        loops: int,
+        per_call_s: float | None = None,
+    ) -> list[float]:
         """Samples of ``loops`` calls (seconds per call) in turns, by the same stopping rule
-        as ``Timer.take_samples`` with ``budget_s`` counted on this process's samples only."""
+        as ``Timer.take_samples`` with ``budget_s`` counted on this process's samples only.
+        ``per_call_s`` (the calibration's last reading) sizes the first turn's untimed
+        calls, each sample the next's; without it a call is taken to fill its share of
+        ``min_sample_time_s``."""
         samples: list[float] = []
         spent = 0.0
         said = READY
-        per_call_s = settings.min_sample_time_s / loops  # until the first sample says
+        if per_call_s is None:
+            per_call_s = settings.min_sample_time_s / loops
         alone = False
         while True:
             if not alone:
