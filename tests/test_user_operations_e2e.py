@@ -1,21 +1,19 @@
 """A user's own operation through the whole workflow (issue 32): the example of examples/
 end to end, a dry run after an edit plans that operation's cells alone, config errors
-through Snakemake without a traceback, the offsite bundle carrying the user's files, and a
-Slurm run."""
+through Snakemake without a traceback, and the offsite bundle carrying the user's files. The
+Slurm run of a user's operation is test_slurm's: its grid is the example's operation, from a
+folder outside the workflow."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import sys
 import tarfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import REPO, seed_roofs, snakemake
-from test_slurm import slurm_cluster  # noqa: F401 - the fixture, for the Slurm test
 
 from numbench.operations.sources import operation_code
 
@@ -273,39 +271,3 @@ def test_a_plan_naming_another_operation_file_is_refused(tmp_path):
     plan["plan_hash"] = plan_hash(plan)
     with pytest.raises(OffsiteError, match="names the operation file '/home/someone/.ssh/evil.py'"):
         check_plan(plan, "the plan")
-
-
-@pytest.mark.e2e
-@pytest.mark.slurm
-@pytest.mark.usefixtures("slurm_cluster")
-def test_a_user_s_operation_runs_as_slurm_jobs(workdir: Path, tmp_path):
-    from test_slurm import SBIN_PATH, SLURM_TEST_ARGS, _jobs
-
-    folder = user_folder(tmp_path)
-    # no roofs: what this checks is the operation's cells and inputs as Slurm jobs, and a
-    # roofs job on Slurm is one more wait on the plugin's status checks (test_slurm runs one)
-    (workdir / "two.yaml").write_text(two_operations(folder) + "roofs: false\n")
-    path = os.pathsep.join(
-        [str(Path(sys.executable).parent), os.environ.get("PATH", ""), SBIN_PATH]
-    )
-    proc = snakemake(
-        workdir,
-        "--profile",
-        "profiles/slurm",
-        "--configfile",
-        "two.yaml",
-        *SLURM_TEST_ARGS,
-        timeout=900,
-        env={"PATH": path},
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    # each of the user's operation's cells and inputs files ran as a Slurm job
-    comments = {job.get("Comment"): job["JobState"] for job in _jobs().values()}
-    for wildcards in ("numpy_cpu_float64_1_stencil_32", "numpy_cpu_float64_1_stencil_64"):
-        assert comments.get(f"rule_cell_wildcards_{wildcards}") == "COMPLETED", comments
-    for size in (32, 64):
-        assert comments.get(f"rule_inputs_wildcards_stencil_{size}") == "COMPLETED", comments
-    bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
-    stencil = bench[bench["operation"] == "stencil"]
-    assert len(stencil) == 2 and set(stencil["status"]) == {"ok"}
-    assert set(stencil["operation_hash"]) == {operation_code(folder / "stencil.py").sha256}
