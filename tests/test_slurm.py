@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import snakemake
+from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.slurm
 
@@ -42,8 +42,13 @@ SBIN_PATH = os.pathsep.join(
 PROGRAMS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo", "scancel")
 HOST_LOCK = Path(tempfile.gettempdir()) / "numbench-slurm-test.lock"
 
-# numpy on the CPU (the baseline) and torch on the GPU: one operation at 2 sizes, minimal
-# timing (each Slurm job waits for the plugin's status checks, which back off while none ends).
+# numpy on the CPU (the baseline) and torch on the GPU: one operation, a user's own (the
+# example of examples/stencil, from a folder outside the workflow whose path has a space), at
+# one size, minimal timing. Each Slurm job waits for the plugin's status checks, which back
+# off by 10 s while none ends: the jobs run in three waves (inputs and roofs, spread rounds,
+# cells), and a wave whose jobs (taking turns on the host's timing lock) do not all end by
+# the second check waits 22 s more for the third. A second size or operation doubled every
+# wave's work; a Slurm run of its own for the user's operation held the host for a minute.
 # Each round and roof job measured once (max_cpu_taken: null): the local run goes on beside
 # the Slurm run on purpose, so each finds the other busy, and with the default limit every
 # round and every roof job of both runs was measured twice more (measuring again is
@@ -52,17 +57,20 @@ CONFIG = """\
 device: gpu
 libraries: [numpy, torch]
 operations:
-  elementwise:
-    sizes: [1000, 4000]
+  stencil:
+    module: "{module}"
+    sizes: [32]
+    params: {{spacing: 0.5}}
 timing:
   min_sample_time_s: 0.001
   min_samples: 3
   max_samples: 3
   budget_s: 0.02
-replicates: {min: 2, max: 2, max_cpu_taken: null}
+replicates: {{min: 2, max: 2, max_cpu_taken: null}}
 cell_timeout_s: 120
 """
 CELL_KEY = ["library", "device", "dtype", "threads", "operation", "size"]
+STENCIL = REPO / "examples" / "stencil"
 
 # What the test's cluster lacks and the profile leaves to the site: an account and sacct.
 SLURM_TEST_ARGS = (
@@ -160,22 +168,27 @@ def _wait_for(check, what: str, timeout: float = 60) -> None:
     raise TimeoutError(f"timed out waiting for {what}")
 
 
-def _stop_by_pid_file(pid_file: Path, name: str) -> None:
-    """SIGTERM the daemon named in ``pid_file`` (if it is still that daemon); SIGKILL after 20 s."""
-    try:
-        pid = int(pid_file.read_text().split()[0])
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-    except (OSError, ValueError, IndexError):
-        return
-    if comm != name:
-        return
-    os.kill(pid, signal.SIGTERM)
+def _stop_by_pid_files(*daemons: tuple[Path, str]) -> None:
+    """SIGTERM each daemon named in its pid file (if it is still that daemon), all at once,
+    and wait for them together (each takes a second or two to save its state and go);
+    SIGKILL those left after 20 s."""
+    pids = []
+    for pid_file, name in daemons:
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        if comm == name:
+            os.kill(pid, signal.SIGTERM)
+            pids.append(pid)
     deadline = time.monotonic() + 20
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if Path(f"/proc/{pid}").exists():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for pid in pids:
+        if Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture
@@ -243,9 +256,11 @@ def slurm_cluster(tmp_path: Path):
                         "cancelled jobs to leave",
                         timeout=20,
                     )
-            _stop_by_pid_file(base / "slurmd.pid", "slurmd")
-            _stop_by_pid_file(base / "slurmctld.pid", "slurmctld")
-            _stop_by_pid_file(munge_dir / "munged.pid", "munged")
+            # both Slurm daemons at once, then munge, which they authenticate through
+            _stop_by_pid_files(
+                (base / "slurmd.pid", "slurmd"), (base / "slurmctld.pid", "slurmctld")
+            )
+            _stop_by_pid_files((munge_dir / "munged.pid", "munged"))
             for name in ("slurm.conf", "gres.conf"):
                 (SLURM_ETC / name).unlink(missing_ok=True)
                 if name in saved:
@@ -278,7 +293,11 @@ def _tail(text: str, n: int = 4000) -> str:
 
 
 def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: Path, tmp_path):
-    (workdir / "slurm-test.yaml").write_text(CONFIG)
+    from numbench.operations.sources import operation_code
+
+    folder = tmp_path / "my operations" / "stencil op"
+    shutil.copytree(STENCIL, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (workdir / "slurm-test.yaml").write_text(CONFIG.format(module=folder / "stencil.py"))
     local = tmp_path / "local"
     shutil.copytree(workdir, local)
 
@@ -287,13 +306,19 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
         [str(Path(sys.executable).parent), os.environ.get("PATH", ""), SBIN_PATH]
     )
     env = {"PATH": path}
-    # The local run of the same config goes on beside the Slurm run, which mostly waits.
+    # Both runs up to the cells' table, which aggregate (a local rule) makes from them: the
+    # analysis after it runs no job on Slurm and is no part of what this checks.
+    target = "results/benchmarks.parquet"
+    # The local run of the same grid goes on beside the Slurm run, which mostly waits. It
+    # measures no roofs (no cell reads them, and its own roofs job took a CPU from the Slurm
+    # run's, whose end the GPU cells wait for: one check of the plugin too late cost 22 s).
+    (local / "no-roofs.yaml").write_text("roofs: false\n")
+    local_args = ("--cores", "1", "--configfile", "slurm-test.yaml", "no-roofs.yaml")
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        local_run = pool.submit(
-            snakemake, local, "--cores", "1", "--configfile", "slurm-test.yaml", timeout=600
-        )
+        local_run = pool.submit(snakemake, local, target, *local_args, timeout=600)
         proc = snakemake(
             workdir,
+            target,
             "--profile",
             "profiles/slurm",
             "--configfile",
@@ -312,10 +337,13 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
     # Same cells, same statuses as the local run.
     on_slurm, here = _cells(workdir), _cells(local)
     pd.testing.assert_frame_equal(on_slurm, here)
-    assert len(on_slurm) == 4
+    assert len(on_slurm) == 2
     assert set(on_slurm.loc[on_slurm.library == "numpy", "status"]) == {"ok"}
     gpu = on_slurm[on_slurm.device == "gpu"]
-    assert len(gpu) == 2 and set(gpu.status) <= {"ok", "unavailable"}
+    assert len(gpu) == 1 and set(gpu.status) <= {"ok", "unavailable"}
+    # the jobs ran the user's file, from its folder outside the workflow
+    bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
+    assert set(bench["operation_hash"]) == {operation_code(folder / "stencil.py").sha256}
 
     # Every cell (and input) was a Slurm job, as the plugin reported and the controller knows.
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", proc.stderr)
@@ -323,7 +351,7 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
     by_comment = {job.get("Comment"): job for job in jobs.values()}
     assert sorted(submitted) == sorted(jobs), "jobs the controller knows != jobs submitted"
     # cells, their spread rounds, inputs, and the roofs (measured on a node, like the cells)
-    assert len(jobs) == 4 + 4 + 2 + 1, sorted(by_comment)
+    assert len(jobs) == 2 + 2 + 1 + 1, sorted(by_comment)
     cell_jobs = []
     for cell in on_slurm.itertuples():
         wildcards = (cell.library, cell.device, cell.dtype, cell.threads, cell.operation, cell.size)
@@ -338,7 +366,11 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
                 assert re.search(r"gpu[:=]1", job.get("TresPerJob", "")), job
             else:
                 assert "gpu" not in job.get("TresPerJob", ""), job
-    assert not any(c and c.startswith(("rule_aggregate", "rule_summary")) for c in by_comment)
+    # ... and so were the user's operation's inputs and the roofs: no other job, each done
+    inputs_and_roofs = {"rule_inputs_wildcards_stencil_32", "rule_roofs"}
+    assert set(by_comment) == {job["Comment"] for job in cell_jobs} | inputs_and_roofs
+    assert {job["JobState"] for job in jobs.values()} == {"COMPLETED"}, jobs
+    assert not any(c and c.startswith("rule_aggregate") for c in by_comment)
     ctld_text = ctld_log.read_text()
     for job in cell_jobs:
         assert f"_job_complete: JobId={job['JobId']} WEXITSTATUS 0" in ctld_text, job["JobId"]

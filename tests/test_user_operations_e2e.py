@@ -1,21 +1,19 @@
 """A user's own operation through the whole workflow (issue 32): the example of examples/
 end to end, a dry run after an edit plans that operation's cells alone, config errors
-through Snakemake without a traceback, the offsite bundle carrying the user's files, and a
-Slurm run."""
+through Snakemake without a traceback, and the offsite bundle carrying the user's files. The
+Slurm run of a user's operation is test_slurm's: its grid is the example's operation, from a
+folder outside the workflow."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import sys
 import tarfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import REPO, seed_roofs, snakemake
-from test_slurm import slurm_cluster  # noqa: F401 - the fixture, for the Slurm test
 
 from numbench.operations.sources import operation_code
 
@@ -43,6 +41,22 @@ operations:
     sizes: [1000]
 {FAST_TIMING}
 replicates: {{min: 1, max: 1, spread: 0, max_cpu_taken: null}}
+"""
+
+
+def stencil_alone(folder: Path) -> str:
+    """A config of the user's stencil alone, NumPy at one size, quick, no roofs: for the
+    offsite bundle, whose subject is the operation's files (the roofs are measured there,
+    carried and merged in test_offsite)."""
+    return f"""\
+libraries: [numpy]
+operations:
+  stencil:
+    module: "{folder / "stencil.py"}"
+    sizes: [32]
+{FAST_TIMING}
+replicates: {{min: 1, max: 1, spread: 0, max_cpu_taken: null}}
+roofs: false
 """
 
 
@@ -181,8 +195,7 @@ def test_the_offsite_bundle_carries_the_operation_and_import_checks_its_code(
     from test_offsite import offsite, remote_run
 
     folder = user_folder(tmp_path)
-    config = two_operations(folder).replace("  sort:\n    sizes: [1000]\n", "")
-    (workdir / "two.yaml").write_text(config)
+    (workdir / "two.yaml").write_text(stencil_alone(folder))
     bundle = tmp_path / "bundle.tar.gz"
     proc = offsite(
         workdir,
@@ -217,10 +230,11 @@ def test_the_offsite_bundle_carries_the_operation_and_import_checks_its_code(
     grids.write_text(original)
     proc = offsite(workdir, "import", str(archive), "--configfile", "two.yaml")
     assert proc.returncode == 0, proc.stderr
-    bench_run = snakemake(workdir, "--cores", "1", "--configfile", "two.yaml")
+    table = "results/benchmarks.parquet"  # the imported cells' table: no cell measured here
+    bench_run = snakemake(workdir, table, "--cores", "1", "--configfile", "two.yaml")
     assert bench_run.returncode == 0, bench_run.stderr[-3000:]
     assert "rule cell:" not in bench_run.stdout + bench_run.stderr
-    bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
+    bench = pd.read_parquet(workdir / table)
     assert set(bench["status"]) == {"ok"} and set(bench["operation"]) == {"stencil"}
 
 
@@ -257,39 +271,3 @@ def test_a_plan_naming_another_operation_file_is_refused(tmp_path):
     plan["plan_hash"] = plan_hash(plan)
     with pytest.raises(OffsiteError, match="names the operation file '/home/someone/.ssh/evil.py'"):
         check_plan(plan, "the plan")
-
-
-@pytest.mark.e2e
-@pytest.mark.slurm
-@pytest.mark.usefixtures("slurm_cluster")
-def test_a_user_s_operation_runs_as_slurm_jobs(workdir: Path, tmp_path):
-    from test_slurm import SBIN_PATH, SLURM_TEST_ARGS, _jobs
-
-    folder = user_folder(tmp_path)
-    # no roofs: what this checks is the operation's cells and inputs as Slurm jobs, and a
-    # roofs job on Slurm is one more wait on the plugin's status checks (test_slurm runs one)
-    (workdir / "two.yaml").write_text(two_operations(folder) + "roofs: false\n")
-    path = os.pathsep.join(
-        [str(Path(sys.executable).parent), os.environ.get("PATH", ""), SBIN_PATH]
-    )
-    proc = snakemake(
-        workdir,
-        "--profile",
-        "profiles/slurm",
-        "--configfile",
-        "two.yaml",
-        *SLURM_TEST_ARGS,
-        timeout=900,
-        env={"PATH": path},
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    # each of the user's operation's cells and inputs files ran as a Slurm job
-    comments = {job.get("Comment"): job["JobState"] for job in _jobs().values()}
-    for wildcards in ("numpy_cpu_float64_1_stencil_32", "numpy_cpu_float64_1_stencil_64"):
-        assert comments.get(f"rule_cell_wildcards_{wildcards}") == "COMPLETED", comments
-    for size in (32, 64):
-        assert comments.get(f"rule_inputs_wildcards_stencil_{size}") == "COMPLETED", comments
-    bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
-    stencil = bench[bench["operation"] == "stencil"]
-    assert len(stencil) == 2 and set(stencil["status"]) == {"ok"}
-    assert set(stencil["operation_hash"]) == {operation_code(folder / "stencil.py").sha256}
