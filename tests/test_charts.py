@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import constructed_results, made_once
 
-from numbench.report.charts import FORMATS, build_charts, chart_names, save_chart, speedup_chart
+from numbench.report.chart_files import FORMATS, javascript_bundle, save_chart
+from numbench.report.charts import build_charts, chart_names, speedup_chart
 from numbench.report.charts_overview import heatmap_frame
 from numbench.report.style import FONT
 
@@ -98,7 +99,8 @@ def test_every_chart_is_written_in_every_format(charts_dir):
 
 def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path, monkeypatch):
     """save_chart makes the spec once (altair's save and to_html each make it again: three
-    quarters of the charts job) and draws the same files as ``chart.save``."""
+    quarters of the charts job) and draws the same files as ``chart.save``; every page
+    inlines one JavaScript bundle, made once."""
     import altair as alt
 
     bench, speedups, crossovers = constructed_results()
@@ -125,6 +127,10 @@ def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path,
     assert svg.read_bytes() == (expected / "c.svg").read_bytes()
     assert png.read_bytes() == (expected / "c.png").read_bytes()
     assert "vegaEmbed" in html.read_text(encoding="utf-8")
+    # the pages' JavaScript is bundled once a process, not once a page
+    save_chart(chart, tmp_path, "again")
+    assert javascript_bundle.cache_info().misses == 1
+    assert javascript_bundle() in html.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", chart_names(OPERATIONS))

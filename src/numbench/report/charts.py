@@ -30,22 +30,20 @@ from pathlib import Path
 
 import altair as alt
 import pandas as pd
-from altair.utils.mimebundle import spec_to_mimebundle
 
-from numbench.contract import write_text_atomic
 from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline, in_doubt
 from numbench.contract.versions import read_versions
 from numbench.formatting import series_label, series_labels
+from numbench.report.chart_files import save_chart
 from numbench.report.charts_dimensions import precision_chart, scaling_chart
 from numbench.report.charts_overview import first_call_chart, heatmap_chart
 from numbench.report.charts_pipelined import pipelined_chart
 from numbench.report.charts_roofline import roofline_charts
 from numbench.report.charts_versions import versions_charts
-from numbench.report.style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
+from numbench.report.style import HEIGHT, WIDTH, color, log_x, log_y, no_data
 
-FORMATS = ("html", "svg", "png")
 #: the charts drawn for each operation, named ``{kind}_{operation}``
 OPERATION_CHARTS = ("time", "speedup", "throughput")
 #: the charts drawn once, over every operation
@@ -304,64 +302,6 @@ def build_charts(
     charts.update(roofline_charts(bench, roofs))
     charts.update(versions_charts(versions))
     return charts
-
-
-def chart_spec(chart: alt.TopLevelMixin) -> dict:
-    """The chart's Vega-Lite spec, its data inlined, as ``chart.save`` makes it.
-
-    Made once a chart and handed to each of its formats: altair makes it again on every
-    ``save`` and ``to_html`` (checking it against the schema and converting the data each
-    time), which was three quarters of the charts job."""
-    with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
-        return chart.to_dict()
-
-
-def chart_page(spec: dict) -> str:
-    """The chart (its ``chart_spec``) as a standalone page (JavaScript inlined), with its spec
-    inert as script text.
-
-    Altair writes the spec, data included, into a ``<script>`` as plain JSON, so a value
-    holding ``</script>`` (a library, host or operation name from a cell file) would close
-    the script and open live HTML. In the page the spec's ``<``, ``>`` and ``&`` are written
-    as JSON's ``\\u003c``-style escapes instead: the same JSON to the script, no markup to
-    the browser."""
-    page = alt.utils.spec_to_html(
-        spec,
-        mode="vega-lite",
-        vegalite_version=alt.VEGALITE_VERSION,
-        vegaembed_version=alt.VEGAEMBED_VERSION,
-        vega_version=alt.VEGA_VERSION,
-        template="inline",
-    )
-    text = json.dumps(spec)
-    if text not in page:
-        raise RuntimeError("the chart's spec is not where altair puts it: cannot make it inert")
-    inert = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return page.replace(text, inert)
-
-
-def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
-    """Write ``name``.html (inlined JavaScript), .svg and .png into ``folder``, all three from
-    one spec (``chart_spec``), drawn by vl-convert as ``chart.save`` draws them."""
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = chart_spec(chart.configure(font=FONT))
-    paths = []
-    for fmt in FORMATS:
-        path = folder / f"{name}.{fmt}"
-        if fmt == "html":
-            write_text_atomic(chart_page(spec), path)
-        elif fmt == "png":
-            bundle, _ = spec_to_mimebundle(spec, format="png", **_DRAW, scale_factor=2)
-            path.write_bytes(bundle["image/png"])
-        else:
-            bundle = spec_to_mimebundle(spec, format="svg", **_DRAW)
-            path.write_text(bundle["image/svg+xml"], encoding="utf-8")
-        paths.append(path)
-    return paths
-
-
-#: how ``chart.save`` asks vl-convert to draw a Vega-Lite spec
-_DRAW = {"mode": "vega-lite", "vegalite_version": alt.VEGALITE_VERSION}
 
 
 def write_charts(
