@@ -305,7 +305,9 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
 #: seconds), and what a second round adds (spread rounds, the order of rounds, several
 #: processes pooled) is checked on the dimensions run (``DIMS_RUN_CONFIG``: two rounds a cell,
 #: the first a spread round) and unit-tested. ``max_cpu_taken: null`` measures each round
-#: once whatever else the machine runs (measuring again is test_replicates' to check).
+#: once whatever else the machine runs (measuring again is test_replicates' to check). The
+#: finished run adds itself to a history store (test_history_e2e reads it, and reruns a step
+#: and builds the site on a copy), in a folder whose name holds a space too.
 TINY_RUN_REPLICATES = "replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}"
 TINY_RUN_CONFIG = f"""
 libraries: [numpy, jax, torch, tensorflow, numba]
@@ -322,6 +324,7 @@ operations:
 timing: {{min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}}
 {TINY_RUN_REPLICATES}
 cell_timeout_s: 300
+history: {{add: true, folder: "kept runs", site: "the site"}}
 """
 TINY_RUN_LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")
 TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil")

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import constructed_results, made_once
 
-from numbench.report.charts import FORMATS, build_charts, chart_names, save_chart, speedup_chart
+from numbench.report.chart_files import FORMATS, javascript_bundle, save_chart
+from numbench.report.charts import build_charts, chart_names, speedup_chart
 from numbench.report.charts_overview import heatmap_frame
+from numbench.report.style import FONT
 
 OPERATIONS = ["fft", "sort"]
 # A console message as Chromium logs it with --enable-logging=stderr, e.g.
@@ -93,6 +95,42 @@ def test_every_chart_is_written_in_every_format(charts_dir):
     for name in chart_names(OPERATIONS):
         assert (charts_dir / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert "<svg" in (charts_dir / f"{name}.svg").read_text(encoding="utf-8")[:500]
+
+
+def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path, monkeypatch):
+    """save_chart makes the spec once (altair's save and to_html each make it again: three
+    quarters of the charts job) and draws the same files as ``chart.save``; every page
+    inlines one JavaScript bundle, made once."""
+    import altair as alt
+
+    bench, speedups, crossovers = constructed_results()
+    chart = build_charts(bench, speedups, crossovers, "numpy", "cpu")["speedup_fft"]
+    expected = tmp_path / "altair"
+    expected.mkdir()
+    configured = chart.configure(font=FONT)
+    configured.save(expected / "c.svg")
+    configured.save(expected / "c.png", scale_factor=2)
+    made, depth = [], [0]
+    to_dict = alt.TopLevelMixin.to_dict
+
+    def counted(self, *args, **kwargs):  # a layered chart's layers are made inside it
+        made.append(depth[0])
+        depth[0] += 1
+        try:
+            return to_dict(self, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    monkeypatch.setattr(alt.TopLevelMixin, "to_dict", counted)
+    html, svg, png = save_chart(chart, tmp_path, "c")
+    assert made.count(0) == 1, made
+    assert svg.read_bytes() == (expected / "c.svg").read_bytes()
+    assert png.read_bytes() == (expected / "c.png").read_bytes()
+    assert "vegaEmbed" in html.read_text(encoding="utf-8")
+    # the pages' JavaScript is bundled once a process, not once a page
+    save_chart(chart, tmp_path, "again")
+    assert javascript_bundle.cache_info().misses == 1
+    assert javascript_bundle() in html.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", chart_names(OPERATIONS))

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import snakemake
+from conftest import TINY_RUN_LIBRARIES, copy_run, snakemake
 from test_history import results_frame, write_results
 
 from numbench import history
@@ -17,7 +17,8 @@ from numbench import history
 pytestmark = pytest.mark.e2e
 
 #: two cheap libraries, one cell each, one process, no roofs; the history turned on (a test's
-#: copy of the workflow has it off), in a folder with a space in its name
+#: copy of the workflow has it off), in a folder with a space in its name (a run that adds
+#: itself: the session's tiny run, conftest.TINY_RUN_CONFIG)
 HISTORY_CONFIG = """\
 libraries: [numpy, numba]
 roofs: false
@@ -30,29 +31,36 @@ history: {add: true, folder: "kept runs", site: "the site"}
 """
 
 
-def test_a_finished_run_adds_itself_once_and_outlives_its_results(workdir: Path):
-    (workdir / "h.yaml").write_text(HISTORY_CONFIG)
-    proc = snakemake(workdir, "--cores", "1", "--configfile", "h.yaml")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    added = json.loads((workdir / "results" / "history.json").read_text())
-    assert added["store"] == "kept runs" and [r["added"] for r in added["runs"]] == [True]
-    store = workdir / "kept runs"
-    found = history.read(store)
-    assert list(found.runs["run_id"]) == [added["runs"][0]["run_id"]]
-    assert sorted(found.cells["library"]) == ["numba", "numpy"]
+#: Snakemake's arguments on a copy of the session's tiny run
+COPY_ARGS = ("--cores", "1", "--configfile", "e2e.yaml", "--rerun-triggers", "mtime")
 
-    again = snakemake(workdir, "--cores", "1", "--configfile", "h.yaml", "--forcerun", "summary")
+
+def test_a_finished_run_adds_itself_once_and_outlives_its_results(tiny_run: Path, tmp_path):
+    """The session's shared run adds itself (conftest.TINY_RUN_CONFIG: history.add, its
+    store "kept runs"); a step run again on a copy of it adds nothing more."""
+    added = json.loads((tiny_run / "results" / "history.json").read_text())
+    assert added["store"] == "kept runs" and [r["added"] for r in added["runs"]] == [True]
+    found = history.read(tiny_run / "kept runs")
+    assert list(found.runs["run_id"]) == [added["runs"][0]["run_id"]]
+    assert set(found.cells["library"]) == set(TINY_RUN_LIBRARIES)
+
+    # On a copy, only files' times say what is out of date: the copy moved the example's
+    # operation file, whose path is part of its cells' spec (config/README.md), and a cell
+    # measured again would make a new run for the history
+    workdir = copy_run(tiny_run, tmp_path / "wf")
+    store, args = workdir / "kept runs", COPY_ARGS
+    again = snakemake(workdir, *args, "--forcerun", "summary")
     assert again.returncode == 0, again.stderr[-3000:]
     assert "already in the history" in (workdir / "logs" / "history.log").read_text()
     assert len(history.read(store).runs) == 1
 
-    site = snakemake(workdir, "site", "--cores", "1", "--configfile", "h.yaml")
+    site = snakemake(workdir, "site", *args)
     assert site.returncode == 0, site.stdout[-3000:] + site.stderr[-3000:]
     index = (workdir / "the site" / "index.html").read_text(encoding="utf-8")
     assert "1 run on 1 machine" in index and added["runs"][0]["run_id"] in index
     assert "op-elementwise-" in index and (workdir / "the site" / "assets" / "vega.js").is_file()
     # built, the site is not built again until a run is added
-    assert "rule site:" not in planned_site(workdir)
+    assert "rule site:" not in planned_site(workdir, *args)
 
     shutil.rmtree(workdir / "results")
     assert len(history.read(store).runs) == 1
@@ -68,9 +76,11 @@ def test_the_history_is_left_alone_unless_the_config_asks(workdir: Path):
     assert "rule history:" in planned.stdout + planned.stderr
 
 
-def planned_site(workdir: Path) -> str:
-    """What `snakemake -n -p site` plans (its output, the shell commands printed)."""
-    proc = snakemake(workdir, "site", "-n", "-p", "--cores", "1", "--configfile", "h.yaml")
+def planned_site(workdir: Path, *args: str) -> str:
+    """What `snakemake -n -p site` plans (its output, the shell commands printed); ``args``:
+    the run's own (default: this file's config)."""
+    args = args or ("--cores", "1", "--configfile", "h.yaml")
+    proc = snakemake(workdir, "site", "-n", "-p", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout + proc.stderr
 

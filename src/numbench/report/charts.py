@@ -31,20 +31,19 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from numbench.contract import write_text_atomic
 from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline, in_doubt
 from numbench.contract.versions import read_versions
 from numbench.formatting import series_label, series_labels
+from numbench.report.chart_files import save_chart
 from numbench.report.charts_dimensions import precision_chart, scaling_chart
 from numbench.report.charts_overview import first_call_chart, heatmap_chart
 from numbench.report.charts_pipelined import pipelined_chart
 from numbench.report.charts_roofline import roofline_charts
 from numbench.report.charts_versions import versions_charts
-from numbench.report.style import FONT, HEIGHT, WIDTH, color, log_x, log_y, no_data
+from numbench.report.style import HEIGHT, WIDTH, color, log_x, log_y, no_data
 
-FORMATS = ("html", "svg", "png")
 #: the charts drawn for each operation, named ``{kind}_{operation}``
 OPERATION_CHARTS = ("time", "speedup", "throughput")
 #: the charts drawn once, over every operation
@@ -303,39 +302,6 @@ def build_charts(
     charts.update(roofline_charts(bench, roofs))
     charts.update(versions_charts(versions))
     return charts
-
-
-def chart_page(chart: alt.TopLevelMixin) -> str:
-    """The chart as a standalone page (JavaScript inlined), with its spec inert as script text.
-
-    Altair writes the spec, data included, into a ``<script>`` as plain JSON, so a value
-    holding ``</script>`` (a library, host or operation name from a cell file) would close
-    the script and open live HTML. In the page the spec's ``<``, ``>`` and ``&`` are written
-    as JSON's ``\\u003c``-style escapes instead: the same JSON to the script, no markup to
-    the browser."""
-    page = chart.to_html(inline=True)
-    spec = json.dumps(chart.to_dict())
-    if spec not in page:
-        raise RuntimeError("the chart's spec is not where altair puts it: cannot make it inert")
-    inert = spec.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return page.replace(spec, inert)
-
-
-def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
-    """Write ``name``.html (inlined JavaScript), .svg and .png into ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    chart = chart.configure(font=FONT)
-    paths = []
-    for fmt in FORMATS:
-        path = folder / f"{name}.{fmt}"
-        if fmt == "html":
-            write_text_atomic(chart_page(chart), path)
-        elif fmt == "png":
-            chart.save(path, format="png", scale_factor=2)
-        else:
-            chart.save(path, format=fmt)
-        paths.append(path)
-    return paths
 
 
 def write_charts(

@@ -175,6 +175,6 @@ def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> dict:
 def chart_spec(spec: dict) -> str:
     """A Vega-Lite spec as JSON that is inert inside an HTML ``<script>``: its ``<``, ``>``
     and ``&`` written as JSON's ``\\u003c``-style escapes (as
-    ``numbench.report.charts.chart_page`` does), so a value holding ``</script>`` stays data."""
+    ``numbench.report.chart_files.chart_page`` does), so a value holding ``</script>`` stays data."""
     spec = json.dumps(spec, separators=(",", ":"))
     return spec.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
