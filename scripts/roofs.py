@@ -15,11 +15,7 @@ from numbench.measure.roofs import measure_roofs
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--dims", required=True, help='JSON: [["cpu", "float64", 1], ...]')
-parser.add_argument(
-    "--libraries",
-    required=True,
-    help='JSON: the libraries of the grid\'s cells on each device, {"cpu": ["numpy", ...]}',
-)
+parser.add_argument("--libraries", required=True, help="JSON: the grid's libraries")
 parser.add_argument("--allocator", required=True, help="the config's allocator")
 parser.add_argument("--lock-timeout-s", type=float, default=None)
 parser.add_argument(

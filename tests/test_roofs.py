@@ -309,33 +309,6 @@ def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
     assert table["locked_from_unix"].notna().all()
 
 
-def test_each_device_s_compute_roof_is_measured_with_the_libraries_of_its_cells(
-    tmp_path, monkeypatch
-):
-    """Given each device's libraries (``numbench.cells.roof_libraries``), a GEMM runs only on
-    a device where its library has cells: with ``device: gpu`` the CPU's is the baseline's
-    alone, and no process imports TensorFlow or PyTorch for a CPU roof no cell is held to."""
-    monkeypatch.setattr(roof_host, "host_facts", fake_facts)
-    lock, jobs = tmp_path / "timing.lock", []
-    dims = [("cpu", "float64", 1), ("gpu", "float64", 1)]
-    libs = {"cpu": ["numpy"], "gpu": ["cupy", "tensorflow", "torch"]}
-    table = roofs.measure_roofs(
-        dims,
-        libs,
-        "steady",
-        tmp_path / "roofs.parquet",
-        lock=str(lock),
-        runner=fake_runner(lock, jobs),
-        say=lambda _: None,
-    ).to_pandas()
-    gemm_libs = {(job["device"], job["library"]) for job, _ in jobs if job["kind"] == "gemm"}
-    assert gemm_libs == {("cpu", "numpy"), ("gpu", "torch"), ("gpu", "tensorflow"), ("gpu", "cupy")}
-    assert "compute" in set(table.loc[table["device"] == "cpu", "roof"])
-    assert roofs.gemm_libraries(libs, "cpu") == ["numpy"]
-    assert roofs.gemm_libraries(["numpy", "torch"], "cpu") == ["numpy", "torch"]
-    assert roofs.gemm_libraries({"gpu": ["torch"]}, "cpu") == []
-
-
 def test_the_roofs_measured_again_at_the_end_keep_the_start_s_rows_and_say_their_round(
     tmp_path, monkeypatch
 ):

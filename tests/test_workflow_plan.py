@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from numbench.cells import Cell, roof_dims, roof_libraries
+from numbench.cells import Cell, roof_dims
 from numbench.config import grid, job_plan, resolve
 from numbench.config.jobs import (
     RUNTIME_MARGIN_MIN,
@@ -51,23 +51,6 @@ def test_roof_dims_are_the_grids_device_dtype_threads_once_each_sorted():
     assert roof_gpus(dims) == 1
     assert roof_gpus(dims[:2]) == 0
     assert roof_threads([]) == 1 and roof_gpus([]) == 0
-
-
-def test_roof_libraries_are_each_device_s_libraries_of_the_grid():
-    """With ``device: gpu`` only the baseline runs on the CPU: the CPU's compute roof is
-    measured with its GEMM alone (numbench.measure.roofs.gemm_libraries)."""
-    cfg = resolved(device="gpu")
-    plan = job_plan(cfg, grid(cfg))
-    assert plan.roof_libraries["cpu"] == ["numpy"]
-    assert set(plan.roof_libraries["gpu"]) == set(cfg["libraries"]) - {"numpy"}
-    cells = [Cell("torch", "cpu", "fft", 8), Cell("numpy", "cpu", "fft", 8)]
-    assert roof_libraries(cells + [Cell("jax", "gpu", "fft", 8)]) == {
-        "cpu": ["numpy", "torch"],
-        "gpu": ["jax"],
-    }
-    assert job_plan(resolved(), grid(resolved())).roof_libraries == {
-        "cpu": sorted(set(resolved()["libraries"]) - {"cupy"})
-    }
 
 
 def test_cpu_taken_option_is_empty_without_a_limit():

@@ -189,14 +189,3 @@ def roof_dims(cells) -> list[tuple[str, str, int]]:
     """The (device, dtype, threads) of ``cells``, each once, sorted: the settings a roofs
     table has rows for (the workflow's roofs job, an offsite run's)."""
     return sorted({(c.device, c.dtype, int(c.threads)) for c in cells})
-
-
-def roof_libraries(cells) -> dict[str, list[str]]:
-    """The libraries of ``cells`` on each device, each once, sorted: the candidates for that
-    device's compute roof (``numbench.measure.roofs.gemm_libraries``). A library with no cell
-    on a device (a ``device: gpu`` grid's libraries on the CPU, where only the baseline runs)
-    has no cell to hold against that device's roof, and its GEMM there is not measured."""
-    found: dict[str, set[str]] = {}
-    for c in cells:
-        found.setdefault(c.device, set()).add(c.library)
-    return {device: sorted(names) for device, names in sorted(found.items())}

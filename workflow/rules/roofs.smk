@@ -29,8 +29,7 @@ rule roofs:
         version=ROOFS_VERSION,
         script=SCRIPTS / "roofs.py",
         dims=json.dumps(ROOF_DIMS),
-        # each device's libraries: a GEMM is measured where the library has cells
-        libraries=json.dumps(ROOF_LIBRARIES),
+        libraries=json.dumps(CFG["libraries"]),
         allocator=CFG["allocator"],
         cpu_taken=ROOF_CPU_TAKEN_ARG,
     shell:
@@ -64,7 +63,7 @@ if ROOFS_AT_END:
             version=ROOFS_VERSION,
             script=SCRIPTS / "roofs.py",
             dims=json.dumps(ROOF_DIMS),
-            libraries=json.dumps(ROOF_LIBRARIES),
+            libraries=json.dumps(CFG["libraries"]),
             allocator=CFG["allocator"],
             cpu_taken=ROOF_CPU_TAKEN_ARG,
         shell:

@@ -1,5 +1,5 @@
 """What the workflow's jobs ask of the scheduler, worked out from the resolved config and
-its grid: the roofs job's dimensions, libraries, CPUs and GPUs, the wall time of a cell and of a spread
+its grid: the roofs job's dimensions, CPUs and GPUs, the wall time of a cell and of a spread
 round, how long a timing job waits for the host's timing lock, and the priorities that order
 the jobs.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from numbench.cells import Cell, roof_dims, roof_libraries
+from numbench.cells import Cell, roof_dims
 from numbench.config.grid import job_order
 
 #: Minutes added to a job's worker timeouts for its start-up, the supervisor and the wait
@@ -132,8 +132,6 @@ class JobPlan:
     """Everything the rules ask the scheduler for that is worked out from the config."""
 
     roof_dims: list[RoofDim]
-    #: each device's libraries, whose GEMMs may set its compute roof
-    roof_libraries: dict[str, list[str]]
     roof_threads: int
     roof_gpus: int
     roof_cpu_taken_option: str
@@ -150,7 +148,6 @@ def job_plan(cfg: dict, cells: list[Cell]) -> JobPlan:
     dims = roof_dims(cells)
     return JobPlan(
         roof_dims=dims,
-        roof_libraries=roof_libraries(cells),
         roof_threads=roof_threads(dims),
         roof_gpus=roof_gpus(dims),
         roof_cpu_taken_option=cpu_taken_option(cfg),

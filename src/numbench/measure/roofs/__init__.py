@@ -26,8 +26,7 @@ How, and why so (the rules STREAM, the Empirical Roofline Toolkit and likwid-ben
   two compare like for like. A cached store first reads the line it writes
   (write-allocate), so the memory really moves 4 and 3 arrays: ``value_write_allocate``.
 * **Compute** is the matmul operation's own GEMM at a large n in each library of the grid
-  that has one and has cells on that device, through the library's adapter; the fastest
-  counts. Beside it the theoretical
+  that has one, through the library's adapter; the fastest counts. Beside it the theoretical
   peak (``host.theoretical_peak``), which it must not exceed.
 * **The host's timing lock** is held throughout, so no timing cell runs beside it. Once
   it holds the lock, the job takes Snakemake's CPUs back where it was started while a cell
@@ -49,7 +48,7 @@ import datetime as dt
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from numbench import libraries
@@ -96,11 +95,7 @@ def gemm_sizes(device: str, environ=os.environ) -> tuple[int, ...]:
 
 
 def gemm_libraries(grid_libraries, device: str) -> list[str]:
-    """The libraries of the grid whose GEMM may set ``device``'s compute roof.
-    ``grid_libraries``: the grid's libraries, or each device's (a mapping, as
-    ``numbench.cells.roof_libraries`` gives them), of which only ``device``'s count."""
-    if isinstance(grid_libraries, Mapping):
-        grid_libraries = grid_libraries.get(device, ())
+    """The libraries of the grid whose GEMM may set ``device``'s compute roof."""
     chosen = []
     for name in GEMM_LIBRARIES:
         if name in grid_libraries and device in libraries.get(name).devices:
