@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import TINY_RUN_LIBRARIES, copy_run, snakemake
 from test_history import results_frame, write_results
@@ -43,6 +44,8 @@ def test_a_finished_run_adds_itself_once_and_outlives_its_results(tiny_run: Path
     found = history.read(tiny_run / "kept runs")
     assert list(found.runs["run_id"]) == [added["runs"][0]["run_id"]]
     assert set(found.cells["library"]) == set(TINY_RUN_LIBRARIES)
+    bench = pd.read_parquet(tiny_run / "results" / "benchmarks.parquet")
+    assert len(found.cells) == len(bench)  # each cell once
 
     # On a copy, only files' times say what is out of date: the copy moved the example's
     # operation file, whose path is part of its cells' spec (config/README.md), and a cell
