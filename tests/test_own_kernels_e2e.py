@@ -14,9 +14,10 @@ from conftest import REPO, snakemake
 
 EXAMPLE = REPO / "examples" / "eos" / "eos.py"
 LIBRARIES = {"numpy", "numba", "numba-parallel", "jax", "torch", "tensorflow"}
-#: the example's kernels, one process a cell (unpaired: no baseline process beside each, as
-#: the pairing is no part of what this checks); no roofs (they are no part of it either, and
-#: at 2 threads the session's cpu_roofs cannot stand in: test_roofs_e2e measures them)
+#: the example's kernels, one process a cell, each paired with a NumPy baseline process in
+#: lockstep (the only run of kernels as they are, and of a variant, beside a baseline); no
+#: roofs (they are no part of what this checks, and at 2 threads the session's cpu_roofs
+#: cannot stand in: test_roofs_e2e measures them)
 QUICK = """\
 libraries: [numpy, numba, numba-parallel, jax, torch, tensorflow]
 roofs: false
@@ -26,7 +27,7 @@ operations:
   eos: {module: examples/eos/eos.py, sizes: [4096]}
 threads: 2
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
-replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null, paired: false}
+replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
 """
 
 
