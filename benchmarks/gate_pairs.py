@@ -22,7 +22,9 @@ status is the verdict), on every ordered pair of runs, twice:
   copied. The gate should fail on that cell and on no other.
 
 It prints per pair the gate's verdict both ways, the cells it flags (slower or broken: what
-fails it; faster ones counted), the runs in the store, the cells the history judged, and the
+fails it; faster ones counted), the runs in the store, the cells the history judged, the
+pair's common shift (the gate's median new / old per host and device), the smallest slowdown
+the gate could flag in the planted cell (its ``detectable``, in the unchanged pair), and the
 false-alarm rate the gate prints of its own (its store's past pairs of consecutive runs that
 would have failed); then the totals: pairs failed of pairs (the family-wise rate the gate
 sets to 5%) and cells flagged slower of cells judged, each with a one-sided 95%
@@ -232,6 +234,14 @@ def call_gate(old, new, store: Path, margin: float | None) -> dict:
         "slower": int((cells["change"] == SLOWER).sum()),
         "faster": int((cells["change"] == FASTER).sum()),
         "past": (gated["past_pairs"], gated["past_pairs_failed"]) if gated else None,
+        # each judged cell's smallest slowdown the gate could flag, and the pair's common
+        # shift per host and device (the median new / old)
+        "detectable": {
+            key_of(r): r["detectable"]
+            for _, r in cells.iterrows()
+            if "detectable" in r and pd.notna(r["detectable"])
+        },
+        "shifts": [s["common"] for s in (gated.get("shifts", []) if gated else [])],
     }
 
 
@@ -304,9 +314,16 @@ def _past(result: dict) -> str:
     return f"{failed} of {pairs}" if pairs else "none"
 
 
+def _could(result: dict, cell: tuple) -> str:
+    """The planted cell's smallest slowdown the gate could flag, in the unchanged pair."""
+    smallest = result.get("detectable", {}).get(cell)
+    return "-" if smallest is None else f"{smallest:.3f}"
+
+
 def pair_table(rows: list[dict], names: list[str], cell: tuple) -> str:
-    header = ["pair", "store runs", "judged", "gate", "flagged", "faster"]
-    header += ["gate's past pairs failed", "planted: gate", "planted flagged", "others flagged"]
+    header = ["pair", "store runs", "judged", "common shift", "gate", "flagged", "faster"]
+    header += ["gate's past pairs failed", "planted: could show", "planted: gate"]
+    header += ["planted flagged", "others flagged"]
     body = []
     for r in rows:
         same, slowed = r["unchanged"], r["planted"]
@@ -316,16 +333,18 @@ def pair_table(rows: list[dict], names: list[str], cell: tuple) -> str:
                 f"{names[r['old']]} -> {names[r['new']]}",
                 str(r["store_runs"]),
                 str(same["judged"]),
+                ", ".join("-" if pd.isna(c) else f"{c:.3f}" for c in same.get("shifts", [])) or "-",
                 "fails" if same["failed"] else "passes",
                 str(len(same["flagged"])),
                 str(same["faster"]),
                 _past(same),
+                _could(same, cell),
                 "fails" if slowed["failed"] else "passes",
                 "yes" if any(k == cell for k, _, _ in slowed["flagged"]) else "no",
                 str(len(others)),
             ]
         )
-    return md_table(header, body, "lrrlrrrllr")
+    return md_table(header, body, "lrrrlrrrrllr")
 
 
 def flagged_table(rows: list[dict], names: list[str], cell: tuple) -> str:
@@ -379,6 +398,15 @@ def totals(rows: list[dict], cell: tuple, factor: float) -> str:
     planted = [r["planted"] for r in rows]
     hits = sum(caught(g, cell) for g in planted)
     others = sum(len([k for k, _, _ in g["flagged"] if k != cell]) for g in planted)
+    could = [r["unchanged"].get("detectable", {}).get(cell) for r in rows]
+    could = [c for c in could if c is not None]
+    if could:
+        lines.append(
+            f"- The smallest slowdown the gate could flag in {cell_name(cell)}: "
+            f"{min(could):.3f}x to {max(could):.3f}x over the pairs (median "
+            f"{float(np.median(could)):.3f}x); a {factor:g}x shows only where it is at most "
+            f"{factor:g}."
+        )
     lines.append(
         f"- {factor:g}x planted on {cell_name(cell)}: the gate failed on it alone in {hits} of "
         f"{n} pairs, failed in {sum(g['failed'] for g in planted)}, and flagged {others} "

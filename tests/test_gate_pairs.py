@@ -144,6 +144,17 @@ def test_unchanged_runs_pass_every_pair_and_the_planted_cell_is_caught_and_named
     # four runs in a store: a past pair of it is judged on the two others, too few
     assert "The gate's own rate judges each past pair of its store on the 2 other runs" in text
     assert "Flagged cells (unchanged pairs, and others than the planted one): none." in text
+    # the planted cell was caught in every pair, so it could show a 1.2x in each
+    could = [r["unchanged"]["detectable"][cell] for r in rows]
+    assert all(1.1 <= c <= 1.2 for c in could), could
+    said = f"{min(could):.3f}x to {max(could):.3f}x over the pairs"
+    assert (
+        f"The smallest slowdown the gate could flag in torch/cpu sort 10000 float64 t1: {said}"
+        in text
+    )
+    # each pair's common shift, 24 cells on one host: the median new / old, near 1
+    assert all(len(r["unchanged"]["shifts"]) == 1 for r in rows)
+    assert all(0.97 < r["unchanged"]["shifts"][0] < 1.03 for r in rows)
 
 
 def test_a_store_too_small_to_judge_misses_the_planted_cell_and_the_script_says_why(tmp_path):
@@ -177,7 +188,7 @@ def test_with_two_runs_the_gate_falls_back_to_compare_s_own_verdict(tmp_path, ca
     gate_pairs.main([*runs, "--plant", "jax/fft/1000"])
     out = capsys.readouterr().out
     assert "each pair's store is empty: the gate falls back to compare's own verdict" in out
-    assert "| run 1 -> run 2 | 0 | 24 | passes |" in out
+    assert "| run 1 -> run 2 | 0 | 24 | - | passes |" in out
     assert "1.2x planted on jax/cpu fft 1000 float64 t1" in out
 
 

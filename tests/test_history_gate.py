@@ -4,6 +4,7 @@ cells at once, with the gate's false-alarm rate measured on the store's own past
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -89,3 +90,112 @@ def test_a_side_may_be_a_benchmarks_file_of_any_name(store_and_pair, tmp_path):
     renamed.write_bytes((new / "benchmarks.parquet").read_bytes())
     proc = compare(str(old), str(renamed), "--history", str(store), "--fail-on-slowdown")
     assert proc.returncode == 0 and "The gate passes." in proc.stdout, proc.stderr
+
+
+def leveled(run, level, slow=None, seed=11):
+    """``results_frame(run)`` with every cell times ``level`` (a machine's day)."""
+    bench = results_frame(run, seed=seed, slow=slow)
+    bench["median_s"] *= level
+    return bench
+
+
+def test_each_judged_cell_says_the_smallest_slowdown_it_could_show(store_and_pair, tmp_path):
+    store, old, new = store_and_pair
+    proc = compare(str(old), str(new), "--history", str(store), "--json")
+    cells = json.loads(proc.stdout)["history"]["cells"]
+    from scipy import stats
+
+    # Holm's first step over the 24 cells judged, with each cell's spread, at least the margin
+    first = stats.t.isf(0.05 / 24, 8 - 1)
+    for c in cells:
+        expected = max(np.exp(first * c["spread"] * np.sqrt(2)), 1.1)
+        assert c["detectable"] == pytest.approx(expected), c
+    # 2% from run to run over 8 runs: most cells could show a 1.2x, none less than the margin
+    smallest = [c["detectable"] for c in cells]
+    within = sum(s <= 1.2 for s in smallest)
+    assert min(smallest) == 1.1 and within >= 18, smallest
+    text = compare(str(old), str(new), "--history", str(store)).stdout
+    assert f"{within} of the 24 cells judged could be flagged at 1.2x or less" in text
+    assert f"{float(np.median(smallest)):.3f}x for the median cell" in text
+
+
+def test_a_noisy_cell_says_it_could_not_show_a_1_2x(tmp_path):
+    from numbench import history
+
+    rng = np.random.default_rng(5)
+    store = tmp_path / "history"
+    for run in range(1, 9):
+        bench = results_frame(run, slow=("jax", "fft", 10000, float(np.exp(rng.normal(0, 0.15)))))
+        history.add_results(write_results(tmp_path / f"r{run}", bench), store)
+    old = write_results(tmp_path / "old", results_frame(9))
+    new = write_results(tmp_path / "new", results_frame(10))
+    cells = json.loads(compare(str(old), str(new), "--history", str(store), "--json").stdout)
+    noisy = next(
+        c
+        for c in cells["history"]["cells"]
+        if (c["library"], c["operation"]) == ("jax", "fft") and c["size"] == 10000
+    )
+    assert noisy["detectable"] > 1.5
+    within = sum(c["detectable"] <= 1.2 for c in cells["history"]["cells"])
+    text = compare(str(old), str(new), "--history", str(store)).stdout
+    assert f"{within} of the 24 cells judged could be flagged at 1.2x or less" in text
+    assert within < 24
+
+
+def test_the_common_shift_is_given_beside_the_history_s_days(tmp_path):
+    """Runs that move as a whole by up to 10%: the pair's median cell and the history's run
+    levels are printed; the verdict is the cells' own."""
+    from numbench import history
+
+    store = tmp_path / "history"
+    for run, level in enumerate([0.92, 1.08, 1.0, 0.9, 1.1, 0.95, 1.05, 1.0], start=1):
+        history.add_results(write_results(tmp_path / f"d{run}", leveled(run, level)), store)
+    old = write_results(tmp_path / "old", leveled(9, 0.93))
+    new = write_results(tmp_path / "new", leveled(10, 1.06))
+    gated = json.loads(compare(str(old), str(new), "--history", str(store), "--json").stdout)
+    [shift] = gated["history"]["shifts"]
+    assert (shift["host"], shift["device"], shift["cells"], shift["history_runs"]) == (
+        "testhost",
+        "cpu",
+        24,
+        8,
+    )
+    assert 1.10 < shift["common"] < 1.18  # 1.06 / 0.93
+    assert 0.85 < shift["level_low"] < 0.95 and 1.05 < shift["level_high"] < 1.15
+    text = compare(str(old), str(new), "--history", str(store)).stdout
+    assert "On testhost/cpu, NEW read 1.1" in text
+    assert re.search(r"The history's 8 runs there lay between 0\.[89]\d\dx and 1\.[01]\d\dx", text)
+
+
+def test_a_small_grid_gives_no_common_shift(tmp_path):
+    from numbench import history
+    from numbench.history.gate import MIN_LEVEL_CELLS
+
+    store = tmp_path / "history"
+    few = lambda run: results_frame(run).head(MIN_LEVEL_CELLS - 1)  # noqa: E731
+    for run in range(1, 7):
+        history.add_results(write_results(tmp_path / f"s{run}", few(run)), store)
+    old = write_results(tmp_path / "old", few(7))
+    new = write_results(tmp_path / "new", few(8))
+    gated = json.loads(compare(str(old), str(new), "--history", str(store), "--json").stdout)
+    [shift] = gated["history"]["shifts"]
+    assert shift["cells"] == MIN_LEVEL_CELLS - 1 and shift["common"] is None
+    text = compare(str(old), str(new), "--history", str(store)).stdout
+    assert f"fewer than {MIN_LEVEL_CELLS}: no common shift is given" in text
+
+
+def test_run_levels_are_fitted_over_the_cells_and_not_below_ten():
+    import pandas as pd
+
+    from numbench.history.gate import MIN_LEVEL_CELLS, run_levels
+
+    rng = np.random.default_rng(3)
+    true = np.array([0.0, 0.1, -0.05, 0.2])
+    cells = rng.normal(0, 1, size=(MIN_LEVEL_CELLS, 1)) + true
+    cells = cells + rng.normal(0, 0.01, (MIN_LEVEL_CELLS, 4))
+    logs = pd.DataFrame(cells, columns=list("abcd"))
+    assert np.allclose(run_levels(logs), true - np.median(true), atol=0.02)
+    assert (run_levels(logs.iloc[: MIN_LEVEL_CELLS - 1]) == 0).all()
+    # a run that lacks some cells still gets its level from those it has
+    logs.iloc[:3, 3] = np.nan
+    assert abs(run_levels(logs)["d"] - (0.2 - np.median(true))) < 0.03

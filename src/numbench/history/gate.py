@@ -18,6 +18,22 @@ modes. With a history, each cell is judged against its own run-to-run spread in 
 4. **Its false-alarm rate, measured.** The same gate is run on the store's own past pairs of
    consecutive runs on one host with the same grid (each pair left out of its own history);
    the share of pairs that would have failed is printed beside ``ALPHA``.
+
+Two figures say what the gate could and could not see; neither changes its verdict:
+
+- **What it could catch.** Each judged cell's smallest slowdown the gate could flag
+  (``detectable``): the ratio whose p-value passes Holm's first step, ``ALPHA`` over the
+  cells judged, with the cell's spread and degrees of freedom, and at least the margin. With
+  a short history of a noisy cell it is far above 1.2.
+- **The machine's day.** A shared host can run a whole run slower than the next with
+  nothing changed (other guests take memory bandwidth and clock; every cell moves alike,
+  the roofs with them). The pair's *common shift* (the median new / old of the cells ok on
+  both sides of a host and device, where at least ``MIN_LEVEL_CELLS``) is printed beside
+  the range of the history's own runs' levels there (each run's median cell against the
+  others, fitted alternately), so that a slowdown of every cell alike can be read against
+  the machine's days. It is not taken out of each cell before judging: that would make the
+  gate more sensitive, and, with a short history, too eager on a cell with two modes whose
+  few runs in the store showed one.
 """
 
 from __future__ import annotations
@@ -42,6 +58,18 @@ MIN_HISTORY = 4
 NOISE_FLOOR = 0.01
 #: the past pairs the false-alarm rate is measured on, the latest first
 MAX_PAIRS = 50
+#: cells of one host and device the common shift and the runs' levels are taken over: over
+#: fewer, one changed cell would move the median
+MIN_LEVEL_CELLS = 10
+#: what the common shift is taken per
+LEVEL_KEY = ["host", "device"]
+#: the alternating fit's rounds (cell means, then run medians): a few settle it
+LEVEL_ROUNDS = 5
+#: the slowdown the gate's text counts the judged cells that could show (the one the docs
+#: and benchmarks/gate_pairs.py plant)
+REFERENCE_SLOWDOWN = 1.2
+#: ``GateResult.shifts``'s columns
+SHIFT_COLUMNS = [*LEVEL_KEY, "cells", "common", "history_runs", "level_low", "level_high"]
 SLOWER, FASTER, SAME, BROKEN, NO_HISTORY = "slower", "faster", "same", "broken", "no history"
 #: the order the table lists its cells in: what fails the gate first
 ORDER = (BROKEN, SLOWER, FASTER, NO_HISTORY, SAME)
@@ -49,9 +77,11 @@ ORDER = (BROKEN, SLOWER, FASTER, NO_HISTORY, SAME)
 
 @dataclass(frozen=True)
 class GateResult:
-    """One row per cell of OLD ok or NEW (``table``), and the gate's own figures."""
+    """One row per cell of OLD ok or NEW (``table``), one per host and device with the pair's
+    common shift beside the history's run levels (``shifts``), and the gate's own figures."""
 
     table: pd.DataFrame
+    shifts: pd.DataFrame
     judged: int
     failed: bool
     past_pairs: int
@@ -83,6 +113,51 @@ def spreads(cells: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
     return out.reset_index()
 
 
+def run_levels(logs: pd.DataFrame) -> pd.Series:
+    """Each run's level in a table of log medians (a row a cell, a column a run, NaN where the
+    run lacks the cell): the median over its cells of the log median less the cell's mean
+    over the runs (each less its level), fitted alternately; the levels' median is 0. All 0
+    below ``MIN_LEVEL_CELLS`` cells."""
+    level = pd.Series(0.0, index=logs.columns)
+    if len(logs) < MIN_LEVEL_CELLS:
+        return level
+    for _ in range(LEVEL_ROUNDS):
+        effect = logs.sub(level, axis=1).mean(axis=1)
+        level = logs.sub(effect, axis=0).median(axis=0).fillna(0.0)
+        level -= level.median()
+    return level
+
+
+def common_shifts(both: pd.DataFrame, history: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
+    """Per host and device of the cells compared (``both``, with ``ratio``): how many cells
+    are ok on both sides, their median ratio (``common``; NaN below ``MIN_LEVEL_CELLS``), and
+    the history's runs there (``leave_out`` left out): how many, and their levels' range as
+    ratios to the median run (NaN below two runs or ``MIN_LEVEL_CELLS`` cells)."""
+    ok = history[(history["status"] == "ok") & (history["median_s"] > 0)]
+    ok = ok[~ok["run_id"].isin(leave_out)]
+    rows = []
+    for (host, device), group in both.groupby(LEVEL_KEY, sort=True):
+        ratios = group["ratio"].dropna().astype(float)
+        there = ok[(ok["host"] == host) & (ok["device"] == device)]
+        logs = there.assign(log_median=np.log(there["median_s"].astype(float))).pivot_table(
+            index=SERIES_KEY, columns="run_id", values="log_median", aggfunc="first"
+        )
+        ranged = len(logs) >= MIN_LEVEL_CELLS and logs.shape[1] >= 2
+        level = run_levels(logs) if ranged else pd.Series(dtype=float)
+        rows.append(
+            {
+                "host": host,
+                "device": device,
+                "cells": len(ratios),
+                "common": float(ratios.median()) if len(ratios) >= MIN_LEVEL_CELLS else math.nan,
+                "history_runs": int(logs.shape[1]),
+                "level_low": math.exp(level.min()) if ranged else math.nan,
+                "level_high": math.exp(level.max()) if ranged else math.nan,
+            }
+        )
+    return pd.DataFrame(rows, columns=SHIFT_COLUMNS)
+
+
 def holm(p: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
     """Holm's step-down: which of the p-values are rejected at family-wise rate ``alpha``."""
     rejected = np.zeros(len(p), dtype=bool)
@@ -111,6 +186,10 @@ def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: f
     df = (both["history_runs"] - 1).clip(lower=1)
     both["p_slower"] = np.where(judged, stats.t.sf(t, df), np.nan)
     both["p_faster"] = np.where(judged, stats.t.cdf(t, df), np.nan)
+    # the smallest slowdown the gate could flag in each judged cell: Holm's first step
+    first = stats.t.isf(ALPHA / max(int(judged.sum()), 1), df)
+    smallest = np.maximum(np.exp(first * both["spread"] * math.sqrt(2)), margin)
+    both["detectable"] = np.where(judged, smallest, np.nan)
     slower, faster = np.zeros(len(both), bool), np.zeros(len(both), bool)
     slower[judged.to_numpy()] = holm(both.loc[judged, "p_slower"].to_numpy())
     faster[judged.to_numpy()] = holm(both.loc[judged, "p_faster"].to_numpy())
@@ -149,11 +228,13 @@ def past_pairs(store, margin: float) -> tuple[int, int]:
 
 def gate(old_where, new_where, store, margin: float) -> GateResult:
     """OLD against NEW with the history ``store`` (``numbench.history.read``)."""
-    table = judge(side(old_where), side(new_where), store.cells, margin)
+    old, new = side(old_where), side(new_where)
+    table = judge(old, new, store.cells, margin)
+    shifts = common_shifts(table, store.cells, set(old["run_id"]) | set(new["run_id"]))
     pairs, failed = past_pairs(store, margin)
     judged = int((~table["change"].isin([NO_HISTORY, BROKEN])).sum())
     fails = bool(table["change"].isin([SLOWER, BROKEN]).any())
-    return GateResult(table.reset_index(drop=True), judged, fails, pairs, failed)
+    return GateResult(table.reset_index(drop=True), shifts, judged, fails, pairs, failed)
 
 
 def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
@@ -169,6 +250,8 @@ def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
         f"{int((table['change'] == NO_HISTORY).sum())} cells have fewer than {MIN_HISTORY} "
         "runs in it and are not judged by it.",
     ]
+    lines += detectable_text(table)
+    lines += [shift_text(row) for _, row in result.shifts.iterrows()]
     if result.past_pairs:
         lines.append(
             f"On the history's own {result.past_pairs} past pairs of consecutive runs, the gate "
@@ -198,6 +281,41 @@ def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def detectable_text(table: pd.DataFrame) -> list[str]:
+    """What the judged cells could show, in a sentence (none where none is judged)."""
+    smallest = table["detectable"].dropna()
+    if smallest.empty:
+        return []
+    within = int((smallest <= REFERENCE_SLOWDOWN).sum())
+    return [
+        f"With this history, {within} of the {len(smallest)} cells judged could be flagged "
+        f"at {REFERENCE_SLOWDOWN:g}x or less: the smallest slowdown a judged cell could show "
+        f"(past Holm's first step and the margin) is {smallest.min():.3f}x at best, "
+        f"{smallest.median():.3f}x for the median cell and {smallest.quantile(0.9):.3f}x for "
+        "the noisiest tenth (`detectable`)."
+    ]
+
+
+def shift_text(row: pd.Series) -> str:
+    """A host and device's common shift beside the history's run levels, in a sentence."""
+    where = f"{_safe(row['host'])}/{_safe(row['device'])}"
+    if pd.isna(row["common"]):
+        return (
+            f"On {where}, {row['cells']} cells are ok on both sides, fewer than "
+            f"{MIN_LEVEL_CELLS}: no common shift is given."
+        )
+    said = (
+        f"On {where}, NEW read {row['common']:.3f}x OLD over its {row['cells']} cells ok on "
+        "both sides (the median cell): the machine's day, or a change to every cell alike"
+    )
+    if pd.isna(row["level_low"]):
+        return f"{said}; the history holds too few runs there to say how far its days move."
+    return (
+        f"{said}. The history's {row['history_runs']} runs there lay between "
+        f"{row['level_low']:.3f}x and {row['level_high']:.3f}x of their median run."
+    )
+
+
 def _safe(text) -> str:
     """Text from a results folder, safe in a Markdown table cell."""
     return "".join(c if c.isprintable() and c not in "|<>`" else " " for c in str(text))
@@ -213,6 +331,7 @@ def gate_json(result: GateResult, comparison_json: str) -> str:
             "failed": result.failed,
             "past_pairs": result.past_pairs,
             "past_pairs_failed": result.past_failed,
+            "shifts": json.loads(result.shifts.to_json(orient="records", double_precision=15)),
             "cells": cells,
         },
     }
