@@ -23,8 +23,8 @@ status is the verdict), on every ordered pair of runs, twice:
 
 It prints per pair the gate's verdict both ways, the cells it flags (slower or broken: what
 fails it; faster ones counted), the runs in the store, the cells the history judged, the
-pair's common shift (the gate's median new / old per host and device), the smallest slowdown
-the gate could flag in the planted cell (its ``detectable``, in the unchanged pair), and the
+pair's common shift (the gate's median new / old per host and device), the slowdown the gate
+would flag in the planted cell on its own (its ``detectable``, in the unchanged pair), and the
 false-alarm rate the gate prints of its own (its store's past pairs of consecutive runs that
 would have failed); then the totals: pairs failed of pairs (the family-wise rate the gate
 sets to 5%) and cells flagged slower of cells judged, each with a one-sided 95%
@@ -234,7 +234,7 @@ def call_gate(old, new, store: Path, margin: float | None) -> dict:
         "slower": int((cells["change"] == SLOWER).sum()),
         "faster": int((cells["change"] == FASTER).sum()),
         "past": (gated["past_pairs"], gated["past_pairs_failed"]) if gated else None,
-        # each judged cell's smallest slowdown the gate could flag, and the pair's common
+        # the slowdown the gate would flag in each judged cell on its own, and the pair's common
         # shift per host and device (the median new / old)
         "detectable": {
             key_of(r): r["detectable"]
@@ -315,7 +315,7 @@ def _past(result: dict) -> str:
 
 
 def _could(result: dict, cell: tuple) -> str:
-    """The planted cell's smallest slowdown the gate could flag, in the unchanged pair."""
+    """The slowdown the gate would flag in the planted cell on its own, in the unchanged pair."""
     smallest = result.get("detectable", {}).get(cell)
     return "-" if smallest is None else f"{smallest:.3f}"
 
@@ -402,10 +402,11 @@ def totals(rows: list[dict], cell: tuple, factor: float) -> str:
     could = [c for c in could if c is not None]
     if could:
         lines.append(
-            f"- The smallest slowdown the gate could flag in {cell_name(cell)}: "
+            f"- The slowdown the gate would flag in {cell_name(cell)} on its own: "
             f"{min(could):.3f}x to {max(could):.3f}x over the pairs (median "
-            f"{float(np.median(could)):.3f}x); a {factor:g}x shows only where it is at most "
-            f"{factor:g}."
+            f"{float(np.median(could)):.3f}x); a {factor:g}x shows where it is at most "
+            f"{factor:g} (or, by Holm's later steps, a little above, where other cells are "
+            "flagged too)."
         )
     lines.append(
         f"- {factor:g}x planted on {cell_name(cell)}: the gate failed on it alone in {hits} of "

@@ -149,7 +149,7 @@ def test_unchanged_runs_pass_every_pair_and_the_planted_cell_is_caught_and_named
     assert all(1.1 <= c <= 1.2 for c in could), could
     said = f"{min(could):.3f}x to {max(could):.3f}x over the pairs"
     assert (
-        f"The smallest slowdown the gate could flag in torch/cpu sort 10000 float64 t1: {said}"
+        f"The slowdown the gate would flag in torch/cpu sort 10000 float64 t1 on its own: {said}"
         in text
     )
     # each pair's common shift, 24 cells on one host: the median new / old, near 1

@@ -21,17 +21,18 @@ modes. With a history, each cell is judged against its own run-to-run spread in 
 
 Two figures say what the gate could and could not see; neither changes its verdict:
 
-- **What it could catch.** Each judged cell's smallest slowdown the gate could flag
+- **What it could catch.** Each judged cell's slowdown the gate would flag on its own
   (``detectable``): the ratio whose p-value passes Holm's first step, ``ALPHA`` over the
-  cells judged, with the cell's spread and degrees of freedom, and at least the margin. With
-  a short history of a noisy cell it is far above 1.2.
+  cells judged, with the cell's spread and degrees of freedom, and at least the margin (a
+  ratio must be above it). Where other cells are flagged too, Holm's later steps can flag a
+  cell a little below it. With a short history of a noisy cell it is far above 1.2.
 - **The machine's day.** A shared host can run a whole run slower than the next with
   nothing changed (other guests take memory bandwidth and clock; every cell moves alike,
   the roofs with them). The pair's *common shift* (the median new / old of the cells ok on
   both sides of a host and device, where at least ``MIN_LEVEL_CELLS``) is printed beside
-  the range of the history's own runs' levels there (each run's median cell against the
-  others, fitted alternately), so that a slowdown of every cell alike can be read against
-  the machine's days. It is not taken out of each cell before judging: that would make the
+  how far the history's own runs there differed as a whole (each run's level: its median
+  cell against the others, fitted alternately; the span is the highest level over the
+  lowest), so that a slowdown of every cell alike can be read against the machine's days. It is not taken out of each cell before judging: that would make the
   gate more sensitive, and, with a short history, too eager on a cell with two modes whose
   few runs in the store showed one.
 """
@@ -132,7 +133,7 @@ def common_shifts(both: pd.DataFrame, history: pd.DataFrame, leave_out: set[str]
     """Per host and device of the cells compared (``both``, with ``ratio``): how many cells
     are ok on both sides, their median ratio (``common``; NaN below ``MIN_LEVEL_CELLS``), and
     the history's runs there (``leave_out`` left out): how many, and their levels' range as
-    ratios to the median run (NaN below two runs or ``MIN_LEVEL_CELLS`` cells)."""
+    ratios to the median level (NaN below two runs or ``MIN_LEVEL_CELLS`` cells)."""
     ok = history[(history["status"] == "ok") & (history["median_s"] > 0)]
     ok = ok[~ok["run_id"].isin(leave_out)]
     rows = []
@@ -186,7 +187,7 @@ def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: f
     df = (both["history_runs"] - 1).clip(lower=1)
     both["p_slower"] = np.where(judged, stats.t.sf(t, df), np.nan)
     both["p_faster"] = np.where(judged, stats.t.cdf(t, df), np.nan)
-    # the smallest slowdown the gate could flag in each judged cell: Holm's first step
+    # the slowdown the gate would flag in each judged cell on its own: Holm's first step
     first = stats.t.isf(ALPHA / max(int(judged.sum()), 1), df)
     smallest = np.maximum(np.exp(first * both["spread"] * math.sqrt(2)), margin)
     both["detectable"] = np.where(judged, smallest, np.nan)
@@ -250,7 +251,7 @@ def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
         f"{int((table['change'] == NO_HISTORY).sum())} cells have fewer than {MIN_HISTORY} "
         "runs in it and are not judged by it.",
     ]
-    lines += detectable_text(table)
+    lines += detectable_text(table, margin)
     lines += [shift_text(row) for _, row in result.shifts.iterrows()]
     if result.past_pairs:
         lines.append(
@@ -281,16 +282,17 @@ def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def detectable_text(table: pd.DataFrame) -> list[str]:
+def detectable_text(table: pd.DataFrame, margin: float) -> list[str]:
     """What the judged cells could show, in a sentence (none where none is judged)."""
     smallest = table["detectable"].dropna()
     if smallest.empty:
         return []
-    within = int((smallest <= REFERENCE_SLOWDOWN).sum())
+    # a ratio must be above the margin: where the margin is the bound, it is never reached
+    within = int((smallest <= REFERENCE_SLOWDOWN).sum()) if REFERENCE_SLOWDOWN > margin else 0
     return [
         f"With this history, {within} of the {len(smallest)} cells judged could be flagged "
-        f"at {REFERENCE_SLOWDOWN:g}x or less: the smallest slowdown a judged cell could show "
-        f"(past Holm's first step and the margin) is {smallest.min():.3f}x at best, "
+        f"at {REFERENCE_SLOWDOWN:g}x: the slowdown a judged cell would be flagged at on its "
+        f"own (Holm's first step, and above the margin) is {smallest.min():.3f}x at best, "
         f"{smallest.median():.3f}x for the median cell and {smallest.quantile(0.9):.3f}x for "
         "the noisiest tenth (`detectable`)."
     ]
@@ -311,8 +313,9 @@ def shift_text(row: pd.Series) -> str:
     if pd.isna(row["level_low"]):
         return f"{said}; the history holds too few runs there to say how far its days move."
     return (
-        f"{said}. The history's {row['history_runs']} runs there lay between "
-        f"{row['level_low']:.3f}x and {row['level_high']:.3f}x of their median run."
+        f"{said}. The history's {row['history_runs']} runs there differed as a whole by up "
+        f"to {row['level_high'] / row['level_low']:.3f}x (their levels from "
+        f"{row['level_low']:.3f}x to {row['level_high']:.3f}x of the median level)."
     )
 
 
