@@ -32,9 +32,10 @@ Two figures say what the gate could and could not see; neither changes its verdi
   both sides of a host and device, where at least ``MIN_LEVEL_CELLS``) is printed beside
   how far the history's own runs there differed as a whole (each run's level: its median
   cell against the others, fitted alternately; the span is the highest level over the
-  lowest), so that a slowdown of every cell alike can be read against the machine's days. It is not taken out of each cell before judging: that would make the
-  gate more sensitive, and, with a short history, too eager on a cell with two modes whose
-  few runs in the store showed one.
+  lowest), so that a slowdown of every cell alike can be read against the machine's days.
+  It is not taken out of each cell before judging: that would make the gate more
+  sensitive, and, with a short history, too eager on a cell with two modes whose few runs
+  in the store showed one.
 """
 
 from __future__ import annotations
@@ -102,11 +103,16 @@ def side(where: str | os.PathLike) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+def history_ok(cells: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
+    """The history's ``ok`` cells with a median, the runs in ``leave_out`` left out."""
+    ok = cells[(cells["status"] == "ok") & (cells["median_s"] > 0)]
+    return ok[~ok["run_id"].isin(leave_out)]
+
+
 def spreads(cells: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
     """Per cell on its host: runs in the history (those in ``leave_out`` left out) and the
     standard deviation of its log medians."""
-    ok = cells[(cells["status"] == "ok") & (cells["median_s"] > 0)]
-    ok = ok[~ok["run_id"].isin(leave_out)]
+    ok = history_ok(cells, leave_out)
     logs = ok.assign(log_median=np.log(ok["median_s"].astype(float)))
     grouped = logs.groupby(SERIES_KEY)["log_median"]
     out = pd.DataFrame({"history_runs": grouped.size(), "spread": grouped.std(ddof=1)})
@@ -134,8 +140,7 @@ def common_shifts(both: pd.DataFrame, history: pd.DataFrame, leave_out: set[str]
     are ok on both sides, their median ratio (``common``; NaN below ``MIN_LEVEL_CELLS``), and
     the history's runs there (``leave_out`` left out): how many, and their levels' range as
     ratios to the median level (NaN below two runs or ``MIN_LEVEL_CELLS`` cells)."""
-    ok = history[(history["status"] == "ok") & (history["median_s"] > 0)]
-    ok = ok[~ok["run_id"].isin(leave_out)]
+    ok = history_ok(history, leave_out)
     rows = []
     for (host, device), group in both.groupby(LEVEL_KEY, sort=True):
         ratios = group["ratio"].dropna().astype(float)
