@@ -354,7 +354,10 @@ def _write_side(path: Path, frame: pd.DataFrame) -> str:
 @pytest.mark.parametrize("slowed", [False, True])
 def test_compare_confirm_runs_real_workers_and_decides_the_gate(tmp_path, slowed):
     """A cell planted 1.5x slower in NEW's table: measured again with NEW's interpreter
-    really slower (3x), the gate still fails; with it the same speed, the flag is cleared."""
+    really slower (3x), the gate still fails; with it the same speed, the flag is never
+    confirmed. Whether it is cleared or left in doubt depends on this machine's noise in real
+    rounds (a busy CI host left one in doubt at 1.032, upper bound 1.120), so that outcome is
+    tested with injected timings above, and here only its agreement with the exit code."""
     from numbench.measure import inputs
 
     wf = copy_workflow(tmp_path / "wf")
@@ -397,6 +400,8 @@ def test_compare_confirm_runs_real_workers_and_decides_the_gate(tmp_path, slowed
             "--confirm",
             "--confirm-rounds",
             "5",
+            "--confirm-max-rounds",
+            "40",
             "--directory",
             str(wf),
             "--configfile",
@@ -414,5 +419,8 @@ def test_compare_confirm_runs_real_workers_and_decides_the_gate(tmp_path, slowed
         assert "slower, confirmed: fails" in done.stdout
         assert "slower after measuring again" in done.stderr
     else:
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "not slower when paired: cleared" in done.stdout
+        assert "slower, confirmed" not in done.stdout, done.stdout
+        cleared = "not slower when paired: cleared" in done.stdout
+        in_doubt = "in doubt: fails" in done.stdout
+        assert cleared != in_doubt, done.stdout
+        assert done.returncode == (0 if cleared else 1), done.stdout + done.stderr
