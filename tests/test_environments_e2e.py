@@ -86,16 +86,22 @@ def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path, cpu_ro
     slow = versions[versions["environment"] == "slow"]
     assert set(slow["library"]) == {"numpy"} and len(slow) == 2
     assert (slow["status"] == "ok").all(), slow[["operation", "size", "status", "error"]]
-    # every call twice as long: at least half the cells called slower, none faster, the typical
-    # ratio far past the margin (on a busy machine disturbed rounds widen a cell's interval past
-    # 1: two of six were 'same' with ratios 2.2 and 2.0 when the suite ran in two processes at
-    # load 8 on the 2-core VM; and the stretch's busy wait, preempted, reads above 2. A twin
-    # that is not slowed reads ratios near 1 and fails the median. The factor itself on the
-    # real machine: benchmarks/timing_checks.py)
-    shown = slow[["library", "operation", "ratio", "ratio_ci_low", "change"]]
-    assert (slow["change"] == "slower").sum() >= len(slow) / 2, shown
+    # every call twice as long: no cell called faster, the typical ratio far past the margin,
+    # and each cell's change the one its own interval gives. How many are called slower is
+    # the machine's to say, not this test's: on a busy host disturbed rounds widen a cell's
+    # interval past 1 (CI's run had 1.72x and 1.58x both 'same', their intervals reaching
+    # down to 0.85x and 0.78x; the suite in two processes at load 8 on the 2-core VM gave two
+    # of six 'same' at 2.2x and 2.0x). The verdict itself is test_versions' with injected
+    # timings; a twin that is not slowed reads ratios near 1 and fails the median; the stretch's
+    # busy wait, preempted, reads above 2. The factor itself on the real machine:
+    # benchmarks/timing_checks.py
+    shown = slow[["library", "operation", "ratio", "ratio_ci_low", "ratio_ci_high", "change"]]
     assert not (slow["change"] == "faster").any(), shown
-    assert slow["ratio"].median() > 1.5, slow["ratio"]
+    assert slow["ratio"].median() > 1.5, shown
+    margin = float(slow["margin"].iloc[0])
+    for r in slow.itertuples():
+        clears = r.ratio_ci_low > 1.0 and r.ratio >= margin
+        assert r.change == ("slower" if clears else "same"), shown
     # the environments' cells never reach the base tables
     bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
     assert len(bench) == 4 and bench["library"].isin(["numpy", "torch"]).all()
