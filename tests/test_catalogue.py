@@ -259,3 +259,48 @@ def test_a_float64_jax_check_after_a_float32_jax_adapter_loaded_in_the_process()
     except libraries.Unavailable as exc:
         pytest.skip(str(exc))
     test_implementation_matches_float64_reference("batched_matmul", "jax", "float64")
+
+
+def float32_matmul_mode(family: str) -> dict:
+    """What the library, once its adapter is loaded, does with a float32 product."""
+    if family == "jax":
+        import jax
+
+        return {"default_matmul_precision": jax.config.jax_default_matmul_precision}
+    if family == "torch":
+        import torch
+
+        return {
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        }
+    import tensorflow as tf
+
+    return {"tensor_float_32": tf.config.experimental.tensor_float_32_execution_enabled()}
+
+
+FULL_FLOAT32 = {
+    "jax": {"default_matmul_precision": "highest"},
+    "torch": {
+        "float32_matmul_precision": "highest",
+        "cuda.matmul.allow_tf32": False,
+        "cudnn.allow_tf32": False,
+    },
+    "tensorflow": {"tensor_float_32": False},
+}
+
+
+@pytest.mark.parametrize("family", sorted(FULL_FLOAT32))
+def test_every_adapter_computes_float32_products_without_tf32(family):
+    """On an Ampere or later GPU, JAX and TensorFlow round float32 products through TF32 by
+    default: JAX's float32 matmul, batched_matmul and mlp failed their check on an H100 (relative
+    error 3e-4 to 6e-4, tolerance 1e-4). Each adapter's load turns it off, whatever the
+    library's default; the switches are the same on the CPU, where this test can see them."""
+    adapter_for(family, "float32")
+    assert float32_matmul_mode(family) == FULL_FLOAT32[family]
+
+
+def test_cupy_cells_run_with_tf32_off():
+    adapter = libraries.get("cupy")("gpu", "float32", 1)
+    assert adapter.environment()["CUPY_TF32"] == "0"

@@ -56,9 +56,6 @@ from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF, resident_leve
 #: on a repeated call (STREAM's arrays are four times the last-level cache for this reason)
 PARTLY_RESIDENT_FACTOR = 4
 NO_ROOFS = "no roofs measured for this host, device, dtype and threads"
-#: a float32 GPU cell past the compute roof (the float32 vector peak, TF32 off): tensor cores
-#: in TF32, a library's default (TensorFlow's), are the likelier cause than the cost model
-TF32_PAST_PEAK = "past the float32 vector peak: TF32 tensor cores (the roofs' tf32 column)"
 ROOF_COLUMNS = (
     "arithmetic_intensity",
     "attainable_gflop_per_s",
@@ -251,8 +248,5 @@ def place_rows(rows: list[dict], roof_rows) -> list[dict]:
             flops_exact=row.get("flops_exact"),
             gb_per_s=row.get("gb_per_s"),
         )
-        tf32 = row.get("device") == "gpu" and row.get("dtype") == "float32"
-        if tf32 and got["roof"] == COMPUTE_ROOF and got["roof_note"] == COST_MODEL_ERROR:
-            got["roof_note"] = TF32_PAST_PEAK
         placed.append({**row, **got})
     return placed

@@ -20,6 +20,11 @@ class CupyAdapter(Adapter):
     devices = ("gpu",)
     description = "CuPy, eager, CUDA GPU only"
 
+    def environment(self) -> dict[str, str]:
+        # float32 products at float32 precision, as in every library here (jax_.py): CuPy's
+        # default, set so that a CUPY_TF32=1 in the user's environment does not reach the cell.
+        return {"CUPY_TF32": "0"}
+
     def load(self) -> None:
         if self.device != "gpu":
             raise Unavailable(f"cupy runs on CUDA GPUs only, not on {self.device}")

@@ -33,6 +33,9 @@ class TensorflowAdapter(Adapter):
             raise Unavailable(f"tensorflow cannot be imported: {exc}") from exc
         tf.config.threading.set_intra_op_parallelism_threads(self.threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
+        # float32 products at float32 precision: TensorFloat-32 is on by default on Ampere and
+        # later GPUs, as in JAX (jax_.py), and fails the cell's float32 check.
+        tf.config.experimental.enable_tensor_float_32_execution(False)
         if self.device == "gpu":
             if not tf.config.list_physical_devices("GPU"):
                 why = (

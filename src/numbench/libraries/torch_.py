@@ -24,6 +24,11 @@ class TorchAdapter(Adapter):
         except ImportError as exc:
             raise Unavailable(f"torch cannot be imported: {exc}") from exc
         torch.set_num_threads(self.threads)
+        # float32 products at float32 precision, as in every library here (jax_.py): torch's
+        # default already, set so that no environment or earlier import turns TF32 on.
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         if self.device == "gpu":
             if not torch.cuda.is_available():
                 why = (
