@@ -288,7 +288,7 @@ def test_moderation_raises_a_lucky_small_spread_and_keeps_a_wide_one():
     others' spread and their lent degrees of freedom; a cell that spread 50% keeps its own."""
     rng = np.random.default_rng(3)
     raw = list(0.10 * np.sqrt(rng.chisquare(3, size=30) / 3)) + [0.01, 0.5]
-    out = moderate(spread_group(raw), 0.01, 10)
+    out = moderate(spread_group(raw), 10)
     lucky, wide = out.iloc[-2], out.iloc[-1]
     assert 0.06 < lucky["spread"] < 0.12, lucky
     assert wide["spread"] == pytest.approx(0.5)
@@ -297,7 +297,7 @@ def test_moderation_raises_a_lucky_small_spread_and_keeps_a_wide_one():
 
 def test_moderation_needs_ten_cells():
     raw = [0.01, 0.2, 0.05] * 3  # nine cells
-    out = moderate(spread_group(raw), 0.01, 10)
+    out = moderate(spread_group(raw), 10)
     assert list(out["spread"]) == pytest.approx(raw) and (out["df"] == 3).all()
 
 

@@ -126,14 +126,13 @@ def spreads(cells: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
     logs = ok.assign(log_median=np.log(ok["median_s"].astype(float)))
     grouped = logs.groupby(SERIES_KEY)["log_median"]
     out = pd.DataFrame(
-        {"history_runs": grouped.size(), "spread": grouped.std(ddof=1), "log_mean": grouped.mean()}
-    )
-    out["raw_spread"] = out["spread"].fillna(0.0).clip(lower=NOISE_FLOOR)
-    out = out.drop(columns="spread").reset_index()
-    parts = [
-        moderate(group, NOISE_FLOOR, MIN_LEVEL_CELLS)
-        for _, group in out.groupby(LEVEL_KEY, sort=False)
-    ]
+        {
+            "history_runs": grouped.size(),
+            "raw_spread": grouped.std(ddof=1).fillna(0.0).clip(lower=NOISE_FLOOR),
+            "log_mean": grouped.mean(),
+        }
+    ).reset_index()
+    parts = [moderate(group, MIN_LEVEL_CELLS) for _, group in out.groupby(LEVEL_KEY, sort=False)]
     columns = [*out.columns, "spread", "df"]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 

@@ -13,7 +13,7 @@ import pandas as pd
 MAX_PRIOR_DF = 100.0
 
 
-def moderate(group: pd.DataFrame, floor: float, min_cells: int) -> pd.DataFrame:
+def moderate(group: pd.DataFrame, min_cells: int) -> pd.DataFrame:
     """Each cell's variance moderated by the others' of one host and device (Smyth's empirical
     Bayes, as limma's ``squeezeVar``): the log variances of cells with d = runs - 1 >= 1
     degrees of freedom give a scaled inverse-chi-square prior, ``s0^2`` with ``d0`` degrees
@@ -43,7 +43,7 @@ def moderate(group: pd.DataFrame, floor: float, min_cells: int) -> pd.DataFrame:
         s0 = math.exp(e.mean() + special.digamma(d0 / 2) - math.log(d0 / 2))
     moderated = np.sqrt((d0 * s0 + d * var) / (d0 + d).clip(lower=1e-12))
     # only ever up: a cell whose own runs spread wider than the prior keeps its own spread
-    group["spread"] = np.maximum(moderated, group["raw_spread"]).clip(lower=floor)
+    group["spread"] = np.maximum(moderated, group["raw_spread"])
     group["df"] = (d0 + d).clip(lower=1)
     return group
 
