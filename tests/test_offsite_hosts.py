@@ -3,11 +3,12 @@ machine but is another one warns, naming both fingerprints and what is at stake.
 
 from __future__ import annotations
 
-import os
-from dataclasses import fields
+import re
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from numbench.offsite import hosts
 
@@ -78,11 +79,40 @@ def test_the_import_warns_where_the_names_match_and_the_machines_differ(tmp_path
     assert said == []
 
 
-def test_this_machine_s_fingerprint_is_what_its_cells_record():
-    here = hosts.fingerprint_here()
-    assert set(here) == set(hosts.MACHINE)
-    assert here["cpu_count"] == os.cpu_count() and here["cpu_model"]
-    # the cell's metadata takes the same fields from the same function
-    from numbench.spec import CellMeta
+def proc_facts() -> dict:
+    """This machine's logical CPUs and memory as Linux's /proc tells them, read apart from
+    numbench; empty where there is no /proc."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        meminfo = Path("/proc/meminfo").read_text()
+    except OSError:
+        return {}
+    kib = int(re.search(r"^MemTotal:\s+(\d+) kB", meminfo, re.M)[1])
+    return {
+        "cpu_count": len(re.findall(r"^processor\s*:", cpuinfo, re.M)),
+        "ram_gb": kib * 1024 / 1e9,
+    }
 
-    assert set(hosts.MACHINE) <= {f.name for f in fields(CellMeta)}
+
+def test_this_machine_s_fingerprint_is_what_its_cells_record(tmp_path):
+    """A cell measured here records the fingerprint an import here compares an archive's
+    with, and that fingerprint is this machine's."""
+    from conftest import make_spec
+
+    from numbench.measure import inputs
+    from numbench.measure.supervisor import run_cell
+
+    path = tmp_path / "sort-1000.npz"
+    inputs.write("sort", 1000, 3, path)
+    timing = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 2, "budget_s": 0.01}
+    out = tmp_path / "cell.parquet"
+    run_cell(make_spec("numpy", "cpu", "sort", 1000, str(path), timing), out)
+    recorded = hosts.fingerprint_of_cells([out])
+    here = hosts.fingerprint_here()
+    assert set(recorded) == set(here) == set(hosts.MACHINE)
+    assert None not in recorded.values() and recorded["cpu_model"], recorded
+    assert hosts.differences(recorded, here) == [], (recorded, here)
+    facts = proc_facts()
+    if facts:
+        assert recorded["cpu_count"] == facts["cpu_count"], (recorded, facts)
+        assert recorded["ram_gb"] == pytest.approx(facts["ram_gb"], rel=1e-3), (recorded, facts)
