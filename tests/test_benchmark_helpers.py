@@ -20,12 +20,23 @@ TIMING = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 5, "budge
 
 
 def test_cell_median_measures_a_cell_the_workflow_s_way(tmp_path):
+    """The helper writes the cell's file as the workflow does (one fresh worker process,
+    unpaired, CPU, float64, the steady allocator, the timing given) and returns the median
+    the workflow's aggregate reads from that file."""
+    from numbench.analyse.aggregate import cell_row
+    from numbench.contract import read_cell
     from numbench.measure import inputs
 
-    path = tmp_path / "inputs.npz"
+    path, out = tmp_path / "inputs.npz", tmp_path / "c.parquet"
     inputs.write("sort", 1000, 7, path)
-    median = _report.cell_median("numpy", "sort", 1000, path, tmp_path / "c.parquet", TIMING)
-    assert 0 < median < 0.1
+    median = _report.cell_median("numpy", "sort", 1000, path, out, TIMING)
+    row = cell_row(read_cell(out))
+    cell = tuple(row[k] for k in ("library", "device", "dtype", "threads", "operation", "size"))
+    assert cell == ("numpy", "cpu", "float64", 1, "sort", 1000)
+    assert row["status"] == "ok" and row["replicates"] == row["n_processes"] == 1
+    assert row["paired_with"] is None and row["allocator"] == "steady"
+    assert TIMING["min_samples"] <= row["n_samples"] <= TIMING["max_samples"]
+    assert median == row["median_s"]
 
 
 def test_clopper_pearson_matches_the_exact_binomial_interval():
