@@ -194,7 +194,10 @@ def gpu_present() -> bool:
     return bool(torch.cuda.is_available())
 
 
-@pytest.mark.skipif(gpu_present(), reason="this host has a GPU: its roofs are measured")
+@pytest.mark.skipif(
+    gpu_present(),
+    reason="this host has a GPU, so its roofs are not unavailable; no test here measures them",
+)
 def test_on_a_host_without_a_gpu_the_gpu_roofs_are_unavailable_with_the_reason():
     measured = roofs_gpu.measure({"dtypes": ["float32"], "bytes": 1024, "trials": 1})
     assert measured["status"] == "unavailable"
