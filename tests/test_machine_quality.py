@@ -117,7 +117,7 @@ def test_the_sentinel_s_spread_is_in_the_headline_and_the_findings():
     line = first_line(summarise(bench, speedups, crossovers, "numpy", "cpu", MARGIN))
     assert line.startswith("**Quiet machine**")
     said = f"the sentinel (a fixed sort timed before each cell) spread 1.25x over {len(bench) - 1}"
-    assert said + " cells (10 ms to 12.5 ms)" in line
+    assert said + " cells (10 ms to 12.5 ms;" in line
     # the same sentinel a busy run: said there too
     busy = with_machine(0.6)[0].assign(sentinel_s=bench["sentinel_s"])
     line = first_line(summarise(busy, speedups, crossovers, "numpy", "cpu", MARGIN))

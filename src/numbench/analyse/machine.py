@@ -16,6 +16,9 @@ from numbench.cells import KEY_WITH_HOST
 from numbench.contract.machine import (
     BUSY_MACHINE_SHARE,
     BUSY_RUN_FRACTION,
+    SENTINEL_QUANTILES,
+    UNSTABLE_RUN_FRACTION,
+    UNSTEADY_SENTINEL_SPREAD,
     CappedCell,
     MachineQuality,
     RunTime,
@@ -44,7 +47,9 @@ def _median(frame: pd.DataFrame, column: str) -> float | None:
 def sentinel_figures(bench: pd.DataFrame) -> dict:
     """The sentinel's figures of ``MachineQuality`` from every cell that timed it, whatever
     its status (each cell's job timed it before measuring): the count, the fastest and
-    slowest time, and the spread (slowest over fastest; None below two cells)."""
+    slowest time, the spread (slowest over fastest) and the middle spread (between the
+    ``SENTINEL_QUANTILES``, linearly interpolated), and whether the machine's speed moved
+    past ``UNSTEADY_SENTINEL_SPREAD`` (spreads and verdict None below two cells)."""
     if "sentinel_s" not in bench:
         return {}
     times = pd.to_numeric(bench["sentinel_s"], errors="coerce").dropna()
@@ -52,11 +57,15 @@ def sentinel_figures(bench: pd.DataFrame) -> dict:
     if times.empty:
         return {}
     fastest, slowest = float(times.min()), float(times.max())
+    low, high = (float(times.quantile(q)) for q in SENTINEL_QUANTILES)
+    middle = high / low if len(times) > 1 else None
     return {
         "sentinel_cells": len(times),
         "sentinel_fastest_s": fastest,
         "sentinel_slowest_s": slowest,
         "sentinel_spread": slowest / fastest if len(times) > 1 else None,
+        "sentinel_middle_spread": middle,
+        "speed_moved": None if middle is None else bool(middle > UNSTEADY_SENTINEL_SPREAD),
     }
 
 
@@ -90,6 +99,7 @@ def machine_quality(bench: pd.DataFrame, speedups: pd.DataFrame) -> MachineQuali
         busy_in_doubt=int(busy_doubt),
         **sentinel_figures(bench),
         workflow_cpu_share=_median(watched, "workflow_cpu_share"),
+        mostly_unstable=bool(unstable.sum() > UNSTABLE_RUN_FRACTION * len(ok)),
     )
 
 

@@ -14,6 +14,11 @@ their share is told beside the rule's figures, never counted in them.
 editor take, less than any program that computes beside the run (one CPU-bound process on one
 core of two is 50%). One busy cell in ten is what a quiet machine's
 occasional neighbour gives; more is a machine doing other work.
+
+A run with no other programs is still not *quiet* when the machine's own speed moved
+(``speed_moved``: the sentinel's middle spread past ``UNSTEADY_SENTINEL_SPREAD``) or most of
+its cells are unstable (``mostly_unstable``: past ``UNSTABLE_RUN_FRACTION``): the headline
+then says *unsteady*, with what it did to the verdicts.
 """
 
 from __future__ import annotations
@@ -24,6 +29,20 @@ from dataclasses import dataclass
 BUSY_MACHINE_SHARE = 0.10
 #: a run is busy when more than this fraction of its cells (with the machine recorded) were
 BUSY_RUN_FRACTION = 0.10
+#: the sentinel's spread is read between these quantiles of its cells' times (its *middle*
+#: spread), not between the slowest and the fastest: one cell whose sentinel ran through a
+#: moment's hiccup sets the slowest over fastest alone, and that grows with the number of
+#: cells; the middle spread moves only when a tenth of the cells or more saw the machine slow
+SENTINEL_QUANTILES = (0.10, 0.90)
+#: the machine's own speed moved during the run past this middle spread of the sentinel: the
+#: same sort 20% slower for a tenth of the cells than for another tenth is twice the default
+#: report margin (1.1), so a cell's rounds taken minutes apart can differ by more than the
+#: smallest change a verdict is asked to see; a steady machine's best-of-5 sort should move
+#: by a few percent at most between cells, far below it (docs/method.md, the sentinel)
+UNSTEADY_SENTINEL_SPREAD = 1.2
+#: a run is unsteady, whatever its sentinel says, when more than this fraction of its ok cells
+#: are unstable (their processes disagree far beyond their own spread): most of them
+UNSTABLE_RUN_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,20 @@ class MachineQuality:
     #: scheduler: ``workflow_cpu_share``) over the watched cells that recorded it, apart from
     #: ``other_cpu_share`` (None: no cell recorded it, cells from before contract 9)
     workflow_cpu_share: float | None = None
+    #: the sentinel's middle spread: its cells' time at ``SENTINEL_QUANTILES[1]`` over that at
+    #: ``SENTINEL_QUANTILES[0]`` (None: fewer than two cells timed it, or a findings table
+    #: from before it was kept)
+    sentinel_middle_spread: float | None = None
+    #: the machine's own speed moved during the run: the middle spread past
+    #: ``UNSTEADY_SENTINEL_SPREAD`` (None: not known, as for the spread)
+    speed_moved: bool | None = None
+    #: more than ``UNSTABLE_RUN_FRACTION`` of the ok cells are unstable
+    mostly_unstable: bool = False
+
+    @property
+    def unsteady(self) -> bool:
+        """The machine's speed moved, or most cells are unstable: not a quiet run's answer."""
+        return bool(self.speed_moved) or self.mostly_unstable
 
 
 @dataclass(frozen=True)

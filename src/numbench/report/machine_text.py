@@ -6,6 +6,9 @@ from __future__ import annotations
 from numbench.contract.machine import (
     BUSY_MACHINE_SHARE,
     BUSY_RUN_FRACTION,
+    SENTINEL_QUANTILES,
+    UNSTABLE_RUN_FRACTION,
+    UNSTEADY_SENTINEL_SPREAD,
     CappedCell,
     MachineQuality,
     RunTime,
@@ -44,14 +47,59 @@ def _workflow(m: MachineQuality) -> str:
     )
 
 
+def _between() -> str:
+    """'its 10th and 90th percentile cells'."""
+    low, high = (round(q * 100) for q in SENTINEL_QUANTILES)
+    return f"its {low}th and {high}th percentile cells"
+
+
 def _sentinel(m: MachineQuality) -> str:
-    """'; the sentinel (...) spread 1.08x over 24 cells (12.1 to 13.1 ms)', or nothing."""
+    """'; the sentinel (...) spread 1.08x over 24 cells (12.1 to 13.1 ms; 1.05x between its
+    10th and 90th percentile cells)', or nothing."""
     if m.sentinel_spread is None:
         return ""
+    middle = ""
+    if m.sentinel_middle_spread is not None:
+        middle = f"; {m.sentinel_middle_spread:.2f}x between {_between()}"
     return (
         f"; the sentinel (a fixed sort timed before each cell) spread {m.sentinel_spread:.2f}x "
         f"over {_many(m.sentinel_cells, 'cell')} ({format_seconds(m.sentinel_fastest_s)} to "
-        f"{format_seconds(m.sentinel_slowest_s)})"
+        f"{format_seconds(m.sentinel_slowest_s)}{middle})"
+    )
+
+
+def _unsteady(m: MachineQuality) -> str:
+    """What made the run unsteady: 'the machine's own speed moved 1.46x during the run
+    (...)', 'most cells are unstable (...)', or both."""
+    said = []
+    if m.speed_moved:
+        said.append(
+            f"the machine's own speed moved {m.sentinel_middle_spread:.2f}x during the run "
+            f"(the sentinel, the same sort timed before every cell, between {_between()}; a "
+            f"run past {UNSTEADY_SENTINEL_SPREAD:.2f}x is not steady)"
+        )
+    if m.mostly_unstable:
+        said.append(
+            f"most cells are unstable ({m.unstable_cells} of {m.ok_cells}, past "
+            f"{UNSTABLE_RUN_FRACTION:.0%}: their processes disagree far beyond their own spread)"
+        )
+    return " and ".join(said)
+
+
+def _unsteady_line(m: MachineQuality) -> str:
+    """The headline of a run whose machine was not busy with others but not steady either."""
+    others = (
+        "no other programs took the CPUs"
+        if m.quiet
+        else "other programs were not watched (cells from before contract 7, or no `/proc`)"
+    )
+    figures = f"{_figures(m)}{_workflow(m)}" if m.quiet else ""
+    figures = f"{figures}{_sentinel(m)}".removeprefix("; ")
+    return (
+        f"**Unsteady machine**: {others}, but {_unsteady(m)}. What it did to the answer: "
+        f"{_verdicts(m)}; the intervals widen with the machine's moves, so verdicts stay in "
+        "doubt and a rerun may read otherwise (`numbench system` says what this machine does; "
+        "a steadier one settles them)" + (f". The figures: {figures}." if figures else ".")
     )
 
 
@@ -67,7 +115,10 @@ def _verdicts(m: MachineQuality) -> str:
 
 
 def machine_line(m: MachineQuality) -> str:
-    """One line: quiet, busy, or not watched, with its figures."""
+    """One line: quiet, unsteady, busy, or not watched, with its figures. A run is called
+    quiet only when others took little of the CPUs *and* the machine was steady."""
+    if m.quiet is not False and m.unsteady:
+        return _unsteady_line(m)
     if m.quiet is None:
         return (
             "**Machine not watched**: the cells did not record what the machine did while they "
