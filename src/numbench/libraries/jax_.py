@@ -8,8 +8,8 @@ cannot reset that counter, so it covers the whole cell, inputs included.
 
 Matrix products run at full float32 precision (``jax_default_matmul_precision="highest"``):
 on an Ampere or later GPU, JAX's default rounds float32 products through TensorFloat-32, which
-fails the cell's float32 check (relative error 3e-4 to 6e-4 against NumPy on an H100) and would
-time a coarser product than the other libraries compute.
+fails the cell's float32 check (it did on an H100: docs/history.md, "Float32 on a GPU host")
+and would time a coarser product than the other libraries compute.
 """
 
 from __future__ import annotations

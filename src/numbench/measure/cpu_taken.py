@@ -1,29 +1,29 @@
 """How much of its CPUs' time other programs took while a worker process measured.
 
-The worker is pinned to its CPUs (``numbench.libraries.pin_cpus``). Whatever else ran on
-them meanwhile, another program, interrupts, or the host of a virtual machine stealing the
-virtual CPU, lengthened its samples by work that is not the library's: on the 2-core machine
-of docs/history.md, one busy loop sharing the worker's CPU took 33 to 46% of it, and
-NumPy's FFT took 1.85 times as long. So the share taken is the CPUs' busy time
-(``/proc/stat``: everything but idle and I/O wait, steal included) less the process's own
+The worker is pinned to its CPUs (``numbench.libraries.pin_cpus``). Whatever else ran on them
+meanwhile, another program, interrupts, or the host of a virtual machine stealing the virtual
+CPU, lengthened its samples by work that is not the library's: one busy loop sharing the
+worker's CPU takes a large share of it and slows the cell's kernel markedly (the figures:
+docs/history.md, "Reproducibility: fourteen run pairs"). So the share taken is the CPUs' busy
+time (``/proc/stat``: everything but idle and I/O wait, steal included) less the process's own
 CPU time, over the wall time and the number of CPUs. A round with a process over
 ``replicates.max_cpu_taken`` is measured again (``numbench.measure.replicates.measure_round``).
 
-The process's own CPU time (``own_run_s``) is every thread's, ended ones too, and that of
-its child processes, which inherit its CPUs: a library's compiler runs (XLA's ``ptxas`` on
-a GPU, most likely; ``torch.compile``'s C compiler on the CPU) are its own cost, not another
-program's (counted as others', JAX's GPU cells read 0.30 to 0.35 on a quiet host and every
-round was measured again: docs/history.md). The children it waited for count through
-``getrusage(RUSAGE_CHILDREN)`` (with those they waited for); then the live descendants,
+The process's own CPU time (``own_run_s``) is every thread's, ended ones too, and that of its
+child processes, which inherit its CPUs: a library's compiler runs (XLA's ``ptxas`` on a GPU,
+most likely; ``torch.compile``'s C compiler on the CPU) are its own cost, not another program's
+(counted as others', JAX's GPU cells read as busy on a quiet host and every round was measured
+again: docs/history.md, "The first run on a GPU host"). The children it waited for count
+through ``getrusage(RUSAGE_CHILDREN)`` (with those they waited for); then the live descendants,
 zombies included, through ``/proc/PID/task/TID/children`` and each one's ``/proc/PID/stat``
-(its own time and its waited-for children's). A descendant waited for during the walk
-would be in neither reading, never in both, so ``own_run_s`` reads the waited-for time again
-after the walk; one whose parent ended without waiting for it leaves the tree, its time with
-it. Where ``/proc`` cannot tell, only the children waited for count.
+(its own time and its waited-for children's). A descendant waited for during the walk would be
+in neither reading, never in both, so ``own_run_s`` reads the waited-for time again after the
+walk; one whose parent ended without waiting for it leaves the tree, its time with it. Where
+``/proc`` cannot tell, only the children waited for count.
 
 Not the process's own run delay: a library's threads wait for each other on one CPU (JAX's
-dispatch and compute threads on small arrays wait 36 to 38% of the time on a quiet machine,
-TensorFlow's up to 31%), which is the library's cost, not the machine's. The busy time
+dispatch and compute threads on small arrays, TensorFlow's, for a good part of the time even
+on a quiet machine), which is the library's cost, not the machine's. The busy time
 counts in clock ticks (10 ms), so a window of 0.1 s reads within about 0.02 on a quiet
 machine. Where ``/proc/stat`` is missing (not Linux), the share is unknown (None).
 """

@@ -2,15 +2,15 @@
 each cell's job just before it measures, so that the run's cells in the order they held the
 timing lock (``locked_from_unix``) form a series of the machine's own speed through the run.
 
-The kernel is NumPy's sort of ``SENTINEL_SIZE`` float64 values drawn from a fixed seed (8
-MiB; NumPy's sort uses one thread whatever the config's threads, so the cell's library and
-settings never change it). It took 6 to 20 ms a call on the busy 2-core VM it was chosen on
-(a 2 MiB sort took about 1.4 ms there: too short to stand above the timer's and the
-scheduler's noise). ``SENTINEL_REPEATS`` calls are timed after one
-untimed call and the fastest counts (``sentinel_s``): a call that another program
-interrupted is left out, and what stays is how fast this machine runs the same work now. A
-machine slowing down through the run (its clock, a neighbour on the memory bus, a host
-under load) shows as ``sentinel_s`` drifting; the run's spread (slowest cell's sentinel
+The kernel is NumPy's sort of ``SENTINEL_SIZE`` float64 values drawn from a fixed seed (8 MiB;
+NumPy's sort uses one thread whatever the config's threads, so the cell's library and settings
+never change it). Its size makes a call last milliseconds, long enough to stand above the
+timer's and the scheduler's noise, which a sort a quarter of its size did not on the machine it
+was chosen on (docs/method.md, "Replicates, pairing and lockstep rounds"). ``SENTINEL_REPEATS``
+calls are timed after one untimed call and the fastest counts (``sentinel_s``): a call that
+another program interrupted is left out, and what stays is how fast this machine runs the same
+work now. A machine slowing down through the run (its clock, a neighbour on the memory bus, a
+host under load) shows as ``sentinel_s`` drifting; the run's spread (slowest cell's sentinel
 over the fastest's) is in the headline (``numbench.analyse.machine``).
 
 Where NumPy cannot be imported the sentinel is not timed (None).
