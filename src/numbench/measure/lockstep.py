@@ -1,17 +1,18 @@
 """Lockstep rounds: the two processes of a paired round take their samples in turns.
 
-A paired round measures the baseline's process and the library's. Back to back, their
-samples lie a second or more apart (the second process's start and import between them),
-and on a machine whose speed moves within seconds the two sides see different speeds: on the
-2-core machine of docs/history.md, half-second blocks of one NumPy process spread 8.5 to
-9.6%. In lockstep (``replicates.lockstep``) the supervisor starts both processes, one after
-the other, and each imports, loads, compiles, makes its first call and calibrates while the
-other waits; then the samples are taken in turns, one of each side per turn in a seeded
-random order, so each side's samples lie milliseconds from the other's; then each process in
-turn finishes alone (its pipelined loop and transfers, its output check). Exactly one of
-the two runs at any moment; the other waits on a pipe (at more than one thread, a library's
-idle thread pools may spin for a moment after its turn). Each library is still alone in its own
-fresh process, with its own import, first call and calibration.
+A paired round measures the baseline's process and the library's. Back to back, their samples
+lie a second or more apart (the second process's start and import between them), and on a
+machine whose speed moves within seconds the two sides see different speeds (on a shared VM,
+half-second blocks of one process spread as much as separate processes did: docs/history.md,
+"Reproducibility: fourteen run pairs", and "Lockstep rounds" for what taking turns changed). In
+lockstep (``replicates.lockstep``) the supervisor starts both processes, one after the other,
+and each imports, loads, compiles, makes its first call and calibrates while the other waits;
+then the samples are taken in turns, one of each side per turn in a seeded random order, so
+each side's samples lie milliseconds from the other's; then each process in turn finishes alone
+(its pipelined loop and transfers, its output check). Exactly one of the two runs at any
+moment; the other waits on a pipe (at more than one thread, a library's idle thread pools may
+spin for a moment after its turn). Each library is still alone in its own fresh process, with
+its own import, first call and calibration.
 
 The protocol, one line per message over two pipes whose descriptors the worker finds in
 ``TURNS_ENV`` ("read,write"):
