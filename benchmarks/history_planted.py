@@ -39,7 +39,7 @@ operations:
   fft: {sizes: [1000, 10000, 100000, 1000000]}
   matmul: {sizes: [50, 100, 200, 400]}
 timing: {min_sample_time_s: 0.01, min_samples: 3, max_samples: 10, budget_s: 0.05}
-replicates: {min: 2, max: 2, spread: 0, paired: false, max_cpu_taken: null}
+replicates: {min: 2, max: 2, early_rounds: 0, paired: false, max_cpu_taken: null}
 cell_timeout_s: 120
 history: {add: false}
 """

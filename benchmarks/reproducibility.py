@@ -179,7 +179,7 @@ def baseline_spread(samples: pd.DataFrame) -> tuple[float, float]:
 
 def round_spans(results: Path) -> pd.Series:
     """Minutes between the first and the last own process of each ok cell with several: how
-    far apart in time a cell's rounds were measured (``replicates.spread``)."""
+    far apart in time a cell's rounds were measured (``replicates.early_rounds``)."""
     spans = []
     for path in sorted((results / "cells").rglob("*.parquet")):
         cell = pd.read_parquet(path, columns=["role", "process_started_unix", "status"])

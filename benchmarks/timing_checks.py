@@ -146,7 +146,7 @@ def lockstep_shares(folder: Path) -> list[tuple[str, float | None, str]]:
         memory_limit_mb=None,
         allocator="steady",
         replicates=ReplicateSettings(
-            min=1, max=1, target_ci=1.0, margin=1.1, spread=0, round_sd=0.03,
+            min=1, max=1, target_ci=1.0, stop_margin=1.1, early_rounds=0, round_sd=0.03,
             max_cpu_taken=None, lockstep=False, max_cell_s=None,
         ),
         paired_with=None,

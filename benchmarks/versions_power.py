@@ -6,7 +6,7 @@ each an environment of the grid's own packages with the test-only slowdown
 are measured the way another version of the library would be: each cell in paired lockstep
 rounds against the library in the base environment. The twin with factor 1 is not slowed at
 all: its flags are false alarms. The twins' cells add rounds while their verdict at
-``--margin`` is unsettled (``replicates.margin`` is set to it, as it should be in a grid made
+``--margin`` is unsettled (``replicates.stop_margin`` is set to it, as it should be in a grid made
 to gate versions at that margin), up to ``--max-rounds`` (default: the grid's
 ``replicates.max``).
 
@@ -51,11 +51,11 @@ def twin_config(
     base_config: Path, factors: list[float], out: Path, margin: float, max_rounds: int | None
 ) -> Path:
     """The grid of ``base_config`` with one twin environment per factor. Its cells stop adding
-    rounds once their verdict at the gate's ``margin`` is settled (``replicates.margin``), as
+    rounds once their verdict at the gate's ``margin`` is settled (``replicates.stop_margin``), as
     a grid made to compare versions at that margin would; ``max_rounds`` raises
     ``replicates.max``."""
     cfg = yaml.safe_load(base_config.read_text(encoding="utf-8")) or {}
-    cfg["replicates"] = {**(cfg.get("replicates") or {}), "margin": margin}
+    cfg["replicates"] = {**(cfg.get("replicates") or {}), "stop_margin": margin}
     if max_rounds is not None:
         cfg["replicates"]["max"] = max_rounds
     cfg["environments"] = {

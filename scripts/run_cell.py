@@ -1,4 +1,4 @@
-"""Entry point of rules cell and spread_round: measure one cell, or one spread round of it,
+"""Entry point of rules cell and early_round: measure one cell, or one early round of it,
 from its spec (numbench.spec.CellSpec as JSON).
 
 Every outcome of the library is written as the cell's status, and the script exits 0. A
@@ -28,11 +28,9 @@ exit_on_sigterm()
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--spec", required=True, help="the cell's spec, as JSON")
 parser.add_argument("--output", required=True)
+parser.add_argument("--round", type=int, help="measure only this early round, and write it as JSON")
 parser.add_argument(
-    "--round", type=int, help="measure only this spread round, and write it as JSON"
-)
-parser.add_argument(
-    "--earlier", nargs="*", default=[], help="the cell's spread rounds, measured before"
+    "--earlier", nargs="*", default=[], help="the cell's early rounds, measured before"
 )
 parser.add_argument(
     "--lock-timeout-s",

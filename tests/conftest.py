@@ -73,8 +73,8 @@ def make_spec(
             min=replicates[0],
             max=replicates[1],
             target_ci=0.03,
-            margin=1.1,
-            spread=0,
+            stop_margin=1.1,
+            early_rounds=0,
             round_sd=0.03,
             max_cpu_taken=0.1,
             lockstep=lockstep,
@@ -308,7 +308,7 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
 #: once whatever else the machine runs (measuring again is test_replicates' to check). The
 #: finished run adds itself to a history store (test_history_e2e reads it, and reruns a step
 #: and builds the site on a copy), in a folder whose name holds a space too.
-TINY_RUN_REPLICATES = "replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}"
+TINY_RUN_REPLICATES = "replicates: {min: 1, max: 1, early_rounds: 0, max_cpu_taken: null}"
 TINY_RUN_CONFIG = f"""
 libraries: [numpy, jax, torch, tensorflow, numba]
 operations:
@@ -341,7 +341,7 @@ operations:
 dtype: [float64, float32]
 threads: [1, all]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
-replicates: {min: 2, max: 2, spread: 1, max_cpu_taken: null}
+replicates: {min: 2, max: 2, early_rounds: 1, max_cpu_taken: null}
 cell_timeout_s: 300
 """
 

@@ -155,7 +155,7 @@ def test_a_cell_s_record_of_the_machine_covers_its_spread_rounds_jobs(tmp_path):
     inputs.write("sort", 1000, 3, path)
     timing = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 3, "budget_s": 0.01}
     spec = make_spec("numpy", "cpu", "sort", 1000, str(path), timing, replicates=(2, 2))
-    spec = spec.replace(replicates={**spec.replicates.__dict__, "spread": 1})
+    spec = spec.replace(replicates={**spec.replicates.__dict__, "early_rounds": 1})
     round_file = tmp_path / "r0.json"
     run_round(spec, 0, round_file, lock=str(tmp_path / "lock"))
     data = json.loads(round_file.read_text())

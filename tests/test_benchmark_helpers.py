@@ -56,7 +56,7 @@ def test_twins_stop_at_the_gate_s_margin_and_are_test_only(tmp_path):
         REPO / "config" / "config.yaml", [1.0, 1.2], tmp_path / "twins.yaml", 1.05, 6
     )
     cfg = yaml.safe_load(out.read_text(encoding="utf-8"))
-    assert cfg["replicates"]["margin"] == 1.05 and cfg["replicates"]["max"] == 6
+    assert cfg["replicates"]["stop_margin"] == 1.05 and cfg["replicates"]["max"] == 6
     assert cfg["replicates"]["min"] == 2  # the grid's other settings are kept
     twin = cfg["environments"]["twin-1.20"]["variables"]
     assert twin == {"NUMBENCH_TEST_ADAPTERS": "1", "NUMBENCH_TEST_SLOWDOWN": "1.2"}

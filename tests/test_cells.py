@@ -110,7 +110,9 @@ def test_numpy_cell_writes_samples_and_metadata(tmp_path):
 
 def test_a_cell_continues_from_its_spread_round_file(tmp_path):
     spec = _spec(tmp_path, "numpy")
-    spec = spec.replace(replicates={**spec.replicates.__dict__, "min": 2, "max": 2, "spread": 1})
+    spec = spec.replace(
+        replicates={**spec.replicates.__dict__, "min": 2, "max": 2, "early_rounds": 1}
+    )
     round_file = tmp_path / "r0.json"
     runs = run_round(spec, 0, round_file, lock=str(tmp_path / "lock"))
     assert [r.report.status for r in runs] == ["ok"]
@@ -132,7 +134,7 @@ def test_an_unreadable_spread_round_fails_the_job_names_the_file_and_removes_it(
     out = tmp_path / "cell.parquet"
     with pytest.raises(MachineryFault) as err:
         run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[bad])
-    assert str(bad) in str(err.value) and "not a readable spread round" in str(err.value)
+    assert str(bad) in str(err.value) and "not a readable early round" in str(err.value)
     assert "next run measures that round again" in str(err.value)
     assert not out.exists() and not bad.exists()
 
@@ -144,7 +146,7 @@ def test_a_round_file_with_a_bad_activity_entry_fails_the_job_before_it_measures
     from numbench.measure.replicates import write_round
 
     spec = _spec(tmp_path, "numpy")
-    spec = spec.replace(replicates={**spec.replicates.__dict__, "spread": 1})
+    spec = spec.replace(replicates={**spec.replicates.__dict__, "early_rounds": 1})
     bad = tmp_path / "r0.json"
     write_round(bad, spec, [], wall_s=1.0, activity={"other_cpu_share": "n/a"})
     out = tmp_path / "cell.parquet"

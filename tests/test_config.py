@@ -223,5 +223,25 @@ def test_the_stopping_margin_is_the_cells_and_the_report_margin_is_not():
         cfg = resolve({**base, "margin": margin}, SCHEMA)
         specs[margin] = [cell_spec(cfg, c).to_json() for c in grid(cfg)]
     assert specs[1.1] == specs[1.5]
-    cfg = resolve({**base, "replicates": {"margin": 1.3}}, SCHEMA)
-    assert {cell_spec(cfg, c).replicates.margin for c in grid(cfg)} == {1.3}
+    cfg = resolve({**base, "replicates": {"stop_margin": 1.3}}, SCHEMA)
+    assert {cell_spec(cfg, c).replicates.stop_margin for c in grid(cfg)} == {1.3}
+
+
+def test_renamed_replicate_settings_keep_their_stored_names_in_a_cells_spec():
+    """stop_margin and early_rounds are written as margin and spread in the spec's JSON (the
+    rules' parameter) and read back from it, so cells measured before the rename keep their
+    spec and are not measured again."""
+    import json
+
+    from numbench.config import cell_spec, grid, resolve
+    from numbench.spec import CellSpec
+
+    cfg = resolve(
+        {"operations": {"sort": {"sizes": [10]}}, "replicates": {"stop_margin": 1.3}}, SCHEMA
+    )
+    spec = cell_spec(cfg, grid(cfg)[0])
+    stored = json.loads(spec.to_json())["replicates"]
+    assert stored["margin"] == 1.3 and stored["spread"] == 1
+    assert "stop_margin" not in stored and "early_rounds" not in stored
+    back = CellSpec.from_json(spec.to_json()).replicates
+    assert back.stop_margin == 1.3 and back.early_rounds == 1

@@ -124,14 +124,26 @@ CASES = [
         ["timing.min_samples = 10 is larger than timing.max_samples = 5"],
     ),
     (
-        "replicates-spread-over-min",
-        "replicates: {min: 2, max: 3, spread: 3}",
-        ["replicates.spread = 3 is larger than replicates.min = 2"],
+        "replicates-early-rounds-over-min",
+        "replicates: {min: 2, max: 3, early_rounds: 3}",
+        ["replicates.early_rounds = 3 is larger than replicates.min = 2"],
     ),
     (
-        "replicates-spread-negative",
-        "replicates: {spread: -1}",
-        ["replicates.spread = -1 is out of range"],
+        "replicates-early-rounds-negative",
+        "replicates: {early_rounds: -1}",
+        ["replicates.early_rounds = -1 is out of range"],
+    ),
+    (
+        # the old name of early_rounds: refused by its new name, never ignored
+        "replicates-spread-renamed",
+        "replicates: {spread: 0}",
+        ["replicates.spread was renamed to replicates.early_rounds"],
+    ),
+    (
+        # the old name of stop_margin, which read as the report's margin
+        "replicates-margin-renamed",
+        "replicates: {margin: 1.2}",
+        ["replicates.margin was renamed to replicates.stop_margin"],
     ),
     (
         "replicates-round-sd-negative",

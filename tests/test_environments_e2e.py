@@ -53,7 +53,7 @@ operations:
   matmul:
     sizes: [64]
 {FAST_TIMING}
-replicates: {{min: 2, max: 3, spread: 1, max_cpu_taken: null}}
+replicates: {{min: 2, max: 3, early_rounds: 1, max_cpu_taken: null}}
 environments:
   numpy-old: [{pins}]
   slow:
@@ -141,7 +141,7 @@ def test_a_pin_that_cannot_be_installed_fails_its_environment_naming_it(
     (workdir / "bad.yaml").write_text(
         "libraries: [numpy]\noperations:\n  sort:\n    sizes: [1000]\n"
         + FAST_TIMING
-        + "\nreplicates: {min: 1, max: 1, spread: 0}"
+        + "\nreplicates: {min: 1, max: 1, early_rounds: 0}"
         + "\nenvironments:\n  nothing: [numpy==0.0.0.1]\n"
     )
     # the environment and a base cell as targets: the analysis after them is not this test's

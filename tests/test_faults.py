@@ -29,7 +29,7 @@ operations:
   matmul:
     sizes: [16]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 5, budget_s: 0.05}
-replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
+replicates: {min: 1, max: 1, early_rounds: 0, max_cpu_taken: null}
 cell_timeout_s: 6
 cell_memory_limit_mb: 300
 """

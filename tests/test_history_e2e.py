@@ -26,7 +26,7 @@ roofs: false
 operations:
   elementwise: {sizes: [2000]}
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
-replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
+replicates: {min: 1, max: 1, early_rounds: 0, max_cpu_taken: null}
 cell_timeout_s: 120
 history: {add: true, folder: "kept runs", site: "the site"}
 """

@@ -177,7 +177,7 @@ operations:
   elementwise:
     sizes: [1000]
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.02}
-replicates: {min: 1, max: 1, spread: 0}
+replicates: {min: 1, max: 1, early_rounds: 0}
 """
 
 

@@ -27,7 +27,7 @@ operations:
   eos: {module: examples/eos/eos.py, sizes: [4096]}
 threads: 2
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 3, budget_s: 0.01}
-replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
+replicates: {min: 1, max: 1, early_rounds: 0, max_cpu_taken: null}
 """
 
 

@@ -32,8 +32,8 @@ REPS = {
     "min": 2,
     "max": 3,
     "target_ci": 0.03,
-    "margin": 1.1,
-    "spread": 0,
+    "stop_margin": 1.1,
+    "early_rounds": 0,
     "round_sd": 0.03,
     "max_cpu_taken": 0.1,
     "lockstep": False,
@@ -384,7 +384,7 @@ def spread_round(spec, worker, replicate=0):
 
 
 def test_the_cell_continues_from_its_spread_rounds(tmp_path):
-    spec = spec_with(spread=1)
+    spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
     earlier = spread_round(spec, worker)
     assert sorted(r.role for r in earlier) == [BASELINE, MEASURED]
@@ -405,7 +405,7 @@ def test_the_cell_continues_from_its_spread_rounds(tmp_path):
 
 
 def test_spread_rounds_up_to_min_leave_the_cell_only_its_adaptive_rounds():
-    spec = spec_with(spread=2)
+    spec = spec_with(early_rounds=2)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
     earlier = spread_round(spec, worker, 0) + spread_round(spec, worker, 1)
     worker.calls.clear()
@@ -418,7 +418,7 @@ def test_spread_rounds_up_to_min_leave_the_cell_only_its_adaptive_rounds():
 
 
 def test_a_fault_in_a_spread_round_ends_the_cell():
-    spec = spec_with(spread=1)
+    spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("torch", 1): "boom"})
     earlier = spread_round(spec, worker)
     worker.calls.clear()
@@ -429,7 +429,7 @@ def test_a_fault_in_a_spread_round_ends_the_cell():
 
 
 def test_a_failed_baseline_in_a_spread_round_ends_the_pairing():
-    spec = spec_with(spread=1)
+    spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("numpy", 1): "bad"})
     earlier = spread_round(spec, worker)
     runs, pairing_error = measure_replicates(spec, worker, earlier)
@@ -439,16 +439,16 @@ def test_a_failed_baseline_in_a_spread_round_ends_the_pairing():
 
 
 def test_a_round_file_of_another_cell_or_a_corrupt_one_is_refused(tmp_path):
-    spec = spec_with(spread=1)
+    spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
     write_round(tmp_path / "r0.json", spec, spread_round(spec, worker), wall_s=1.0)
     other = spec.replace(size=2000)
     with pytest.raises(RoundFileError, match="r0.json: measured for another spec"):
         read_rounds([tmp_path / "r0.json"], other)
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(RoundFileError, match="bad.json: not a readable spread round"):
+    with pytest.raises(RoundFileError, match="bad.json: not a readable early round"):
         read_rounds([tmp_path / "bad.json"], spec)
-    with pytest.raises(RoundFileError, match="missing.json: not a readable spread round"):
+    with pytest.raises(RoundFileError, match="missing.json: not a readable early round"):
         read_rounds([tmp_path / "missing.json"], spec)
 
 
@@ -468,7 +468,7 @@ def test_a_round_file_with_a_bad_activity_or_wait_is_refused_when_read(tmp_path,
     refused here, before it, as an unusable round file naming itself."""
     import json
 
-    spec = spec_with(spread=1)
+    spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
     path = tmp_path / "r0.json"
     good = {"other_cpu_share": 0.1, "steal_share": 0.0, "load_avg_1m": 1.0, "watched_s": 2.0}
@@ -481,8 +481,8 @@ def test_a_round_file_with_a_bad_activity_or_wait_is_refused_when_read(tmp_path,
 
 
 def test_spread_must_not_exceed_min():
-    with pytest.raises(ValueError, match="spread"):
-        ReplicateSettings(**{**REPS, "spread": 3})
+    with pytest.raises(ValueError, match="early_rounds"):
+        ReplicateSettings(**{**REPS, "early_rounds": 3})
 
 
 # -- the baseline's row pools the baseline processes measured beside other cells -------------

@@ -23,7 +23,7 @@ libraries: [numpy]
 operations:
   elementwise: {sizes: [1000]}
 timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 4, budget_s: 0.02}
-replicates: {min: 1, max: 1, spread: 0, max_cpu_taken: null}
+replicates: {min: 1, max: 1, early_rounds: 0, max_cpu_taken: null}
 cell_timeout_s: 300
 roofs_at_end: %s
 """

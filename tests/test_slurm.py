@@ -358,7 +358,7 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
     cell_jobs = []
     for cell in on_slurm.itertuples():
         wildcards = (cell.library, cell.device, cell.dtype, cell.threads, cell.operation, cell.size)
-        for rule, tail in (("cell", ()), ("spread_round", (0,))):
+        for rule, tail in (("cell", ()), ("early_round", (0,))):
             comment = f"rule_{rule}_wildcards_" + "_".join(map(str, wildcards + tail))
             assert comment in by_comment, f"no Slurm job for {rule} {comment}"
             job = by_comment[comment]

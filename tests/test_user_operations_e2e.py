@@ -40,7 +40,7 @@ operations:
   sort:
     sizes: [1000]
 {FAST_TIMING}
-replicates: {{min: 1, max: 1, spread: 0, max_cpu_taken: null}}
+replicates: {{min: 1, max: 1, early_rounds: 0, max_cpu_taken: null}}
 """
 
 
@@ -55,7 +55,7 @@ operations:
     module: "{folder / "stencil.py"}"
     sizes: [32]
 {FAST_TIMING}
-replicates: {{min: 1, max: 1, spread: 0, max_cpu_taken: null}}
+replicates: {{min: 1, max: 1, early_rounds: 0, max_cpu_taken: null}}
 roofs: false
 """
 

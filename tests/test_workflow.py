@@ -37,14 +37,14 @@ def finished(tiny_run):
 def test_dry_run_plans_one_cell_job_per_cell(workdir):
     """The tiny grid with a spread round a cell (the shared run measures one round a cell):
     one cell job, one spread round job per cell, and one inputs job per operation."""
-    spread = "replicates: {min: 2, max: 2, spread: 1}"
+    spread = "replicates: {min: 2, max: 2, early_rounds: 1}"
     assert TINY_RUN_REPLICATES in TINY_RUN_CONFIG
     (workdir / "e2e.yaml").write_text(TINY_RUN_CONFIG.replace(TINY_RUN_REPLICATES, spread))
     proc = snakemake(workdir, "-n", "--cores", "1", "--configfile", "e2e.yaml")
     assert proc.returncode == 0, proc.stderr
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout, flags=re.M))
     assert int(counts["cell"]) == CELLS
-    assert int(counts["spread_round"]) == CELLS  # replicates.spread: 1
+    assert int(counts["early_round"]) == CELLS  # replicates.early_rounds: 1
     assert int(counts["inputs"]) == len(TINY_RUN_OPERATIONS)
 
 
@@ -191,11 +191,11 @@ def test_rules_run_the_python_first_on_path(tmp_path):
 
 def test_changing_the_report_margin_remeasures_nothing(finished):
     """The report's margin is no part of a cell: a new one plans the analysis again and no
-    cell, round or inputs job (the stopping margin, ``replicates.margin``, is the cells')."""
+    cell, round or inputs job (the stopping margin, ``replicates.stop_margin``, is the cells')."""
     proc = snakemake(
         finished, "-n", "--cores", "1", "--configfile", "e2e.yaml", "--config", "margin=1.3"
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     planned = dict(re.findall(r"^(\w+)\s+(\d+)$", proc.stdout + proc.stderr, re.M))
     assert "speedups" in planned and "summary" in planned, proc.stdout[-3000:]
-    assert not {"cell", "spread_round", "inputs"} & planned.keys(), planned
+    assert not {"cell", "early_round", "inputs"} & planned.keys(), planned

@@ -94,10 +94,10 @@ def test_runtime_is_whole_minutes_plus_the_margin():
 
 
 def test_priorities_put_inputs_then_rounds_by_number_then_cells():
-    cfg = replicates(resolved(), min=3, max=3, spread=2)
+    cfg = replicates(resolved(), min=3, max=3, early_rounds=2)
     cells = grid(cfg)
     order = JobOrder.of(cfg, cells)
-    assert order.spread == 2 and order.stage == len(cells)
+    assert order.early_rounds == 2 and order.stage == len(cells)
     assert sorted(order.rank.values()) == list(range(len(cells)))
     cell_jobs = [order.cell_priority(c) for c in cells]
     round_1 = [order.round_priority(c, 1) for c in cells]
@@ -127,7 +127,7 @@ def test_a_cell_outside_the_grid_has_the_lowest_priority():
 
 
 def test_without_spread_rounds_inputs_come_just_above_every_cell():
-    cfg = replicates(resolved(), spread=0)
+    cfg = replicates(resolved(), early_rounds=0)
     cells = grid(cfg)
     order = JobOrder.of(cfg, cells)
     assert order.inputs_priority == len(cells)

@@ -3,7 +3,7 @@
 A cell is one (library, device, dtype, threads, operation, size) of the grid, measured in the
 base environment or in one of the config's ``environments`` (library versions side by side,
 ``numbench.config.environments``). Its Parquet file,
-its log, its spread rounds' files and logs, and its inputs file are all formatted from the
+its log, its early rounds' files and logs, and its inputs file are all formatted from the
 templates below, and read back from a path by the patterns made of the same templates. The
 workflow's rules take their output and log patterns from here too, so a rule, the grid, the
 offsite plan and archive, aggregation and ``compare`` cannot disagree on where a cell lives.
@@ -117,7 +117,7 @@ class Cell:
         return CELL_LOG.format(**self.fields())
 
     def round_path(self, round_index: int) -> str:
-        """A spread round's file: temporary, read and removed by the cell's job."""
+        """An early round's file: temporary, read and removed by the cell's job."""
         return ROUND_FILE.format(**self.fields(), round=round_index)
 
     def round_log(self, round_index: int) -> str:

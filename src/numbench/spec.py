@@ -19,6 +19,7 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from numbench.replicate_settings import ReplicateSettings
 from numbench.timing import TimingSettings
 
 #: What a cell file holds, as a number: raised whenever a cell measures something new or its
@@ -48,52 +49,6 @@ SUPERVISOR_ENV = "NUMBENCH_SUPERVISOR_PID"
 #: the worker's exit status when it cannot read its spec or write its report (EX_TEMPFAIL of
 #: sysexits.h): a fault of the machinery, which the supervisor never stores as the library's
 MACHINERY_FAULT_EXIT = 75
-
-
-@dataclass(frozen=True)
-class ReplicateSettings:
-    """The ``replicates`` section of the config: how many worker processes a cell runs. No
-    defaults here: they live in the config schema and ``config/config.yaml`` alone."""
-
-    #: processes always run
-    min: int
-    #: processes never exceeded
-    max: int
-    #: after ``min``, an unpaired cell adds processes until the 95% interval of its median is
-    #: within this relative half-width, or ``max`` is reached
-    target_ci: float
-    #: the stopping margin (``replicates.margin``): a paired speedup whose whole interval lies
-    #: beyond it is settled. Not the report's margin, which changes no cell
-    margin: float
-    #: the first rounds, each measured by a job of its own scheduled before every cell's
-    #: remaining rounds, so that a cell's rounds lie minutes apart (``numbench.measure.replicates``)
-    spread: int
-    #: after ``min``, a paired cell adds rounds while its speedup's verdict is in doubt: while
-    #: its interval, widened to at least ``1.96 * round_sd / sqrt(rounds)`` in log terms,
-    #: holds ``margin`` or ``1 / margin`` (``numbench.stats.verdict_settled``)
-    round_sd: float
-    #: a round with a process whose CPUs other programs used more than this share of while it
-    #: measured (``ProcessReport.cpu_taken``) is measured again, up to ``CPU_TAKEN_RETRIES``
-    #: times; None measures every round once, busy machine or not
-    max_cpu_taken: float | None
-    #: a paired round starts both processes and takes their samples in turns
-    #: (``numbench.measure.lockstep``) instead of running them back to back
-    lockstep: bool
-    #: a cell that has spent this many seconds on its rounds adds no further round (its
-    #: first always runs; ``numbench.measure.replicates.capped``); None: no cap
-    max_cell_s: float | None
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.min <= self.max:
-            raise ValueError("need 1 <= replicates.min <= replicates.max")
-        if not 0 <= self.spread <= self.min:
-            raise ValueError("need 0 <= replicates.spread <= replicates.min")
-        if not self.round_sd >= 0:
-            raise ValueError("need replicates.round_sd >= 0")
-        if self.max_cpu_taken is not None and not self.max_cpu_taken > 0:
-            raise ValueError("need replicates.max_cpu_taken > 0 (or null)")
-        if self.max_cell_s is not None and not self.max_cell_s > 0:
-            raise ValueError("need replicates.max_cell_s > 0 (or null)")
 
 
 @dataclass(frozen=True)
@@ -188,6 +143,7 @@ class CellSpec:
 
     def to_json(self) -> str:
         data = asdict(self)
+        data["replicates"] = self.replicates.to_dict()
         if self.environment is None:
             del data["environment"]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -204,7 +160,7 @@ class CellSpec:
         if not isinstance(timing, TimingSettings):
             timing = TimingSettings(**timing)
         if not isinstance(replicates, ReplicateSettings):
-            replicates = ReplicateSettings(**replicates)
+            replicates = ReplicateSettings.from_dict(replicates)
         if environment is not None and not isinstance(environment, Environment):
             environment = Environment(**environment)
         return cls(
@@ -385,7 +341,7 @@ class CellMeta:
     #: no cap was set)
     capped: bool | None = None
     #: seconds the cell waited, lock held, for other processes to quiet down before it
-    #: measured (``wait_for_quiet``; its spread rounds' waits included), and whether they did
+    #: measured (``wait_for_quiet``; its early rounds' waits included), and whether they did
     #: (None: no wait asked, or the machine could not be read)
     quiet_wait_s: float | None = None
     quiet_reached: bool | None = None

@@ -1,4 +1,4 @@
-# Inputs, the spread rounds and the timed cells: fresh worker processes per (library, device,
+# Inputs, the early rounds and the timed cells: fresh worker processes per (library, device,
 # dtype, threads, operation, size).
 # Every shell command runs the `python` of the environment the rule runs in (first on PATH:
 # the venv that `make` puts there, or the env Snakemake's --sdm conda activates).
@@ -51,9 +51,9 @@ rule environment:
         " --folder {params.folder:q} --output {output} > {log} 2>&1"
 
 
-# A spread round: one round of a cell (its own process and, paired, a baseline process),
-# measured in a job of its own before any cell's remaining rounds (replicates.spread).
-rule spread_round:
+# An early round: one round of a cell (its own process and, paired, a baseline process),
+# measured in a job of its own before any cell's remaining rounds (replicates.early_rounds).
+rule early_round:
     input:
         inputs=cell_inputs,
         environment=environment_ready,
@@ -61,7 +61,7 @@ rule spread_round:
         temp(cells.ROUND_FILE),
     log:
         cells.ROUND_LOG,
-    priority: spread_round_priority
+    priority: early_round_priority
     conda:
         "../../envs/numbench-cpu.yaml"
     threads: cell_threads
@@ -87,7 +87,7 @@ rule spread_round:
 rule cell:
     input:
         inputs=cell_inputs,
-        earlier=spread_rounds,
+        earlier=early_round_files,
         environment=environment_ready,
     output:
         cells.CELL_FILE,

@@ -95,8 +95,8 @@ def site_folder(wildcards, output):
 
 
 # What the rules ask of the scheduler (numbench.config.jobs): the roofs job's dimensions,
-# CPUs and GPUs, the timing lock's wait, the wall times a cell and a spread round ask Slurm
-# for, and the priorities that put every inputs job first, then the spread rounds, then the
+# CPUs and GPUs, the timing lock's wait, the wall times a cell and an early round ask Slurm
+# for, and the priorities that put every inputs job first, then the early rounds, then the
 # cells' own jobs, each stage in a seeded random order.
 PLAN = job_plan(CFG, GRID)
 ROOFS_FILE = "results/roofs.parquet"
@@ -123,19 +123,19 @@ def wildcards_cell(wildcards):
 
 
 def cell_priority(wildcards):
-    """A cell's job: after every spread round, in the seeded order."""
+    """A cell's job: after every early round, in the seeded order."""
     return PLAN.order.cell_priority(wildcards_cell(wildcards))
 
 
-def spread_round_priority(wildcards):
-    """Spread round k: after every round before k, before every cell's job."""
+def early_round_priority(wildcards):
+    """Early round k: after every round before k, before every cell's job."""
     return PLAN.order.round_priority(wildcards_cell(wildcards), int(wildcards.round))
 
 
-def spread_rounds(wildcards):
-    """The cell's spread rounds, which its job continues from."""
+def early_round_files(wildcards):
+    """The cell's early rounds, which its job continues from."""
     cell = wildcards_cell(wildcards)
-    return [cell.round_path(k) for k in range(PLAN.order.spread)]
+    return [cell.round_path(k) for k in range(PLAN.order.early_rounds)]
 
 
 def environment_ready(wildcards):

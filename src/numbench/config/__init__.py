@@ -188,10 +188,10 @@ def check_semantics(cfg: dict, cells_run_here: bool = True, workflow_dir=None) -
             f"replicates.min = {reps['min']} is larger than replicates.max = {reps['max']}; "
             "it must be <= max"
         )
-    if reps["spread"] > reps["min"]:
+    if reps["early_rounds"] > reps["min"]:
         raise ConfigError(
-            f"replicates.spread = {reps['spread']} is larger than replicates.min = "
-            f"{reps['min']}; at most min rounds can be spread (the rest adapt)"
+            f"replicates.early_rounds = {reps['early_rounds']} is larger than replicates.min = "
+            f"{reps['min']}; at most min rounds can run early (the rest adapt)"
         )
     base = cfg["baseline"]
     if base["library"] not in cfg["libraries"]:

@@ -24,7 +24,7 @@ DEVICES = ("cpu", "gpu")
 def job_order(cfg: dict, cells: list[Cell]) -> dict[str, int]:
     """A seeded random rank (0 .. len - 1) for every cell, by its path.
 
-    The rules' priorities follow it within each stage (spread rounds, then cells), so the
+    The rules' priorities follow it within each stage (early rounds, then cells), so the
     grid runs interleaved (operations and libraries mixed, as Google Benchmark's random
     interleaving does) and a slow period of the machine spreads over many groups instead of
     landing on one; the seed keeps a rerun's order.
@@ -87,8 +87,8 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
             min=reps["min"],
             max=reps["max"],
             target_ci=float(reps["target_ci"]),
-            margin=float(reps["margin"]),
-            spread=reps["spread"],
+            stop_margin=float(reps["stop_margin"]),
+            early_rounds=reps["early_rounds"],
             round_sd=float(reps["round_sd"]),
             max_cpu_taken=None if reps["max_cpu_taken"] is None else float(reps["max_cpu_taken"]),
             lockstep=bool(reps["lockstep"]),

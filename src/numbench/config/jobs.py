@@ -84,7 +84,7 @@ def cell_runtime_min(cfg: dict) -> int:
 
 
 def round_runtime_min(cfg: dict) -> int:
-    """The wall time a spread round's job asks for: one round's processes, and its wait."""
+    """The wall time an early round's job asks for: one round's processes, and its wait."""
     wait_min = math.ceil(quiet_wait_s(cfg) / 60)
     return runtime_min(round_processes(cfg), cfg["cell_timeout_s"]) + wait_min
 
@@ -93,7 +93,7 @@ def round_runtime_min(cfg: dict) -> int:
 class JobOrder:
     """The priorities that order the ready jobs (Snakemake runs the highest first).
 
-    Every inputs file (and the roofs) first, then the spread rounds (round 0 of every cell,
+    Every inputs file (and the roofs) first, then the early rounds (round 0 of every cell,
     then round 1, ...), then the cells' own jobs, and within each stage the seeded random
     order of ``job_order``. So a cell's rounds lie minutes apart, and a slow period of the
     machine spreads over the grid (``numbench.measure.replicates``). The order is a
@@ -103,28 +103,28 @@ class JobOrder:
 
     #: each cell's place (0 .. stage - 1) by its path
     rank: dict[str, int] = field(repr=False)
-    #: ``replicates.spread``: the rounds each cell measures in jobs of their own
-    spread: int
+    #: ``replicates.early_rounds``: the rounds each cell measures in jobs of their own
+    early_rounds: int
     #: the width of one stage: the number of cells
     stage: int
 
     @classmethod
     def of(cls, cfg: dict, cells: list[Cell]) -> JobOrder:
-        return cls(job_order(cfg, cells), cfg["replicates"]["spread"], len(cells))
+        return cls(job_order(cfg, cells), cfg["replicates"]["early_rounds"], len(cells))
 
     @property
     def inputs_priority(self) -> int:
         """An inputs job's (and the roofs job's): above every round and every cell."""
-        return (self.spread + 1) * self.stage
+        return (self.early_rounds + 1) * self.stage
 
     def cell_priority(self, cell: Cell) -> int:
-        """A cell's own job: after every spread round, in the seeded order."""
+        """A cell's own job: after every early round, in the seeded order."""
         return self.rank.get(cell.path, 0)
 
     def round_priority(self, cell: Cell, round_: int) -> int:
-        """Spread round ``round_`` of ``cell``: after every round before it, before every
+        """Early round ``round_`` of ``cell``: after every round before it, before every
         cell's own job."""
-        return (self.spread - round_) * self.stage + self.cell_priority(cell)
+        return (self.early_rounds - round_) * self.stage + self.cell_priority(cell)
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,20 @@ def _normalise_operations(value: Any) -> Any:
     return result
 
 
+#: Config keys that were renamed so that each word has one meaning, under their new names:
+#: ``replicates.margin`` read as the report's ``margin``, ``replicates.spread`` as a spread of
+#: times. A config that still has one is refused with the new name, never silently ignored.
+RENAMED_KEYS = {
+    ("replicates", "margin"): (
+        "replicates.stop_margin",
+        "the stopping margin of a paired cell's rounds; the top-level margin stays the report's",
+    ),
+    ("replicates", "spread"): (
+        "replicates.early_rounds",
+        "the first rounds of every cell, each run as a job of its own",
+    ),
+}
+
 TIMING_INTS = ("min_samples", "max_samples")
 TIMING_FLOATS = ("min_sample_time_s", "budget_s")
 NULL_WORDS = ("", "null", "none", "~")
@@ -135,8 +149,19 @@ def _number(value: Any, kind: type) -> Any:
         return value
 
 
+def check_renamed(cfg: dict) -> None:
+    """Refuse a key of ``RENAMED_KEYS``, naming its new name."""
+    for (section, key), (new, meaning) in RENAMED_KEYS.items():
+        if isinstance(cfg.get(section), dict) and key in cfg[section]:
+            raise ConfigError(
+                f"{section}.{key} was renamed to {new} ({meaning}); "
+                f"write {new} in your config instead"
+            )
+
+
 def normalise(config: dict) -> dict:
     cfg = copy.deepcopy(dict(config))
+    check_renamed(cfg)
     for key in LIST_KEYS:
         if key in cfg:
             value = [] if cfg[key] is None else _split_list(cfg[key])
@@ -153,10 +178,10 @@ def normalise(config: dict) -> dict:
         cfg["margin"] = _number(cfg["margin"], float)
     if isinstance(cfg.get("replicates"), dict):
         reps = dict(cfg["replicates"])
-        for key in ("min", "max", "spread"):
+        for key in ("min", "max", "early_rounds"):
             if key in reps:
                 reps[key] = _number(reps[key], int)
-        for key in ("target_ci", "round_sd", "margin", "max_cpu_taken", "max_cell_s"):
+        for key in ("target_ci", "round_sd", "stop_margin", "max_cpu_taken", "max_cell_s"):
             if reps.get(key) is not None:
                 reps[key] = _number(reps[key], float)
         for key in ("paired", "lockstep"):

@@ -100,7 +100,7 @@ class MachineQuality:
 class RunTime:
     """How long the run's cells took and where the time went, from the cells' records
     (``numbench.analyse.machine.run_time``). ``total_s``: the sum of the cells' ``wall_s``
-    (their spread rounds' jobs included; cells take the host's timing lock one at a time, so
+    (their early rounds' jobs included; cells take the host's timing lock one at a time, so
     this is the run's measuring time). ``rounds``: the rounds kept, ``added_rounds`` of them
     added by the stopping rule beyond ``replicates.min``; ``retries``: rounds measured again
     because other programs took the CPUs (``set_aside``). ``added_s`` and ``retries_s``

@@ -26,7 +26,7 @@ its stopping reading is missing; what it took after its starting reading counts 
 other processes'. Where its parent's ``/proc`` entry cannot be read, the workflow's share is
 None and nothing is taken out for it.
 
-A spread round run as a job of its own (``replicates.spread``) records its own stretch the
+An early round run as a job of its own (``replicates.early_rounds``) records its own stretch the
 same way in its round file, and the cell's job adds it to its own (``combined``): the shares
 are those of all the stretches together, each weighted by its length, and the load is the
 cell job's. Where ``/proc`` cannot be read (not Linux), all four are None.
@@ -233,7 +233,7 @@ SHARES = ("other_cpu_share", "workflow_cpu_share", "steal_share")
 
 
 def combined(parts: list[Activity]) -> Activity:
-    """The figures of several stretches together (a cell's spread rounds' jobs and its own,
+    """The figures of several stretches together (a cell's early rounds' jobs and its own,
     in that order): each share weighted by its stretch's seconds over the stretches that
     have it; the load the last part's. A part with no share, or watched for no time (its job
     measured nothing: a time cap), adds nothing. ``workflow_moved``: False where a part that

@@ -4,7 +4,7 @@ A worker pins itself to the lowest-numbered CPUs it may use (``libraries.pin_cpu
 ``cpu_taken`` counts whatever else ran on them while it measured
 (``numbench.measure.cpu_taken``). Snakemake's scheduler runs beside every cell
 (docs/method.md, "One timing cell at a time") and, left alone, the kernel puts it on any CPU,
-the worker's too. So while a cell (or a spread round) measures, with the host's timing lock
+the worker's too. So while a cell (or an early round) measures, with the host's timing lock
 held, its supervisor moves the workflow's own processes (``activity.workflow_pids``: the
 job's ancestors up to and including Snakemake) to the CPUs they may use other than the
 worker's, every thread of each (``/proc/PID/task``: an affinity belongs to one thread), and

@@ -1,5 +1,5 @@
 """A cell's time against ``replicates.max_cell_s`` (``numbench.measure.replicates``): the
-seconds its rounds have taken, its spread rounds' jobs included, and whether the cap stopped
+seconds its rounds have taken, its early rounds' jobs included, and whether the cap stopped
 it from adding a round."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from numbench.spec import CellSpec
 @dataclass
 class CellClock:
     """The time a cell has spent on its rounds, held against ``replicates.max_cell_s``:
-    ``earlier_s`` (its spread rounds' jobs) and the ``clock``'s seconds since it was made
+    ``earlier_s`` (its early rounds' jobs) and the ``clock``'s seconds since it was made
     (tests hand in a constructed clock). ``capped`` is set once the cap stopped the cell."""
 
     earlier_s: float = 0.0

@@ -272,7 +272,7 @@ def timing_lock(
 
 def cell_label(spec: CellSpec, replicate: int | None = None) -> str:
     """The cell, in words, for the lock's note and messages: "numpy/cpu sort 1000 float64
-    t1" (and ", round 0" for a spread round)."""
+    t1" (and ", round 0" for an early round)."""
     label = (
         f"{spec.library}/{spec.device} {spec.operation} {spec.size} {spec.dtype} t{spec.threads}"
     )

@@ -12,24 +12,24 @@ processes of a round are alive at once and take their samples in turns, millisec
 (``numbench.measure.lockstep``); without it they run back to back, seconds apart. The baseline's own
 cell measures it alone.
 
-Rounds apart in time (``replicates.spread``): the machine also drifts between the minutes
-of a run, by more than processes measured seconds apart differ (docs/history.md,
+Rounds apart in time (``replicates.early_rounds``): the machine also drifts between the
+minutes of a run, by more than processes measured seconds apart differ (docs/history.md,
 "Reproducibility: fourteen run pairs", pairs 1 and 2). A cell
 whose rounds all run back to back sees none of that drift, so its interval is too narrow and
-a second run lands outside it. So the first ``spread`` rounds of every cell run as jobs of
-their own (rule ``spread_round``), scheduled before any cell's remaining rounds, and the
+a second run lands outside it. So the first ``early_rounds`` rounds of every cell run as jobs
+of their own (rule ``early_round``), scheduled before any cell's remaining rounds, and the
 cell's job continues from them (``measure_replicates(earlier=...)``): each cell's rounds
 are then minutes apart, and its interval sees the drift.
 
 The number of rounds adapts (``replicates`` in the config): ``min`` rounds always; then, up
 to ``max``, one more while the verdict is in doubt. A paired cell's verdict (faster, same,
 slower: ``numbench.stats.verdict``) is in doubt while its speedup's 95% interval holds the
-margin or 1 / margin, the interval widened first to the least spread a few rounds can show
+stopping margin or its inverse (``stop_margin``), the interval widened first to the least spread a few rounds can show
 (``round_sd``: two or three rounds cannot measure their own spread; the typical round
 spread, estimated as ``numbench.analyse.speedups`` does, is in docs/history.md,
 "Reproducibility: fourteen run pairs"). A cell
 settled faster, slower or the same stops at ``min``, however wide its interval; a cell near
-the margin gets more rounds, because there a second run would otherwise give the other
+the stopping margin gets more rounds, because there a second run would otherwise give the other
 verdict. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict
 of its own and adds rounds while its median's interval is wider than ``target_ci`` of its
 value. Cells whose processes still disagree are flagged unstable later. Processes are the
@@ -37,7 +37,7 @@ cost of a cell, so they go where a verdict is in doubt.
 
 A cap on a cell's time (``replicates.max_cell_s``): on a busy machine every round takes
 longer and more verdicts stay in doubt, so the stopping rule adds more rounds of longer
-processes. With the cap, a cell whose rounds (its spread rounds' jobs included) have taken
+processes. With the cap, a cell whose rounds (its early rounds' jobs included) have taken
 that long adds no further round, the stopping rule's wish or ``min`` notwithstanding; its
 first round always runs, and a round begun runs to its end (measured again, if disturbed).
 The cell records that the cap stopped it (``capped``), and the summary says so.
@@ -108,7 +108,7 @@ def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
     if base and len(base) == len(own):
         point, lo, hi = ratio_ci(base, own, paired=True, resamples=STOPPING_RESAMPLES)
         floor = Z95 * reps.round_sd / math.sqrt(len(own))
-        return verdict_settled(point, lo, hi, reps.margin, floor)
+        return verdict_settled(point, lo, hi, reps.stop_margin, floor)
     point = float(np.median([s for g in own for s in g]))
     lo, hi = median_ci(own, resamples=STOPPING_RESAMPLES)
     return relative_half_width(point, lo, hi) <= reps.target_ci
@@ -216,7 +216,7 @@ def measure_replicates(
     ``run_pair`` runs a lockstep round (``measure_round``).
 
     ``earlier``: the processes of rounds already measured in jobs of their own (the spread
-    rounds, ``replicates.spread``); they count as the first rounds, and the rounds run here
+    rounds, ``replicates.early_rounds``); they count as the first rounds, and the rounds run here
     continue their numbering. ``clock``: the cell's time against ``replicates.max_cell_s``
     (its ``capped`` says whether the cap stopped the cell); None starts one here.
     ``busy_now``: the look before a disturbed round is measured again (``measure_round``).
@@ -273,7 +273,7 @@ def write_round(
     quiet_wait_s: float | None = None,
     activity: dict | None = None,
 ):
-    """Write one spread round (its processes, its supervisor's wall time, its wait for
+    """Write one early round (its processes, its supervisor's wall time, its wait for
     quiet and what the machine did while it measured, ``activity.Activity.to_dict``) as
     JSON, whole or not at all (``numbench.contract.replacing``)."""
     data = {
@@ -295,7 +295,7 @@ def write_round(
 
 
 class RoundFileError(ValueError):
-    """A spread round's file that cannot be used (unreadable, or another cell's): the
+    """An early round's file that cannot be used (unreadable, or another cell's): the
     message names it, and ``path`` is the file."""
 
     def __init__(self, path: str | os.PathLike, why: str):
@@ -304,7 +304,7 @@ class RoundFileError(ValueError):
 
 
 def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[ProcessRun], float]:
-    """The processes of the cell's spread rounds and their summed supervisor wall time.
+    """The processes of the cell's early rounds and their summed supervisor wall time.
 
     A file that does not parse, or that was measured for another spec (another cell, or the
     config changed since), is refused with its path named.
@@ -325,7 +325,7 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
         except RoundFileError:
             raise
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise RoundFileError(path, f"not a readable spread round ({exc})") from None
+            raise RoundFileError(path, f"not a readable early round ({exc})") from None
     return runs, wall
 
 
@@ -346,7 +346,7 @@ def _check_round_extras(path: str | os.PathLike, data: dict) -> None:
 
 
 def rounds_quiet_wait_s(paths: list[str | os.PathLike]) -> float | None:
-    """The summed waits for quiet of spread rounds that ``read_rounds`` has read (None where
+    """The summed waits for quiet of early rounds that ``read_rounds`` has read (None where
     none waited)."""
     waits = []
     for path in paths:
@@ -357,7 +357,7 @@ def rounds_quiet_wait_s(paths: list[str | os.PathLike]) -> float | None:
 
 
 def rounds_activity(paths: list[str | os.PathLike]) -> list[dict]:
-    """What the machine did while each spread round that ``read_rounds`` has read measured
+    """What the machine did while each early round that ``read_rounds`` has read measured
     (``activity.Activity.to_dict``), in order; a round file from before it recorded none
     gives nothing."""
     found = []

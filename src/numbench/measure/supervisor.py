@@ -1,5 +1,5 @@
 """The cell supervisor: a light process (no numerical library, no pandas) that measures one
-cell, or one spread round of it, and writes what came of it.
+cell, or one early round of it, and writes what came of it.
 
 Under the host's timing lock (``host_lock``) it runs the cell's worker processes
 (``process.run_worker``, or two at once in lockstep rounds: ``lockstep.run_lockstep``) as
@@ -114,7 +114,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
         threads=spec.threads,
         allocator=spec.allocator,
         timing_settings=json.dumps(asdict(spec.timing), sort_keys=True),
-        replicate_settings=json.dumps(asdict(spec.replicates), sort_keys=True),
+        replicate_settings=json.dumps(spec.replicates.to_dict(), sort_keys=True),
         python_version=platform.python_version(),
         python_executable=worker_interpreter(spec),
         platform=platform.platform(),
@@ -189,7 +189,7 @@ def run_round(
     lock_timeout_s: float | None = None,
     quiet: QuietSettings | None = None,
 ) -> list[ProcessRun]:
-    """Measure one spread round of a cell (its own process and, paired, a baseline process)
+    """Measure one early round of a cell (its own process and, paired, a baseline process)
     under the host lock, and write it for the cell's job (``replicates.write_round``).
     ``quiet``: wait for the machine to quiet down first (``numbench.measure.quiet``).
 
@@ -213,7 +213,7 @@ def run_round(
 
 
 def _read_earlier(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[ProcessRun], float]:
-    """The cell's spread rounds (``replicates.read_rounds``). One that cannot be used is
+    """The cell's early rounds (``replicates.read_rounds``). One that cannot be used is
     removed, so that the next run measures that round again, and the job fails naming it."""
     try:
         return read_rounds(paths, spec)
@@ -227,7 +227,7 @@ def _read_earlier(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[
 
 def record_quiet_wait(meta: CellMeta, waited, rounds_waited_s: float | None) -> None:
     """The cell's wait for quiet (``quiet_wait_s``, ``quiet_reached``): its own job's and
-    its spread rounds'; None where none was asked."""
+    its early rounds'; None where none was asked."""
     if waited is None and rounds_waited_s is None:
         return
     meta.quiet_wait_s = (0.0 if waited is None else waited.waited_s) + (rounds_waited_s or 0.0)
@@ -245,7 +245,7 @@ def run_cell(
 ) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
-    ``earlier``: the files of the cell's spread rounds, measured by jobs of their own; the
+    ``earlier``: the files of the cell's early rounds, measured by jobs of their own; the
     cell continues from them. ``lock_timeout_s``: how long to wait for the host's timing
     lock (the config's ``lock_timeout_s``; None waits without a limit). ``quiet``: wait,
     lock held, for the machine to quiet down before measuring (the config's

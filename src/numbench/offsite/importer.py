@@ -36,6 +36,7 @@ from numbench.offsite.import_checks import (
 )
 from numbench.offsite.plan import check_operation_code, load_config, make_plan
 from numbench.offsite.roofs import ROOFS_MEMBER, destinations_here, merge_into, staged_roofs
+from numbench.replicate_settings import STORED_NAMES
 
 
 def import_archive(
@@ -179,14 +180,14 @@ def _stamp_imported(
 
 def _imported_paths(plan: dict, roof_files: list[str]) -> list[str]:
     """Every file the import stands for, whose records Snakemake must forget: the inputs
-    files, the cells, the roofs, and the records of the cells' spread rounds (temporary
+    files, the cells, the roofs, and the records of the cells' early rounds (temporary
     files, gone, whose records would still name an earlier run's params and make Snakemake
     remeasure the cell)."""
     cells = {c["path"]: c for c in plan["cells"]}
     rounds = [
         Cell.from_path(name).round_path(k)
         for name, cell in cells.items()
-        for k in range(int(cell["spec"]["replicates"].get("spread", 0)))
+        for k in range(int(cell["spec"]["replicates"].get(STORED_NAMES["early_rounds"], 0)))
     ]
     return [i["path"] for i in plan["inputs"]] + sorted(cells) + rounds + roof_files
 

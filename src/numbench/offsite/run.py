@@ -31,7 +31,7 @@ from numbench.offsite.common import (
 from numbench.offsite.data import checked_data_beside
 from numbench.offsite.plan import read_plan
 from numbench.offsite.roofs import ROOFS_LOG, ROOFS_MEMBER, measure_there
-from numbench.offsite.run_cells import make_inputs, run_cells, run_spread_rounds
+from numbench.offsite.run_cells import make_inputs, run_cells, run_early_rounds
 
 
 # -- step 2: run (there) -------------------------------------------------------------------------
@@ -90,7 +90,7 @@ def run_plan(
     )
     with _working_in(work):
         manifest_inputs = make_inputs(inputs, operation_files, data, work, resume, say)
-        rounds = run_spread_rounds(cells, specs, resume, say)
+        rounds = run_early_rounds(cells, specs, resume, say)
         manifest_cells = run_cells(cells, specs, rounds, resume, say)
         # this host's roofs, for the cells' places on its roofline (numbench.offsite.roofs),
         # unless the config leaves them out (``roofs: false``): the archive then has none

@@ -1,4 +1,4 @@
-"""Step 2's measuring, on the other host: the inputs files made, then the spread rounds, then
+"""Step 2's measuring, on the other host: the inputs files made, then the early rounds, then
 the cells, each with its log where the workflow keeps it, as the workflow would make them.
 
 ``numbench.offsite.run`` calls these inside the work folder, with the paths it derived from
@@ -125,8 +125,8 @@ def make_inputs(
     return made
 
 
-def run_spread_rounds(cells: list, specs: list, resume: bool, say: Callable[[str], None]):
-    """Measure the spread rounds of every cell still to run: round 0 of every cell, then
+def run_early_rounds(cells: list, specs: list, resume: bool, say: Callable[[str], None]):
+    """Measure the early rounds of every cell still to run: round 0 of every cell, then
     round 1 ..., as the workflow's priorities order them, so that a cell's rounds lie apart
     in time (``numbench.measure.replicates``). With ``resume``, a round already measured is
     kept. Returns each cell's round files by its path, for ``run_cells`` to read."""
@@ -139,9 +139,9 @@ def run_spread_rounds(cells: list, specs: list, resume: bool, say: Callable[[str
         if not (resume and Path(cell.path).exists() and _cell_status(Path(cell.path)))
     ]
     rounds: dict[str, list[Path]] = {}
-    for k in range(max((spec.replicates.spread for _, spec in todo), default=0)):
+    for k in range(max((spec.replicates.early_rounds for _, spec in todo), default=0)):
         for cell, spec in todo:
-            if k >= spec.replicates.spread:
+            if k >= spec.replicates.early_rounds:
                 continue
             path = Path(cell.round_path(k))  # the workflow's own name
             rounds.setdefault(cell.path, []).append(path)
@@ -163,7 +163,7 @@ def run_cells(
     resume: bool,
     say: Callable[[str], None],
 ) -> dict[str, Any]:
-    """Run every cell, from its spread rounds (``rounds``, removed once read into the cell
+    """Run every cell, from its early rounds (``rounds``, removed once read into the cell
     file) on; with ``resume``, a readable cell file already there is kept. Returns the
     manifest's ``cells``: per cell file, its status, error, seconds, size and checksum."""
     from numbench.errors import MachineryFault

@@ -55,7 +55,7 @@ Every (library, device, operation, size) cell ran in several fresh processes (re
 timing cell at a time on the host, with the same thread settings for every library made before
 it was imported. Every cell but the baseline's ran one baseline process beside each of its
 own, {pairing}, whatever order the cells ran in. The first rounds of every cell
-(`replicates.spread`) ran before any cell's remaining rounds, so a cell's rounds lie minutes
+(`replicates.early_rounds`) ran before any cell's remaining rounds, so a cell's rounds lie minutes
 apart and its interval sees the machine's drift between them. A round in which other
 programs used more than `replicates.max_cpu_taken` of a process's CPUs while it measured was
 measured again, up to twice, unless a half-second look found the others still busy (it was then
