@@ -17,6 +17,7 @@ The baseline is always given: the tables are checked against it, never the other
 from __future__ import annotations
 
 import os
+import time
 
 import pandas as pd
 
@@ -203,10 +204,12 @@ def decide(
     precision: pd.DataFrame | None = None,
     scaling: pd.DataFrame | None = None,
     roofs: pd.DataFrame | None = None,
+    finished_unix: float | None = None,
 ) -> Findings:
     """The findings of the tables, against the baseline they were computed for; a ratio
     within ``margin`` of 1 is the same speed. A dimension whose table is not given, or
-    empty (the grid has one dtype, or one thread count), has None for its findings."""
+    empty (the grid has one dtype, or one thread count), has None for its findings.
+    ``finished_unix``: when they are decided, the end of the run's wall (``run_time``)."""
     check_baseline(baseline_library, baseline_device, speedups, crossovers)
     multi_device = measured_on_several_devices(bench)
     gaps, same, sync = pipeline_facts(bench, margin)
@@ -229,7 +232,7 @@ def decide(
         synchronous=sync,
         roofline=tuple(roofline_findings(bench, roofs)),
         machine=machine_quality(bench, speedups),
-        run_time=run_time(bench),
+        run_time=run_time(bench, roofs, finished_unix),
     )
 
 
@@ -256,6 +259,7 @@ def write_findings(
         precision=None if precision is None else pd.read_parquet(precision),
         scaling=None if scaling is None else pd.read_parquet(scaling),
         roofs=None if roofs is None else read_roofs(roofs).to_pandas(),
+        finished_unix=time.time(),
     )
     write_findings_table(findings, output)
     return findings

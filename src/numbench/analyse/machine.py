@@ -12,6 +12,7 @@ import json
 
 import pandas as pd
 
+from numbench.analyse.timeline import timeline
 from numbench.cells import KEY_WITH_HOST
 from numbench.contract.machine import (
     BUSY_MACHINE_SHARE,
@@ -117,9 +118,12 @@ def _number(frame: pd.DataFrame, column: str, default: float = 0.0) -> pd.Series
     return pd.to_numeric(frame[column], errors="coerce").fillna(default)
 
 
-def run_time(bench: pd.DataFrame) -> RunTime | None:
-    """How long the cells took and where the time went; None where no cell recorded its
-    time. Every cell counts, whatever its status: each took its time."""
+def run_time(
+    bench: pd.DataFrame, roofs: pd.DataFrame | None = None, finished_unix: float | None = None
+) -> RunTime | None:
+    """How long the cells took and where the time went, with the run's whole wall
+    (``timeline``: to ``finished_unix``, when the findings were decided); None where no cell
+    recorded its time. Every cell counts, whatever its status: each took its time."""
     timed = bench[pd.to_numeric(bench.get("wall_s"), errors="coerce").notna()]
     if "wall_s" not in bench or timed.empty:
         return None
@@ -143,6 +147,7 @@ def run_time(bench: pd.DataFrame) -> RunTime | None:
         busy_s=float(wall[busy].sum()),
         capped=int(capped.sum()),
         **quiet_waits(timed),
+        timeline=timeline(bench, roofs, finished_unix),
     )
 
 

@@ -123,6 +123,40 @@ class RunTime:
     waited_cells: int | None = None
     waited_s: float = 0.0
     not_quiet: int = 0
+    #: where the run's whole wall time went (None: no cell recorded when it held the lock)
+    timeline: TimeLine | None = None
+
+
+@dataclass(frozen=True)
+class TimeLine:
+    """Where the run's wall time went, from its first record to its findings
+    (``numbench.analyse.timeline``): parts that sum to ``wall_s`` exactly, the last of them
+    (``other_s``) what no record accounts for.
+
+    ``started_unix``: the run's first record, the earlier of the roofs' first lock and the
+    first cell job's start less every cell's early rounds (they all ran before it);
+    ``ended_unix``: when the findings were decided (or, without that, the last record).
+    ``imports_s``, ``first_calls_s``, ``sampling_s``: the worker processes' import of their
+    library, their first call, and their calibration and samples (both modes): each cell's
+    per-process figure times its kept rounds, plus, for a paired cell, its baseline's per-process
+    figures for the baseline process beside each round. ``quiet_waits_s``: the waits for
+    quiet; ``lock_waits_s``: the cells' jobs waiting for the timing lock past the second
+    their start is recorded to; ``roofs_s``: the roofs' jobs holding the lock; ``analysis_s``:
+    from the last record to the findings. ``other_s``: process starts (the interpreter, the
+    inputs, the sentinel), rounds measured again, processes that ended without figures
+    (a timeout), scheduling between jobs, making the inputs and anything else."""
+
+    started_unix: float
+    ended_unix: float
+    wall_s: float
+    imports_s: float
+    first_calls_s: float
+    sampling_s: float
+    quiet_waits_s: float
+    lock_waits_s: float
+    roofs_s: float
+    analysis_s: float
+    other_s: float
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,12 @@ def time_line(t: RunTime) -> str:
             f"quiet down (`wait_for_quiet`), {t.not_quiet} of them measured still busy at "
             "its limit"
         )
+    if t.timeline is not None and t.timeline.wall_s > 0:
+        text += (
+            f"; of the run's wall of {duration(t.timeline.wall_s)}, "
+            f"{t.timeline.sampling_s / t.timeline.wall_s:.0%} was measurement (where the rest "
+            "went: Run time, below)"
+        )
     if t.capped:
         text += (
             f"; {t.capped} cell{'s' if t.capped != 1 else ''} stopped early at the time cap "
