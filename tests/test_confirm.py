@@ -26,7 +26,9 @@ from numbench.confirm import (
     CONFIRMED,
     IN_DOUBT,
     UNCONFIRMED,
+    Outcome,
     confirm,
+    decide,
     flagged,
     still_failing,
 )
@@ -424,3 +426,28 @@ def test_compare_confirm_runs_real_workers_and_decides_the_gate(tmp_path, slowed
         in_doubt = "in doubt: fails" in done.stdout
         assert cleared != in_doubt, done.stdout
         assert done.returncode == (0 if cleared else 1), done.stdout + done.stderr
+
+
+def test_a_suspect_fails_only_where_confirmed_and_a_strict_flag_unless_cleared():
+    """The history's screen lets suspects through that --confirm must find slower to fail
+    the gate; a cell the gate flagged slower outright fails unless it is cleared."""
+    for strict, failing in ((False, {CONFIRMED}), (True, {CONFIRMED, IN_DOUBT, UNCONFIRMED})):
+        outcomes = [
+            Outcome(KEY, outcome, strict=strict)
+            for outcome in (CONFIRMED, CLEARED, IN_DOUBT, UNCONFIRMED)
+        ]
+        assert {o.outcome for o in still_failing(outcomes)} == failing, strict
+
+
+def test_confirming_among_many_flagged_cells_asks_a_narrower_interval():
+    """Four rounds whose paired ratios are 1.30, 1.15, 1.25 and 1.18: alone, the 95%
+    interval (about 1.12 to 1.33) is wholly above 1 and the ratio past 1.1, so the cell is
+    confirmed; as one of 20 cells measured again, each interval is at 99.75% and reaches
+    below 1, so it is not."""
+    old = [[1.0]] * 4
+    new = [[1.30], [1.15], [1.25], [1.18]]
+    alone = decide(old, new, 1.1, KEY)
+    assert alone.outcome == CONFIRMED and 1.10 < alone.ci_low < 1.13
+    among = decide(old, new, 1.1, KEY, family=20)
+    assert among.outcome != CONFIRMED and among.ci_low < 1.0
+    assert among.ratio == pytest.approx(alone.ratio)

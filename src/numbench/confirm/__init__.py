@@ -1,5 +1,5 @@
-"""``numbench compare OLD NEW --confirm``: the cells a gate flags as slower, measured again,
-old against new in lockstep, before the gate fails.
+"""``numbench compare OLD NEW --confirm``: the cells a gate flags as slower or suspect,
+measured again, old against new in lockstep, before the gate fails.
 
 A gate judges two runs made at different times: a slow spell of the machine during one of
 them looks like a slowdown of the cell. ``--confirm`` takes each cell flagged slower and
@@ -10,8 +10,10 @@ Each round gives one paired ratio, the median of NEW's samples over the median o
 (taken in turns, so a slow spell falls on both); the rounds are the independent units, and
 the cell is judged on the mean of their logs with Student's t (``decide``):
 
-- *confirmed* where the 95% interval of the ratio lies wholly above 1 and the ratio is past
-  the margin (``compare``'s rule, ``numbench.stats.verdict``);
+- *confirmed* where the interval of the ratio lies wholly above 1 and the ratio is past
+  the margin (``compare``'s rule, ``numbench.stats.verdict``): a 95% interval for one cell,
+  and over k cells measured again a (1 - 0.05 / k) interval each (Bonferroni), so that the
+  chance that any of them is confirmed with nothing changed stays at 5% or less;
 - *cleared* where the one-sided upper bound lies below the margin at level
   ``CLEAR_ALPHA / looks``: the cell is looked at after ``rounds`` rounds and again after each
   round added, up to ``max_rounds`` (``looks`` in all), and Bonferroni's split keeps the chance
@@ -21,6 +23,12 @@ the cell is judged on the mean of their logs with Student's t (``decide``):
 - *in doubt* otherwise: one more round is measured, as a cell's own stopping rule adds
   rounds, until the cell is settled or ``max_rounds`` are spent; still in doubt then, its
   flag stands.
+
+Which flags stand unsettled: a cell that the gate itself called *slower* (``strict``) fails
+unless it is cleared. A *suspect* (the history's screen, ``numbench.history.gate``: slower
+at a per-cell level, not the family-wise one) fails only when it is confirmed: the screen
+lets about one cell in twenty of unchanged code through, so its flags are questions for
+the new measurement, which carries the family-wise guarantee.
 
 Both sides run the same spec, built from the workflow's config as its ``cell`` rule builds it,
 and the current numbench; what differs is the interpreter, and so the libraries it imports
@@ -50,8 +58,11 @@ from numbench.errors import MachineryFault
 from numbench.spec import CellSpec, Environment, ProcessReport
 from numbench.stats import CONFIDENCE, SLOWER, verdict
 
-#: the outcomes of a flagged cell; all but ``cleared`` keep the gate failing
+#: the outcomes of a flagged cell; all but ``cleared`` keep a strict flag failing, and only
+#: ``confirmed`` a suspect's
 CONFIRMED, CLEARED, IN_DOUBT, UNCONFIRMED = "confirmed", "cleared", "in doubt", "unconfirmed"
+#: the history's screen's flag (``numbench.history.gate.SUSPECT``)
+SUSPECT = "suspect"
 #: the chance of clearing a cell whose true ratio is the margin, over all looks at it
 CLEAR_ALPHA = 0.05
 #: what the row of each side must agree with the config on, and its name in the reason
@@ -77,11 +88,14 @@ class Outcome:
     ci_high: float | None = None
     rounds: int = 0
     reason: str | None = None
+    #: flagged slower outright (True) or a suspect of the history's screen (False)
+    strict: bool = True
 
 
-def flagged(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """The keys of the cells a gate's table calls slower (``change``), in its order."""
-    rows = table[table["change"] == SLOWER]
+def flagged(table: pd.DataFrame, change: tuple[str, ...] = (SLOWER, SUSPECT)):
+    """The keys of the cells a gate's table calls slower or suspect (``change``), in its
+    order."""
+    rows = table[table["change"].isin(change)]
     return [{k: _plain(r[k]) for k in KEY} for _, r in rows.iterrows()]
 
 
@@ -210,16 +224,22 @@ def round_ratios(old: list[list[float]], new: list[list[float]]) -> np.ndarray:
 
 
 def decide(
-    old: list[list[float]], new: list[list[float]], margin: float, key, looks: int = 1
+    old: list[list[float]],
+    new: list[list[float]],
+    margin: float,
+    key,
+    looks: int = 1,
+    family: int = 1,
 ) -> Outcome:
     """The paired verdict on new / old from the rounds' ratios (the module's docstring):
-    ``confirmed``, ``cleared`` (at level ``CLEAR_ALPHA / looks``) or ``in doubt``."""
+    ``confirmed`` (its interval's level split over the ``family`` of cells measured again),
+    ``cleared`` (at level ``CLEAR_ALPHA / looks``) or ``in doubt``."""
     from scipy import stats
 
     logs = np.log(round_ratios(old, new))
     n, mean = len(logs), float(np.mean(logs))
     se = float(np.std(logs, ddof=1)) / np.sqrt(n)
-    half = stats.t.ppf(1 - (1 - CONFIDENCE) / 2, n - 1) * se
+    half = stats.t.ppf(1 - (1 - CONFIDENCE) / (2 * max(family, 1)), n - 1) * se
     ratio, lo, hi = float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half))
     # a speedup of new over old is old / new: above 1 is faster
     if verdict(1 / ratio, 1 / hi, 1 / lo, margin) == SLOWER:
@@ -245,44 +265,55 @@ def confirm(
     max_rounds: int,
     run_pair: RunPair | None = None,
     say: Callable[[str], None] = lambda line: None,
+    strict: list[dict[str, Any]] | None = None,
 ) -> list[Outcome]:
     """Each flagged cell of ``keys`` measured again, OLD's interpreter against NEW's, in
     ``rounds`` lockstep rounds, then one more at a time while it is in doubt, up to
-    ``max_rounds`` (``run_pair``: ``numbench.measure.lockstep.run_lockstep``)."""
+    ``max_rounds`` (``run_pair``: ``numbench.measure.lockstep.run_lockstep``). ``strict``:
+    the keys flagged slower outright (None: all of them); the others are suspects. Each is
+    confirmed at the level split over all ``keys``."""
     if rounds < 2:
         raise ValueError(f"need at least 2 rounds to confirm, not {rounds}")
     if max_rounds < rounds:
         raise ValueError(f"need max_rounds >= rounds, not {max_rounds} < {rounds}")
-    from numbench.operations.loading import OperationError
-
     if run_pair is None:
         from numbench.measure.lockstep import run_lockstep as run_pair
     root = Path(root).resolve()
     out = []
     for key in keys:
-        label = " ".join(str(key[k]) for k in KEY)
-        try:
-            old_spec, new_spec, rows = plan(cfg, root, key, old, new)
-            say(f"confirm: {label}: {rounds} paired rounds")
-            got_old, got_new = remeasure(old_spec, new_spec, rows, range(rounds), run_pair)
-            looks = max_rounds - rounds + 1
-            outcome = decide(got_old, got_new, margin, key, looks)
-            while outcome.outcome == IN_DOUBT and len(got_old) < max_rounds:
-                more = remeasure(
-                    old_spec, new_spec, rows, range(len(got_old), len(got_old) + 1), run_pair
-                )
-                got_old, got_new = got_old + more[0], got_new + more[1]
-                outcome = decide(got_old, got_new, margin, key, looks)
-            out.append(outcome)
-        except (Unconfirmable, MachineryFault, OperationError, OSError) as exc:
-            # the machinery (a worker that cannot start, the timing lock) or the operation's
-            # file: the cell was not measured again, and the flag stands
-            say(f"confirm: {label}: cannot measure it again: {exc}")
-            out.append(Outcome(key, UNCONFIRMED, reason=str(exc)))
+        outcome = _confirm_one(
+            key, old, new, cfg, root, margin, rounds, max_rounds, run_pair, say, len(keys)
+        )
+        out.append(dataclasses.replace(outcome, strict=strict is None or key in strict))
     return out
 
 
+def _confirm_one(key, old, new, cfg, root, margin, rounds, max_rounds, run_pair, say, family):
+    """One flagged cell measured again (``confirm``), or why it could not be."""
+    from numbench.operations.loading import OperationError
+
+    label = " ".join(str(key[k]) for k in KEY)
+    try:
+        old_spec, new_spec, rows = plan(cfg, root, key, old, new)
+        say(f"confirm: {label}: {rounds} paired rounds")
+        got_old, got_new = remeasure(old_spec, new_spec, rows, range(rounds), run_pair)
+        looks = max_rounds - rounds + 1
+        outcome = decide(got_old, got_new, margin, key, looks, family)
+        while outcome.outcome == IN_DOUBT and len(got_old) < max_rounds:
+            more = remeasure(
+                old_spec, new_spec, rows, range(len(got_old), len(got_old) + 1), run_pair
+            )
+            got_old, got_new = got_old + more[0], got_new + more[1]
+            outcome = decide(got_old, got_new, margin, key, looks, family)
+        return outcome
+    except (Unconfirmable, MachineryFault, OperationError, OSError) as exc:
+        # the machinery (a worker that cannot start, the timing lock) or the operation's
+        # file: the cell was not measured again, and the flag stands
+        say(f"confirm: {label}: cannot measure it again: {exc}")
+        return Outcome(key, UNCONFIRMED, reason=str(exc))
+
+
 def still_failing(outcomes: list[Outcome]) -> list[Outcome]:
-    """The flagged cells that still fail the gate: confirmed, in doubt, or not measured
-    again."""
-    return [o for o in outcomes if o.outcome != CLEARED]
+    """The flagged cells that still fail the gate: confirmed; and, where the gate flagged
+    them slower outright (``strict``), in doubt or not measured again."""
+    return [o for o in outcomes if o.outcome == CONFIRMED or (o.strict and o.outcome != CLEARED)]

@@ -73,8 +73,9 @@ def _history_gate(args: argparse.Namespace, margin: float, text: str):
 
 
 def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple[str, bool]:
-    """(text, failed) once the cells ``table`` flags slower are measured again: the gate
-    fails where a cell is broken, or flagged and not cleared."""
+    """(text, failed) once the cells ``table`` flags slower or suspect are measured again:
+    the gate fails where a cell is broken, confirmed slower, or flagged slower and not
+    cleared (``numbench.confirm.still_failing``)."""
     from dataclasses import asdict
 
     from numbench.analyse.compare import BROKEN, CompareError, load
@@ -82,6 +83,7 @@ def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple
     from numbench.offsite import OffsiteError
     from numbench.offsite.plan import load_config
     from numbench.report.confirm_text import confirm_text
+    from numbench.stats import SLOWER
 
     if args.confirm_rounds < 2:
         raise CompareError(f"--confirm-rounds must be at least 2, not {args.confirm_rounds}")
@@ -91,6 +93,7 @@ def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple
             f"--confirm-rounds ({args.confirm_rounds})"
         )
     keys = flagged(table)
+    strict = flagged(table, (SLOWER,))
     outcomes = []
     if keys:
         try:
@@ -108,6 +111,7 @@ def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple
             max_rounds=args.confirm_max_rounds,
             run_pair=_locked_lockstep,
             say=lambda line: print(line, file=sys.stderr, flush=True),
+            strict=strict,
         )
     broken = bool((table["change"] == BROKEN).any())
     failed = broken or bool(still_failing(outcomes))

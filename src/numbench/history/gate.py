@@ -1,48 +1,51 @@
 """A regression gate that knows each cell's noise: ``numbench compare OLD NEW --history H``.
 
 ``compare`` alone judges a cell by the two runs' own intervals, with one stated drift between
-runs for every cell; that is too wide for a steady cell and too narrow for one with two
-modes. With a history, each cell is judged against its own run-to-run spread in the store:
+runs for every cell. With a history, each cell is judged against its own run-to-run series in
+the store instead, and the gate works in two stages, a loose screen and a strict decision.
 
-1. **The cell's spread.** The standard deviation of the log of its ``ok`` medians over the
-   store's runs on the same host, the runs of OLD and NEW left out (their ids are made from
-   their content, as the store makes them), at least ``NOISE_FLOOR``. A cell with fewer than
-   ``MIN_HISTORY`` such runs is not judged by the history (it is counted and named).
-2. **The test.** ``d = log(new / old)``; if nothing changed, d is the difference of two draws
-   of the cell's series, so ``t = d / (s * sqrt(2))`` follows Student's t with ``n - 1``
-   degrees of freedom (n: the cell's runs). NEW must also be out of line with the history
-   itself: ``e = log(new) - m`` (m: the mean of the history's log medians) is one draw less
-   the mean of n, ``t = e / (s * sqrt(1 + 1/n))``. A cell is slower only where both say so
-   (an intersection-union test: its p-value is the larger of the two, and the rate stays at
-   most ALPHA), so an OLD that was itself a fast outlier, a two-mode cell's rarer mode, does
-   not make a NEW at the history's usual level a slowdown. On six runs of unchanged code
-   here, that was 10 of the 11 cells flagged by the first test alone. Likewise for faster.
-3. **All cells at once.** Holm's step-down correction over every cell judged keeps the chance
-   that a pair of unchanged runs fails anywhere at ``ALPHA`` or less (the family-wise rate),
-   and a cell is *slower* only when it is also past the margin, as ``compare``'s verdicts.
-   A cell ``ok`` in OLD and not in NEW is *broken*, as in ``compare``.
-4. **Its false-alarm rate, measured.** The same gate is run on the store's own past pairs of
-   consecutive runs on one host with the same grid (each pair left out of its own history);
-   the share of pairs that would have failed is printed beside ``ALPHA``.
+**What is judged.** Absolute times move with the machine: a shared host runs a whole run
+slower or faster than the next, and within a run its speed drifts. What does not move with it
+is what lockstep measured: every round of a paired cell is its own process beside a NumPy
+process, milliseconds apart, so the machine's day falls on both. So each cell's statistic in
+each run (``statistic``) is, for a cell paired with the baseline (``speedups.parquet`` gives
+its speedup), its *paired* log time over the baseline's, ``-log(speedup)``; for the
+baseline's own cells and unpaired ones, which have no partner, it is its log median *shifted*
+by the run's level (the run's median cell against the others: ``run_levels``, over every cell
+of its host and device), so that a day that moves every cell moves none of them. A shifted
+cell cannot tell a change of every cell alike from the machine's day: that is what the
+common shift beside the history's run levels is printed for. Where the baseline's version
+differs between OLD and NEW, a paired statistic would carry the baseline's change, so every
+cell of that host and device is judged shifted instead, and the gate says so. Where OLD or
+NEW lacks a speedup for a cell, it is judged shifted too.
 
-Two figures say what the gate could and could not see; neither changes its verdict:
-
-- **What it could catch.** Each judged cell's slowdown the gate would flag on its own
-  (``detectable``): the ratio new / old whose p-value passes Holm's first step, ``ALPHA``
-  over the cells judged, with the cell's spread and degrees of freedom, in both tests (where
-  OLD was faster than the history's mean, NEW must also clear that), and at least the margin
-  (a ratio must be above it). Where other cells are flagged too, Holm's later steps can flag a
-  cell a little below it. With a short history of a noisy cell it is far above 1.2.
-- **The machine's day.** A shared host can run a whole run slower than the next with
-  nothing changed (other guests take memory bandwidth and clock; every cell moves alike,
-  the roofs with them). The pair's *common shift* (the median new / old of the cells ok on
-  both sides of a host and device, where at least ``MIN_LEVEL_CELLS``) is printed beside
-  how far the history's own runs there differed as a whole (each run's level: its median
-  cell against the others, fitted alternately; the span is the highest level over the
-  lowest), so that a slowdown of every cell alike can be read against the machine's days.
-  It is not taken out of each cell before judging: that would make the gate more
-  sensitive, and, with a short history, too eager on a cell with two modes whose few runs
-  in the store showed one.
+1. **The cell's spread.** The standard deviation of its statistic over the store's runs on
+   the same host (the runs of OLD and NEW left out; their ids are made from their content,
+   as the store makes them), at least ``NOISE_FLOOR``, moderated by the other cells' of its
+   host, device and kind of statistic (``numbench.history.moderation``). A cell with fewer
+   than ``MIN_HISTORY`` such runs is not judged by the history (it is counted and named).
+2. **The test.** ``d = x_new - x_old``; if nothing changed, d is the difference of two draws
+   of the cell's series, so ``t = d / (s * sqrt(2))`` follows Student's t. NEW must also be
+   out of line with the history itself: ``e = x_new - m`` (m: the history's mean),
+   ``t = e / (s * sqrt(1 + 1/n))``. A cell is slower only where both say so (an
+   intersection-union test: its p-value is the larger of the two), so an OLD that was itself
+   a fast outlier does not make a NEW at the history's usual level a slowdown.
+3. **Screen loose.** Every judged cell whose p-value is below ``SCREEN_ALPHA`` is *suspect*:
+   a per-cell level that lets a modest slowdown through, and about one cell in twenty of
+   unchanged code too.
+4. **Decide strict.** A cell is *slower* where Holm's step-down over every cell judged
+   rejects it at ``ALPHA`` (the family-wise rate: the chance that a pair of unchanged runs
+   fails anywhere) and its ratio is past the margin. Without ``--confirm`` the gate fails on
+   those (and on *broken* cells: ok in OLD, not in NEW) and names the suspects it could not
+   confirm. With ``--confirm`` every suspect and slower cell is measured again, old against
+   new in lockstep, and judged at the family-wise level over those cells
+   (``numbench.confirm``): the new measurement is independent of the screen, so the chance
+   that unchanged code fails stays at ``ALPHA`` or less however many cells the screen let
+   through.
+5. **Its false-alarm rate, measured** on the store's own past pairs of consecutive runs on
+   one host with the same grid (each left out of its own history), printed beside ``ALPHA``.
+   What it could catch: each judged cell's smallest slowdown that the screen
+   (``screenable``) and the decision (``detectable``, at least the margin) flag on its own.
 """
 
 from __future__ import annotations
@@ -50,45 +53,52 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from numbench.history.ingest import load_benchmarks, read_benchmarks, run_id
+from numbench.history.ingest import read_benchmarks, run_id, runs_of
 from numbench.history.moderation import moderate
 from numbench.history.schema import SERIES_KEY
 
 #: the family-wise false-alarm rate the gate is set to over all the cells it judges
 ALPHA = 0.05
+#: the per-cell level of the screen: a suspect is measured again with ``--confirm``
+SCREEN_ALPHA = 0.05
 #: runs of a cell in the history (OLD and NEW left out) before it is judged by them
 MIN_HISTORY = 4
 #: the smallest run-to-run spread assumed (log units: 1%)
 NOISE_FLOOR = 0.01
 #: the past pairs the false-alarm rate is measured on, the latest first
 MAX_PAIRS = 50
-#: cells of one host and device the common shift and the runs' levels are taken over: over
+#: cells of one host and device the run levels and the common shift are taken over: over
 #: fewer, one changed cell would move the median
 MIN_LEVEL_CELLS = 10
-#: what the common shift is taken per
+#: what the run levels and the common shift are taken per
 LEVEL_KEY = ["host", "device"]
 #: the alternating fit's rounds (cell means, then run medians): a few settle it
 LEVEL_ROUNDS = 5
-#: the slowdown the gate's text counts the judged cells that could show (the one the docs
-#: and benchmarks/gate_pairs.py plant)
+#: the slowdown the gate's text counts the judged cells that could show
 REFERENCE_SLOWDOWN = 1.2
+#: the two kinds of statistic (module doc)
+PAIRED, SHIFTED = "paired", "shifted"
 #: ``GateResult.shifts``'s columns
 SHIFT_COLUMNS = [*LEVEL_KEY, "cells", "common", "history_runs", "level_low", "level_high"]
-SLOWER, FASTER, SAME, BROKEN, NO_HISTORY = "slower", "faster", "same", "broken", "no history"
+SLOWER, SUSPECT, FASTER, SAME = "slower", "suspect", "faster", "same"
+BROKEN, NO_HISTORY = "broken", "no history"
 #: the order the table lists its cells in: what fails the gate first
-ORDER = (BROKEN, SLOWER, FASTER, NO_HISTORY, SAME)
+ORDER = (BROKEN, SLOWER, SUSPECT, FASTER, NO_HISTORY, SAME)
+#: what a side's and the history's rows need
+COLUMNS = [*SERIES_KEY, "run_id", "status", "median_s", "speedup", "paired_with"]
 
 
 @dataclass(frozen=True)
 class GateResult:
     """One row per cell of OLD ok or NEW (``table``), one per host and device with the pair's
-    common shift beside the history's run levels (``shifts``), and the gate's own figures."""
+    common shift beside the history's run levels (``shifts``), and the gate's own figures;
+    ``baseline_changes``: per host, the baseline whose version changed between OLD and NEW."""
 
     table: pd.DataFrame
     shifts: pd.DataFrame
@@ -96,45 +106,33 @@ class GateResult:
     failed: bool
     past_pairs: int
     past_failed: int
+    baseline_changes: dict[str, str] = field(default_factory=dict)
 
 
 def side(where: str | os.PathLike) -> pd.DataFrame:
-    """A side's cells with their run's id (per host), from a results folder or its
-    benchmarks.parquet."""
+    """A side's cells as the store keeps them, with their run's id (per host): from a results
+    folder with each paired cell's speedup (its speedups.parquet), or from a benchmarks
+    table of any name (no speedups: every cell is judged shifted)."""
     path = Path(where)
-    bench = read_benchmarks(path) if path.is_file() else load_benchmarks(path)
-    parts = []
-    for _, cells in bench.groupby("host", sort=True):
-        cells = cells.copy()
-        cells["run_id"] = run_id(cells.reset_index(drop=True))
-        parts.append(cells)
-    return pd.concat(parts, ignore_index=True)
+    if path.is_file():
+        bench = read_benchmarks(path)
+        parts = []
+        for _, cells in bench.groupby("host", sort=True):
+            cells = cells.reset_index(drop=True)
+            parts.append(cells.assign(run_id=run_id(cells)))
+        out = pd.concat(parts, ignore_index=True)
+    else:
+        out = pd.concat([cells.to_pandas() for _, cells in runs_of(path)], ignore_index=True)
+    for column in [*COLUMNS, "library_version"]:
+        if column not in out.columns:
+            out[column] = None
+    return out
 
 
 def history_ok(cells: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
     """The history's ``ok`` cells with a median, the runs in ``leave_out`` left out."""
     ok = cells[(cells["status"] == "ok") & (cells["median_s"] > 0)]
     return ok[~ok["run_id"].isin(leave_out)]
-
-
-def spreads(cells: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
-    """Per cell on its host: runs in the history (those in ``leave_out`` left out), the
-    standard deviation of its log medians (``raw_spread``, at least ``NOISE_FLOOR``), that
-    spread moderated by the other cells' of its host and device (``spread``, with ``df``
-    degrees of freedom: ``moderate``) and the mean of its log medians (``log_mean``)."""
-    ok = history_ok(cells, leave_out)
-    logs = ok.assign(log_median=np.log(ok["median_s"].astype(float)))
-    grouped = logs.groupby(SERIES_KEY)["log_median"]
-    out = pd.DataFrame(
-        {
-            "history_runs": grouped.size(),
-            "raw_spread": grouped.std(ddof=1).fillna(0.0).clip(lower=NOISE_FLOOR),
-            "log_mean": grouped.mean(),
-        }
-    ).reset_index()
-    parts = [moderate(group, MIN_LEVEL_CELLS) for _, group in out.groupby(LEVEL_KEY, sort=False)]
-    columns = [*out.columns, "spread", "df"]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
 def run_levels(logs: pd.DataFrame) -> pd.Series:
@@ -152,19 +150,107 @@ def run_levels(logs: pd.DataFrame) -> pd.Series:
     return level
 
 
+def log_medians(cells: pd.DataFrame) -> pd.DataFrame:
+    """A row a cell, a column a run: the log medians of ``cells`` (ok, with a median)."""
+    ok = cells[(cells["status"] == "ok") & (cells["median_s"] > 0)]
+    return ok.assign(log_median=np.log(ok["median_s"].astype(float))).pivot_table(
+        index=SERIES_KEY, columns="run_id", values="log_median", aggfunc="first"
+    )
+
+
+def shifted(cells: pd.DataFrame) -> pd.Series:
+    """Each ok row's log median less its run's level over every ok cell of its host and
+    device (``run_levels``); NaN elsewhere."""
+    out = pd.Series(np.nan, index=cells.index)
+    ok = cells[(cells["status"] == "ok") & (cells["median_s"] > 0)]
+    for _, group in ok.groupby(LEVEL_KEY, sort=False):
+        level = run_levels(log_medians(group))
+        logs = np.log(group["median_s"].astype(float))
+        out.loc[group.index] = logs - group["run_id"].map(level).astype(float)
+    return out
+
+
+def paired(cells: pd.DataFrame) -> pd.Series:
+    """Each ok row's paired statistic, ``-log(speedup)`` (its log time over its lockstep
+    baseline's); NaN where it has no speedup."""
+    speedup = pd.to_numeric(cells["speedup"], errors="coerce")
+    good = (cells["status"] == "ok") & (speedup > 0)
+    return pd.Series(np.where(good, -np.log(speedup.where(good, 1.0)), np.nan), index=cells.index)
+
+
+def baseline_changes(old: pd.DataFrame, new: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (host, baseline as ``LIBRARY/DEVICE``) paired with in NEW, where the baseline's
+    version differs between OLD and NEW: ``"numpy 2.4.6 to 2.5.0"``."""
+    changed = {}
+    for (host, partner), _ in new.dropna(subset=["paired_with"]).groupby(
+        ["host", "paired_with"], sort=True
+    ):
+        library, _, device = str(partner).partition("/")
+        versions = []
+        for frame in (old, new):
+            rows = frame[
+                (frame["host"] == host)
+                & (frame["library"] == library)
+                & (frame["device"] == device)
+            ]
+            found = rows["library_version"].dropna()
+            versions.append(str(found.iloc[0]) if len(found) else None)
+        if None not in versions and versions[0] != versions[1]:
+            changed[(host, str(partner))] = f"{library} {versions[0]} to {versions[1]}"
+    return changed
+
+
+def statistics(old, new, history, leave_out) -> tuple[pd.DataFrame, dict]:
+    """The rows of the history (``leave_out`` left out), OLD and NEW, each with its
+    statistic ``x`` and the kind its cell is judged by (``kind``: module doc)."""
+    hist = history_ok(history, leave_out)
+    every = pd.concat(
+        [hist.assign(part="history"), old.assign(part="old"), new.assign(part="new")],
+        ignore_index=True,
+    )
+    every["x_shifted"] = shifted(every)
+    every["x_paired"] = paired(every)
+    changed = baseline_changes(old, new)
+    sides = every[every["part"] != "history"]
+    has = sides.groupby(SERIES_KEY, dropna=False)["x_paired"].apply(lambda x: x.notna().sum() == 2)
+    every = every.merge(has.rename("has_pair").reset_index(), on=SERIES_KEY, how="left")
+    moved = every.apply(lambda r: (r["host"], str(r["paired_with"])) in changed, axis=1)
+    every["kind"] = np.where(every["has_pair"].fillna(False) & ~moved, PAIRED, SHIFTED)
+    every["x"] = np.where(every["kind"] == PAIRED, every["x_paired"], every["x_shifted"])
+    return every, {host: text for (host, _), text in changed.items()}
+
+
+def spreads(hist: pd.DataFrame) -> pd.DataFrame:
+    """Per cell on its host, over the history's rows with a statistic: runs
+    (``history_runs``), the standard deviation of ``x`` (``raw_spread``, at least
+    ``NOISE_FLOOR``), moderated by the other cells' of its host, device and kind (``spread``,
+    with ``df``: ``moderate``), and the mean (``x_mean``)."""
+    hist = hist.dropna(subset=["x"])
+    grouped = hist.groupby([*SERIES_KEY, "kind"])["x"]
+    out = pd.DataFrame(
+        {
+            "history_runs": grouped.size(),
+            "raw_spread": grouped.std(ddof=1).fillna(0.0).clip(lower=NOISE_FLOOR),
+            "x_mean": grouped.mean(),
+        }
+    ).reset_index()
+    key = [*LEVEL_KEY, "kind"]
+    parts = [moderate(group, MIN_LEVEL_CELLS) for _, group in out.groupby(key, sort=False)]
+    columns = [*out.columns, "spread", "df"]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+
+
 def common_shifts(both: pd.DataFrame, history: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
-    """Per host and device of the cells compared (``both``, with ``ratio``): how many cells
-    are ok on both sides, their median ratio (``common``; NaN below ``MIN_LEVEL_CELLS``), and
-    the history's runs there (``leave_out`` left out): how many, and their levels' range as
-    ratios to the median level (NaN below two runs or ``MIN_LEVEL_CELLS`` cells)."""
+    """Per host and device of the cells compared (``both``, with ``time_ratio``): how many
+    cells are ok on both sides, their median ratio of absolute times (``common``; NaN below
+    ``MIN_LEVEL_CELLS``), and the history's runs there (``leave_out`` left out): how many,
+    and their levels' range as ratios to the median level (NaN below two runs or
+    ``MIN_LEVEL_CELLS`` cells)."""
     ok = history_ok(history, leave_out)
     rows = []
     for (host, device), group in both.groupby(LEVEL_KEY, sort=True):
-        ratios = group["ratio"].dropna().astype(float)
-        there = ok[(ok["host"] == host) & (ok["device"] == device)]
-        logs = there.assign(log_median=np.log(there["median_s"].astype(float))).pivot_table(
-            index=SERIES_KEY, columns="run_id", values="log_median", aggfunc="first"
-        )
+        ratios = group["time_ratio"].dropna().astype(float)
+        logs = log_medians(ok[(ok["host"] == host) & (ok["device"] == device)])
         ranged = len(logs) >= MIN_LEVEL_CELLS and logs.shape[1] >= 2
         level = run_levels(logs) if ranged else pd.Series(dtype=float)
         rows.append(
@@ -191,61 +277,82 @@ def holm(p: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
     return rejected
 
 
+def paired_sides(every: pd.DataFrame) -> pd.DataFrame:
+    """OLD's ok cells beside NEW's, with both statistics, their history's spread and the
+    ratios new / old of the statistic (``ratio``) and of the absolute times
+    (``time_ratio``)."""
+    keep = [*SERIES_KEY, "kind", "status", "median_s", "x"]
+    old = every.loc[every["part"] == "old", keep]
+    new = every.loc[every["part"] == "new", keep].drop(columns="kind")
+    both = old.merge(new, on=SERIES_KEY, suffixes=("_old", "_new"))
+    both = both[both["status_old"] == "ok"]
+    both = both.merge(
+        spreads(every[every["part"] == "history"]), on=[*SERIES_KEY, "kind"], how="left"
+    )
+    both["history_runs"] = both["history_runs"].fillna(0).astype(int)
+    ok = (both["status_new"] == "ok") & both["x_new"].notna() & both["x_old"].notna()
+    both["ok_new"] = ok
+    both["ratio"] = np.where(ok, np.exp(both["x_new"] - both["x_old"]), np.nan)
+    times_ok = both["status_new"] == "ok"
+    both["time_ratio"] = np.where(times_ok, both["median_s_new"] / both["median_s_old"], np.nan)
+    return both
+
+
 def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: float):
-    """The table of ``GateResult`` for OLD against NEW, with ``history`` (the store's cells)
-    giving each cell's spread."""
+    """(table, baseline changes) of ``GateResult`` for OLD against NEW, with ``history``
+    (the store's cells) giving each cell's series."""
     from scipy import stats
 
     leave_out = set(old["run_id"]) | set(new["run_id"])
-    keep = [*SERIES_KEY, "status", "median_s"]
-    both = old[keep].merge(new[keep], on=SERIES_KEY, suffixes=("_old", "_new"))
-    both = both[both["status_old"] == "ok"]
-    both = both.merge(spreads(history, leave_out), on=SERIES_KEY, how="left")
-    both["history_runs"] = both["history_runs"].fillna(0).astype(int)
-    ok = both["status_new"] == "ok"
-    both["ratio"] = np.where(ok, both["median_s_new"] / both["median_s_old"], np.nan)
+    every, changed = statistics(old, new, history, leave_out)
+    both = paired_sides(every)
+    ok = both["ok_new"]
     judged = ok & (both["history_runs"] >= MIN_HISTORY)
     runs = both["history_runs"].clip(lower=1)
-    df = both["df"].fillna(1.0).clip(lower=1)
+    df = both["df"].fillna(1.0).astype(float).clip(lower=1)
     # NEW against OLD, and NEW against the history's mean: both must say so (module doc)
-    pair_sd = both["spread"] * math.sqrt(2)
-    mean_sd = both["spread"] * np.sqrt(1 + 1 / runs)
-    t_pair = np.log(both["ratio"]) / pair_sd
-    t_mean = (np.log(both["median_s_new"].astype(float)) - both["log_mean"]) / mean_sd
-    both["p_slower"] = np.where(
-        judged, np.maximum(stats.t.sf(t_pair, df), stats.t.sf(t_mean, df)), np.nan
-    )
-    both["p_faster"] = np.where(
-        judged, np.maximum(stats.t.cdf(t_pair, df), stats.t.cdf(t_mean, df)), np.nan
-    )
-    # the slowdown new / old the gate would flag in each judged cell on its own: Holm's first
-    # step in both tests (NEW past the history's mean by its bound, from where OLD lies)
+    pair_sd = both["spread"].astype(float) * math.sqrt(2)
+    mean_sd = both["spread"].astype(float) * np.sqrt(1 + 1 / runs)
+    t_pair = (both["x_new"] - both["x_old"]) / pair_sd
+    t_mean = (both["x_new"] - both["x_mean"]) / mean_sd
+    p_slower = np.maximum(stats.t.sf(t_pair, df), stats.t.sf(t_mean, df))
+    p_faster = np.maximum(stats.t.cdf(t_pair, df), stats.t.cdf(t_mean, df))
+    both["p_slower"] = np.where(judged, p_slower, np.nan)
+    both["p_faster"] = np.where(judged, p_faster, np.nan)
+    # the slowdown new / old each judged cell would be flagged at on its own, by the screen
+    # and by Holm's first step: NEW past the history's mean by its bound, from where OLD lies
+    old_off = both["x_old"] - both["x_mean"]
     first = stats.t.isf(ALPHA / max(int(judged.sum()), 1), df)
-    old_off = np.log(both["median_s_old"].astype(float)) - both["log_mean"]
-    needed = np.maximum(first * pair_sd, first * mean_sd - old_off)
-    smallest = np.maximum(np.exp(needed), margin)
-    both["detectable"] = np.where(judged, smallest, np.nan)
+    screen = stats.t.isf(SCREEN_ALPHA, df)
+    strict = np.exp(np.maximum(first * pair_sd, first * mean_sd - old_off))
+    loose = np.exp(np.maximum(screen * pair_sd, screen * mean_sd - old_off))
+    both["detectable"] = np.where(judged, np.maximum(strict, margin), np.nan)
+    both["screenable"] = np.where(judged, loose, np.nan)
     slower, faster = np.zeros(len(both), bool), np.zeros(len(both), bool)
     slower[judged.to_numpy()] = holm(both.loc[judged, "p_slower"].to_numpy())
     faster[judged.to_numpy()] = holm(both.loc[judged, "p_faster"].to_numpy())
+    suspect = judged & (both["p_slower"] < SCREEN_ALPHA)
     both["change"] = np.select(
         [
-            ~ok,
+            both["status_new"] != "ok",
             ~judged,
             slower & (both["ratio"] > margin),
             faster & (both["ratio"] < 1 / margin),
+            suspect,
         ],
-        [BROKEN, NO_HISTORY, SLOWER, FASTER],
+        [BROKEN, NO_HISTORY, SLOWER, FASTER, SUSPECT],
         SAME,
     )
+    both["statistic"] = both.pop("kind")
     both["rank"] = both["change"].map(ORDER.index)
     both = both.sort_values(["rank", "ratio"], ascending=[True, False], kind="stable")
-    return both.drop(columns=["rank"])
+    return both.drop(columns=["rank", "ok_new", "status_old"]), changed
 
 
 def past_pairs(store, margin: float) -> tuple[int, int]:
-    """(pairs, failed): the gate run on the store's own consecutive pairs of runs on one host
-    with the same grid, the latest ``MAX_PAIRS``, each left out of its own history."""
+    """(pairs, failed): the gate's decision without ``--confirm`` on the store's own
+    consecutive pairs of runs on one host with the same grid, the latest ``MAX_PAIRS``, each
+    left out of its own history."""
     runs = store.runs.sort_values(["started_at", "run_id"], kind="stable")
     pairs = []
     for _, same in runs.groupby(["host", "config_hash"], sort=False):
@@ -256,7 +363,7 @@ def past_pairs(store, margin: float) -> tuple[int, int]:
     for _, a, b in pairs:
         old = store.cells[store.cells["run_id"] == a]
         new = store.cells[store.cells["run_id"] == b]
-        table = judge(old, new, store.cells, margin)
+        table, _ = judge(old, new, store.cells, margin)
         failed += bool(table["change"].isin([SLOWER]).any())
     return len(pairs), failed
 
@@ -264,98 +371,13 @@ def past_pairs(store, margin: float) -> tuple[int, int]:
 def gate(old_where, new_where, store, margin: float) -> GateResult:
     """OLD against NEW with the history ``store`` (``numbench.history.read``)."""
     old, new = side(old_where), side(new_where)
-    table = judge(old, new, store.cells, margin)
+    table, changed = judge(old, new, store.cells, margin)
     shifts = common_shifts(table, store.cells, set(old["run_id"]) | set(new["run_id"]))
     pairs, failed = past_pairs(store, margin)
     judged = int((~table["change"].isin([NO_HISTORY, BROKEN])).sum())
     fails = bool(table["change"].isin([SLOWER, BROKEN]).any())
-    return GateResult(table.reset_index(drop=True), shifts, judged, fails, pairs, failed)
-
-
-def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
-    """The gate's verdict as Markdown: what it judged, its measured false-alarm rate, and
-    every cell that is not the same speed."""
-    table = result.table
-    lines = [
-        "## Against the history",
-        "",
-        f"{result.judged} cells judged against their own run-to-run spread in the history "
-        f"({store_runs} runs, the two compared left out), at a family-wise false-alarm rate "
-        f"of {ALPHA:g} over all of them (Holm) and a margin of {margin:g}; "
-        f"{int((table['change'] == NO_HISTORY).sum())} cells have fewer than {MIN_HISTORY} "
-        "runs in it and are not judged by it.",
-    ]
-    lines += detectable_text(table, margin)
-    lines += [shift_text(row) for _, row in result.shifts.iterrows()]
-    if result.past_pairs:
-        lines.append(
-            f"On the history's own {result.past_pairs} past pairs of consecutive runs, the gate "
-            f"failed {result.past_failed} ({result.past_failed / result.past_pairs:.0%}; "
-            f"set to {ALPHA:.0%})."
-        )
-    else:
-        lines.append(
-            "The history holds no past pair of runs to measure the gate's false alarms on."
-        )
-    shown = table[~table["change"].isin([SAME])]
-    if len(shown):
-        lines += [
-            "",
-            "| cell | host | change | new / old | history runs | spread |",
-            "|---" * 6 + "|",
-        ]
-        for _, r in shown.iterrows():
-            cell = f"{r['library']}/{r['device']} {r['operation']} {r['size']} {r['dtype']} t{r['threads']}"
-            ratio = "-" if pd.isna(r["ratio"]) else f"{r['ratio']:.3f}"
-            lines.append(
-                f"| {_safe(cell)} | {_safe(r['host'])} | {r['change']} | {ratio} | "
-                f"{r['history_runs']} | {'-' if pd.isna(r['spread']) else format(r['spread'], '.1%')} |"
-            )
-    verdict = "fails" if result.failed else "passes"
-    lines += ["", f"The gate {verdict}."]
-    return "\n".join(lines) + "\n"
-
-
-def detectable_text(table: pd.DataFrame, margin: float) -> list[str]:
-    """What the judged cells could show, in a sentence (none where none is judged)."""
-    smallest = table["detectable"].dropna()
-    if smallest.empty:
-        return []
-    # a ratio must be above the margin: where the margin is the bound, it is never reached
-    within = int((smallest <= REFERENCE_SLOWDOWN).sum()) if REFERENCE_SLOWDOWN > margin else 0
-    return [
-        f"With this history, {within} of the {len(smallest)} cells judged could be flagged "
-        f"at {REFERENCE_SLOWDOWN:g}x: the slowdown a judged cell would be flagged at on its "
-        f"own (Holm's first step, and above the margin) is {smallest.min():.3f}x at best, "
-        f"{smallest.median():.3f}x for the median cell and {smallest.quantile(0.9):.3f}x for "
-        "the noisiest tenth (`detectable`)."
-    ]
-
-
-def shift_text(row: pd.Series) -> str:
-    """A host and device's common shift beside the history's run levels, in a sentence."""
-    where = f"{_safe(row['host'])}/{_safe(row['device'])}"
-    if pd.isna(row["common"]):
-        return (
-            f"On {where}, {row['cells']} cells are ok on both sides, fewer than "
-            f"{MIN_LEVEL_CELLS}: no common shift is given."
-        )
-    said = (
-        f"On {where}, NEW read {row['common']:.3f}x OLD over its {row['cells']} cells ok on "
-        "both sides (the median cell): the machine's day, or a change to every cell alike"
-    )
-    if pd.isna(row["level_low"]):
-        return f"{said}; the history holds too few runs there to say how far its days move."
-    return (
-        f"{said}. The history's {row['history_runs']} runs there differed as a whole by up "
-        f"to {row['level_high'] / row['level_low']:.3f}x (their levels from "
-        f"{row['level_low']:.3f}x to {row['level_high']:.3f}x of the median level)."
-    )
-
-
-def _safe(text) -> str:
-    """Text from a results folder, safe in a Markdown table cell."""
-    return "".join(c if c.isprintable() and c not in "|<>`" else " " for c in str(text))
+    table = table.reset_index(drop=True)
+    return GateResult(table, shifts, judged, fails, pairs, failed, changed)
 
 
 def gate_json(result: GateResult, comparison_json: str) -> str:
@@ -366,8 +388,10 @@ def gate_json(result: GateResult, comparison_json: str) -> str:
         "history": {
             "cells_judged": result.judged,
             "failed": result.failed,
+            "suspects": int((result.table["change"] == SUSPECT).sum()),
             "past_pairs": result.past_pairs,
             "past_pairs_failed": result.past_failed,
+            "baseline_changes": result.baseline_changes,
             "shifts": json.loads(result.shifts.to_json(orient="records", double_precision=15)),
             "cells": cells,
         },
