@@ -15,7 +15,9 @@ works on a host that has numpy, pyarrow and this package's sources but not the w
 environment (no Snakemake, PyYAML, jsonschema or pandas), as ``python -m numbench``.
 
 Exit statuses: 0 done; 1 a failed gate (``compare --fail-on-slowdown``) or a refused plan,
-run or archive; 2 bad input, with one line naming the file or option and the problem.
+run or archive; 2 bad input, with one line naming the file or option and the problem; 3 an
+``offsite run`` that stopped at its time budget (``--stop-after-s``) with cells left, its
+archive a part to go on from (``numbench.offsite.parts``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import sys
 EXIT_BAD_INPUT = 2
 #: what an interrupted ``offsite run`` exits with (128 + SIGINT, as a shell reports it)
 EXIT_INTERRUPTED = 130
+#: what an ``offsite run`` that stopped at its time budget with cells left exits with
+EXIT_PARTIAL = 3
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -36,50 +40,9 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _offsite(args: argparse.Namespace) -> int:
-    from numbench.offsite import OffsiteError
+    from numbench.offsite.command import run_offsite
 
-    try:
-        if args.step == "plan":
-            from numbench.offsite import write_plan
-
-            made = write_plan(
-                args.directory, args.output, args.configfile, args.config, bundle=args.bundle
-            )
-            print(
-                f"plan {made['plan_hash'][:12]}: {len(made['cells'])} cells, "
-                f"{len(made['inputs'])} inputs files -> {args.output}"
-                + (f" (bundle: {args.bundle})" if args.bundle else "")
-            )
-        elif args.step == "run":
-            from numbench.offsite import run_plan
-
-            def say(line: str) -> None:
-                print(line, flush=True)
-
-            try:
-                run_plan(args.plan, args.output, args.workdir, args.resume, say=say)
-            except KeyboardInterrupt:
-                print(
-                    "interrupted: the finished cells stay in the scratch folder; run again "
-                    "with --resume to go on",
-                    file=sys.stderr,
-                )
-                return EXIT_INTERRUPTED
-        else:
-            from numbench.offsite import import_archive
-
-            import_archive(
-                args.archive,
-                args.directory,
-                args.results,
-                args.configfile,
-                args.config,
-                force=args.force,
-            )
-    except OffsiteError as exc:
-        print(f"offsite {args.step}: error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return run_offsite(args, EXIT_INTERRUPTED, EXIT_PARTIAL)
 
 
 def _unlock(args: argparse.Namespace) -> int:
@@ -248,12 +211,52 @@ def _add_offsite_run(steps) -> None:
         action="store_true",
         help="keep the inputs files and cells an earlier run left in the scratch folder",
     )
+    run.add_argument(
+        "--stop-after-s",
+        type=_above_zero(float, "a number of seconds"),
+        metavar="S",
+        help="begin no cell once S seconds have passed (nor one the longest so far says would "
+        "end past them), pack the cells measured into a part and exit 3 if cells are left",
+    )
+    run.add_argument(
+        "--resume-from",
+        action="append",
+        metavar="PART",
+        help="an archive an earlier run of this plan packed (on any host): its cells are not "
+        "measured again; give every earlier part, each with its own --resume-from",
+    )
+    run.add_argument(
+        "--batch",
+        type=_above_zero(int, "a whole number of cells"),
+        metavar="N",
+        help="run the cells in batches of N, the rounds each runs ahead of its cells first "
+        "(default under --stop-after-s: 16; else all at once)",
+    )
+
+
+def _above_zero(kind: type, what: str):
+    """An argparse type: ``kind`` of the text, finite and above 0, or the error naming it."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not 0 < value < float("inf"):  # nan fails this too
+            raise argparse.ArgumentTypeError(f"must be {what} above 0, not {text!r}")
+        return value
+
+    return parse
 
 
 def _add_offsite_import(steps) -> None:
     """``offsite import ARCHIVE``: the archive's cells checked and brought into results/."""
     imp = steps.add_parser("import", help="bring an archive's cells into results/ (here)")
-    imp.add_argument("archive")
+    imp.add_argument(
+        "archive",
+        nargs="+",
+        help="the archive of `offsite run`, or every part of a run over several leases",
+    )
     _config_options(imp)
     imp.add_argument("--results", help="the results folder (default: DIRECTORY/results)")
     imp.add_argument(

@@ -117,9 +117,13 @@ def _check_cell_file(name: str, staged: StagedMember, spec: dict, recorded: dict
         raise OffsiteError(f"{name} in the archive has no status")
 
 
-def check_contents(archive, members: dict[str, StagedMember]) -> tuple[dict, dict]:
+def check_contents(
+    archive, members: dict[str, StagedMember], partial: bool = False
+) -> tuple[dict, dict]:
     """(manifest, plan) of an unpacked archive, once it holds exactly its plan's cells and
-    their logs, each cell as its manifest records it."""
+    their logs, each cell as its manifest records it. With ``partial``, a part of a run that
+    stopped at its time budget (``numbench.offsite.parts``) passes too: it holds some of its
+    plan's cells, exactly those its manifest lists, each checked alike."""
     manifest = _json_member(members, "manifest.json", archive)
     plan = check_plan(_json_member(members, "plan.json", archive), f"the plan in {archive}")
     if (
@@ -144,15 +148,28 @@ def check_contents(archive, members: dict[str, StagedMember]) -> tuple[dict, dic
         known = name in JSON_MEMBERS or name in ROOFS_MEMBERS
         if not known and name not in allowed_logs and name not in expected_cells:
             raise OffsiteError(f"{archive}: unexpected member {name!r} (not a cell of its plan)")
-    missing = sorted(set(expected_cells) - set(members))
+    strangers = sorted(set(manifest["cells"]) - set(expected_cells))
+    if strangers:
+        raise OffsiteError(
+            f"{archive}: its manifest lists {len(strangers)} cells its plan does not have "
+            f"(first: {str(strangers[0])[:200]!r})"
+        )
+    wanted = set(manifest["cells"]) if partial else set(expected_cells)
+    missing = sorted(wanted - set(members))
     if missing:
         raise OffsiteError(
             f"{archive} lacks {len(missing)} of its plan's {len(expected_cells)} cells "
-            f"(first: {missing[0]}): was the run interrupted? Finish it with `offsite run "
-            "--resume`"
+            f"(first: {missing[0]})"
+            + (
+                ", which its manifest lists: the archive is damaged"
+                if partial
+                else ": was the run interrupted? Finish it with `offsite run --resume`, or "
+                "go on with `offsite run --resume-from` and import every part"
+            )
         )
     for name, entry in expected_cells.items():
-        _check_cell_file(name, members[name], entry["spec"], manifest["cells"].get(name))
+        if name in members:
+            _check_cell_file(name, members[name], entry["spec"], manifest["cells"].get(name))
     return manifest, plan
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from numbench.cells import Cell
 from numbench.contract import replacing
-from numbench.offsite.archive import JSON_MEMBERS, StagedMember, unpack_archive
+from numbench.offsite.archive import JSON_MEMBERS, StagedMember
 from numbench.offsite.common import (
     COPY_CHUNK_BYTES,
     OffsiteError,
@@ -29,18 +29,15 @@ from numbench.offsite.common import (
 )
 from numbench.offsite.data import check_data_here
 from numbench.offsite.hosts import warn_if_same_name
-from numbench.offsite.import_checks import (
-    check_against_config,
-    check_contents,
-    check_inputs,
-)
+from numbench.offsite.import_checks import check_against_config, check_inputs
+from numbench.offsite.parts import joined, read_part
 from numbench.offsite.plan import check_operation_code, load_config, make_plan
 from numbench.offsite.roofs import ROOFS_MEMBER, destinations_here, merge_into, staged_roofs
 from numbench.replicate_settings import STORED_NAMES
 
 
 def import_archive(
-    archive: str | os.PathLike,
+    archive: str | os.PathLike | Iterable[str | os.PathLike],
     root: str | os.PathLike = ".",
     results: str | os.PathLike | None = None,
     configfiles: Iterable[str] = (),
@@ -53,7 +50,11 @@ def import_archive(
     nothing is written anywhere else: every member is checked from its header before any is
     unpacked (``numbench.offsite.archive``), the archive's plan must name exactly the paths
     its cells' identities give (``check_plan``) and the config here must plan the same cells,
-    and every destination is derived from a cell's identity (``inside`` guards it again)."""
+    and every destination is derived from a cell's identity (``inside`` guards it again).
+
+    ``archive`` may be several: the parts of one plan's run over several leases
+    (``numbench.offsite.parts``), each checked alike, together holding every cell."""
+    archives = [archive] if isinstance(archive, str | os.PathLike) else list(archive)
     root = Path(root)
     results = Path(results) if results is not None else root / "results"
     local_path = _destinations(results)
@@ -64,31 +65,42 @@ def import_archive(
         staging.append(
             Path(tempfile.mkdtemp(prefix=".offsite-import-", dir=_existing_parent(results)))
         )
-        return staging[0] / "archive"
+        return staging[-1] / "archive"
 
     try:
-        members = unpack_archive(archive, make_staging)
-        manifest, plan = check_contents(archive, members)
+        parts = [read_part(a, make_staging) for a in archives]
+        plan, manifest, members, roofs_part = joined(parts)
         cfg = _check_same_grid(plan, root, configfiles, config_args)
         conflicts = _conflicts(plan, manifest, local_path, force)
         made, notes = check_inputs(plan, manifest, local_path, staging[0] / "inputs", cfg)
-        roofs = staged_roofs(members, manifest, plan, archive)  # the cells' host's
+        roofs = (  # the host's that measured them
+            None
+            if roofs_part is None
+            else staged_roofs(roofs_part.members, roofs_part.manifest, plan, roofs_part.archive)
+        )
         # every check passed: move into place
         newest_input = _move_into_place(made, members, plan, local_path)
         roof_files = destinations_here(cfg) if roofs is not None else []
         for name in roof_files:
-            merge_into(roofs, manifest.get("host"), local_path(name))
+            merge_into(roofs, roofs_part.host, local_path(name))
     finally:
         for folder in staging:
             shutil.rmtree(folder, ignore_errors=True)
     _stamp_imported(plan, local_path, newest_input, roof_files)
-    warn_if_same_name(manifest.get("host"), (local_path(c["path"]) for c in plan["cells"]), say)
+    for part in parts:
+        warn_if_same_name(part.host, (local_path(c) for c in part.cells), say)
     forgotten = _forget_metadata(root, results, _imported_paths(plan, roof_files), say)
     for note in notes:
         say(f"note: {note}")
-    if manifest.get("code_hash") != code_hash():
+    if any(p.manifest.get("code_hash") != code_hash() for p in parts):
         say("note: the cells were measured with numbench sources that differ from the ones here")
-    return _summary(plan, manifest, made, conflicts, forgotten, say)
+    hosts = sorted({str(p.host) for p in parts})
+    if len(hosts) > 1:
+        say(
+            f"warning: the parts were measured on hosts named {', '.join(hosts)}: the tables "
+            "pair a cell with its baseline on one host name only"
+        )
+    return _summary(plan, {**manifest, "host": ", ".join(hosts)}, made, conflicts, forgotten, say)
 
 
 def _destinations(results: Path) -> Callable[[str], Path]:

@@ -11,7 +11,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from numbench.contract import write_bytes_atomic
@@ -29,6 +29,7 @@ from numbench.offsite.common import (
     write_tar_gz,
 )
 from numbench.offsite.data import checked_data_beside
+from numbench.offsite.parts import Budget, batches, checked_batch, read_earlier
 from numbench.offsite.plan import read_plan
 from numbench.offsite.roofs import ROOFS_LOG, ROOFS_MEMBER, measure_there
 from numbench.offsite.run_cells import make_inputs, run_cells, run_early_rounds
@@ -57,52 +58,92 @@ def run_plan(
     workdir: str | os.PathLike | None = None,
     resume: bool = False,
     say: Callable[[str], None] = print,
+    stop_after_s: float | None = None,
+    resume_from: Iterable[str | os.PathLike] = (),
+    batch: int | None = None,
 ) -> dict:
     """Make the inputs, run every cell of the plan and pack them into ``output``; return the
     manifest. With ``resume``, inputs files and cells already in ``workdir`` are kept. The
     user's data files are read from beside the plan, once each hashes as the plan says
     (``numbench.offsite.data``); the archive does not carry them back.
 
+    ``stop_after_s`` stops it at a time budget and ``resume_from`` goes on from the parts
+    earlier runs packed, on another machine (``numbench.offsite.parts``): the archive is
+    then a part, holding the cells this run measured, and its manifest's ``part`` says
+    whether the plan is complete.
+
     Every file it writes, but ``output``, lies inside the work folder, at a path derived from
     a cell's (or an inputs file's) identity: ``read_plan`` refuses a plan that names any
     other, and the paths used here are derived again, not read from the plan."""
+    budget = Budget(stop_after_s)
+    batch = checked_batch(batch, stop_after_s)
     plan = read_plan(plan_path)
     what = f"the plan {plan_path}"
     output = Path(output).resolve()
     work = Path(workdir).resolve() if workdir else default_workdir(output).resolve()
-    marker = work / "plan.json"
+    marker, beside = work / "plan.json", Path(plan_path).resolve().parent
     _check_earlier_run(work, marker, plan, resume)
-    operation_files = _operations_beside(plan, Path(plan_path).resolve().parent)
-    # the user's data files, beside the plan, each hashing as the plan says
-    data = checked_data_beside(plan, Path(plan_path).resolve().parent)
+    operation_files = _operations_beside(plan, beside)
+    data = checked_data_beside(plan, beside)  # the user's data files, hashing as planned
     specs = _specs(plan, operation_files)
-    cells, inputs, logs = _paths_inside(plan, work, what)
+    cells, inputs, _ = _paths_inside(plan, work, what)
+    earlier = read_earlier(resume_from, plan, output, say)
     if plan.get("code_hash") != code_hash():
         say("warning: the numbench sources here differ from the ones the plan was made with")
     work.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(json.dumps(plan, indent=1, sort_keys=True).encode(), marker)
 
     started, t_start = now_iso(), time.perf_counter()
-    n_cells, n_inputs = len(plan["cells"]), len(plan["inputs"])
+    todo = [(c, s) for c, s in zip(cells, specs, strict=True) if c.path not in earlier.cells]
+    needed = {c.inputs for c, _ in todo}
+    inputs = [entry for entry in inputs if entry[1] in needed]
     say(
-        f"plan {plan['plan_hash'][:12]}: {n_cells} cells, {n_inputs} inputs files; "
-        f"working in {work}"
+        f"plan {plan['plan_hash'][:12]}: {len(cells)} cells ({len(todo)} to measure), "
+        f"{len(inputs)} inputs files; working in {work}"
     )
     with _working_in(work):
         manifest_inputs = make_inputs(inputs, operation_files, data, work, resume, say)
-        rounds = run_early_rounds(cells, specs, resume, say)
-        manifest_cells = run_cells(cells, specs, rounds, resume, say)
+        earlier.check_inputs(manifest_inputs)
+        manifest_cells = _measure_cells(
+            todo, len(earlier.cells), len(cells), resume, budget, batch, say
+        )
+        left = len(todo) - len(manifest_cells)
         # this host's roofs, for the cells' places on its roofline (numbench.offsite.roofs),
-        # unless the config leaves them out (``roofs: false``): the archive then has none
+        # unless the config leaves them out (``roofs: false``): the archive then has none;
+        # measured once, by the run that measures the plan's last cells
+        wants_roofs = plan["config"].get("roofs", True) and not earlier.roofs
         roofs = (
-            measure_there(plan, work, resume, say) if plan["config"].get("roofs", True) else None
+            measure_there(plan, work, resume, say)
+            if wants_roofs and left == 0 and budget.allows("roofs")
+            else None
         )
         manifest = _manifest(plan, started, t_start, manifest_inputs, manifest_cells, roofs)
-        measured = [ROOFS_MEMBER] if roofs else []
-        logged = [ROOFS_LOG] if roofs else []
-        pack(output, plan, manifest, [c.path for c in cells] + measured, logs + logged)
-    _say_written(output, manifest, n_cells, say)
+        roofs_left = bool(wants_roofs and roofs is None)
+        part = manifest["part"] = {"complete": left == 0 and not roofs_left, "cells_left": left}
+        part.update(roofs_left=roofs_left, stop_after_s=stop_after_s, earlier=earlier.parts)
+        _pack_part(output, plan, manifest, cells, [log for _, _, log in inputs])
+    _say_written(output, manifest, len(manifest_cells), say)
+    if not part["complete"]:
+        say(
+            f"stopped at the time budget: {len(cells) - left} of the plan's {len(cells)} cells "
+            f"measured ({len(manifest_cells)} in this part), {left} left"
+            + (", and the roofs" if part["roofs_left"] else "")
+            + "; go on with `offsite run PLAN --resume-from` this part and every earlier one"
+        )
     return manifest
+
+
+def _measure_cells(todo: list, before: int, total: int, resume: bool, budget, batch, say) -> dict:
+    """Measure the cells ``todo`` ([(cell, spec)]) in batches of ``batch`` (all at once where
+    None): the rounds each batch runs ahead of its cells, then its cells, while ``budget`` allows; the manifest's
+    ``cells`` of those measured. ``before``, ``total``: for the lines' ``[n/N]``."""
+    measured: dict = {}
+    for chunk in batches(todo, batch):
+        chunk_cells, chunk_specs = [c for c, _ in chunk], [s for _, s in chunk]
+        rounds = run_early_rounds(chunk_cells, chunk_specs, resume, say, budget)
+        numbers = (before + len(measured), total)
+        measured.update(run_cells(chunk_cells, chunk_specs, rounds, resume, say, budget, numbers))
+    return measured
 
 
 def _check_earlier_run(work: Path, marker: Path, plan: dict, resume: bool) -> None:
@@ -186,7 +227,7 @@ def _manifest(
 def _say_written(output: Path, manifest: dict, n_cells: int, say: Callable[[str], None]) -> None:
     """Say what was packed, and warn where the archive is too large to travel back whole."""
     size = output.stat().st_size
-    statuses = ", ".join(f"{k} {v}" for k, v in sorted(manifest["statuses"].items()))
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(manifest["statuses"].items())) or "none"
     say(f"wrote {output} ({size / 2**20:.2f} MiB; {n_cells} cells: {statuses})")
     if size > TRANSFER_LIMIT_BYTES:
         say(
@@ -238,6 +279,15 @@ def _package_versions() -> dict[str, str]:
         with contextlib.suppress(metadata.PackageNotFoundError):
             out[name] = metadata.version(name)
     return out
+
+
+def _pack_part(output: Path, plan: dict, manifest: dict, cells: list, inputs_logs: list) -> None:
+    """Pack the cells the manifest lists (this run's), their logs, the logs of the inputs
+    files made, and the roofs where the manifest has them."""
+    packed = [c for c in cells if c.path in manifest["cells"]]
+    roofs = [ROOFS_MEMBER] if manifest["roofs"] else []
+    logs = [c.log for c in packed] + inputs_logs + ([ROOFS_LOG] if roofs else [])
+    pack(output, plan, manifest, [c.path for c in packed] + roofs, logs)
 
 
 def pack(output: Path, plan: dict, manifest: dict, cells: list[str], logs: list[str]) -> None:

@@ -125,11 +125,14 @@ def make_inputs(
     return made
 
 
-def run_early_rounds(cells: list, specs: list, resume: bool, say: Callable[[str], None]):
+def run_early_rounds(
+    cells: list, specs: list, resume: bool, say: Callable[[str], None], budget=None
+):
     """Measure the early rounds of every cell still to run: round 0 of every cell, then
     round 1 ..., as the workflow's priorities order them, so that a cell's rounds lie apart
     in time (``numbench.measure.replicates``). With ``resume``, a round already measured is
-    kept. Returns each cell's round files by its path, for ``run_cells`` to read."""
+    kept. Returns each cell's round files by its path, for ``run_cells`` to read. A round
+    ``budget`` (``numbench.offsite.parts.Budget``) no longer allows is not begun."""
     from numbench.errors import MachineryFault
     from numbench.measure.supervisor import run_round
 
@@ -147,12 +150,17 @@ def run_early_rounds(cells: list, specs: list, resume: bool, say: Callable[[str]
             rounds.setdefault(cell.path, []).append(path)
             if resume and path.exists():
                 continue  # measured before the run was stopped
+            if budget is not None and not budget.allows("round"):
+                return rounds
             path.parent.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
             with _output_to(Path(cell.log), append=k > 0), _fault_of(cell, MachineryFault):
                 runs = run_round(spec, k, path)
                 print(f"round {k}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
-            say(f"round {k} {cell.path}  {time.perf_counter() - t0:.1f} s")
+            seconds = time.perf_counter() - t0
+            if budget is not None:
+                budget.note("round", seconds)
+            say(f"round {k} {cell.path}  {seconds:.1f} s")
     return rounds
 
 
@@ -162,21 +170,28 @@ def run_cells(
     rounds: dict[str, list[Path]],
     resume: bool,
     say: Callable[[str], None],
+    budget=None,
+    numbers: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Run every cell, from its early rounds (``rounds``, removed once read into the cell
     file) on; with ``resume``, a readable cell file already there is kept. Returns the
-    manifest's ``cells``: per cell file, its status, error, seconds, size and checksum."""
+    manifest's ``cells``: per cell file, its status, error, seconds, size and checksum. A
+    cell ``budget`` no longer allows is not begun (one kept still counts). ``numbers``: (the
+    cells before these, the cells in all), for the lines' ``[n/N]``."""
     from numbench.errors import MachineryFault
     from numbench.measure.supervisor import run_cell
 
     recorded: dict[str, Any] = {}
-    width = len(str(len(cells)))
-    for i, (cell, spec) in enumerate(zip(cells, specs, strict=True), 1):
+    before, total = numbers or (0, len(cells))
+    width = len(str(total))
+    for i, (cell, spec) in enumerate(zip(cells, specs, strict=True), before + 1):
         path = Path(cell.path)
         t0 = time.perf_counter()
         kept = _cell_status(path) if resume and path.exists() else None
         if kept is not None:
             (status, error), state = kept, "kept"
+        elif budget is not None and not budget.allows("cell"):
+            continue  # a kept cell further on still counts
         else:
             earlier = rounds.pop(cell.path, [])
             with (
@@ -189,6 +204,8 @@ def run_cells(
                 done.unlink(missing_ok=True)
             status, state, error = result.status, "", result.error
         seconds = time.perf_counter() - t0
+        if budget is not None and state != "kept":
+            budget.note("cell", seconds)
         data = path.read_bytes()
         recorded[cell.path] = {
             "status": status,
@@ -198,7 +215,7 @@ def run_cells(
             "sha256": sha256(data),
         }
         say(
-            f"[{i:>{width}}/{len(cells)}] {cell.path}  {status}"
+            f"[{i:>{width}}/{total}] {cell.path}  {status}"
             + (f" ({state})" if state else "")
             + f"  {seconds:.1f} s"
         )
