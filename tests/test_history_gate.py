@@ -421,3 +421,55 @@ def test_a_new_baseline_version_is_said_and_its_partners_judged_by_their_times(
     assert {c["statistic"] for c in gated["cells"]} == {"shifted"}
     text = compare(str(old), str(new), "--history", str(paired_store)).stdout
     assert "On testhost the baseline changed version (numpy 2.4.6 to 2.5.0)" in text
+
+
+def test_changes_finds_a_step_in_the_paired_series_that_the_times_hide(tmp_path):
+    """Eight runs whose times move 15% cell by cell; torch sort 10000 1.2x slower from run 5
+    on, its NumPy partner not: its paired series steps at run 5, its times show none, and
+    no other cell steps. ``history show`` lists the paired series beside the times."""
+    from test_history import cli
+
+    from numbench import history
+
+    store = tmp_path / "stepped"
+    key = ("torch", "sort", 10000)
+    for run in range(1, 9):
+        slow = (*key, 1.2) if run >= 5 else None
+        history.add_results(paired_run(tmp_path / f"s{run}", run, slow=slow), store)
+    found = json.loads(cli("changes", "--store", str(store), "--json").stdout)
+    steps = [
+        (s["library"], s["operation"], s["size"], s["measure"], s["run_number"]) for s in found
+    ]
+    assert steps == [(*key, "paired", 5)]
+    assert found[0]["after_paired"] / found[0]["before_paired"] == pytest.approx(1.2, rel=0.05)
+    text = cli("changes", "--store", str(store)).stdout
+    assert "the baseline's time" in text
+    shown = cli("show", "--store", str(store), "--library", "torch", "--operation", "sort")
+    assert "paired: over the baseline" in shown.stdout
+    # 1 / 1.5 before the slowdown, 1.2 / 1.5 after: each run's own 2% about it
+    assert re.search(r" 0\.6[4-9]\dx ", shown.stdout) and re.search(r" 0\.[78]\d\dx ", shown.stdout)
+
+
+def test_the_site_draws_the_paired_series_below_the_times(tmp_path):
+    from numbench import history
+    from numbench.history import read
+    from numbench.site import site_frames
+    from numbench.site.charts import group_chart
+
+    store = tmp_path / "drawn"
+    for run in range(1, 5):
+        history.add_results(paired_run(tmp_path / f"d{run}", run), store)
+    _, cells, found = site_frames(read(store), 1.1)
+    group = cells[(cells["operation"] == "sort") & (cells["size"] == 10000)]
+    spec = group_chart(group, found.iloc[0:0])
+    rows = spec["vconcat"]
+    assert len(rows) == 2
+    titles = [layer["encoding"]["y"]["axis"]["title"] for r in rows for layer in r["layer"][1:2]]
+    assert titles == ["time per call (s)", "time over the baseline's, paired"]
+    points = sorted(
+        (k for k in spec["datasets"] if k.startswith("points-")), key=lambda k: int(k[7:])
+    )
+    paired_data = spec["datasets"][points[-1]]
+    # numpy has no partner: only the three paired libraries, 4 runs each, at 1 / 1.5
+    assert len(paired_data) == 3 * 4
+    assert all(0.6 < p["median_s"] < 0.72 for p in paired_data)

@@ -20,6 +20,11 @@ searched exactly by PELT, in C) on the log of the medians, so a step is a factor
    passes the margin (as ``compare``'s verdicts) and its 95% interval (the noise over the
    two segments' lengths) excludes 1.
 
+A cell paired with the baseline has a second series, its *paired* one: its time over its
+lockstep NumPy partner's (``1 / speedup``), which the machine's days do not move, so a step
+hidden in its times by the machine's days can show there. Its steps are found the same way,
+on that series and its intervals, and say ``measure: paired``.
+
 Unchanged code should show no step: the constants are tuned for that on synthetic noise and
 the false-alarm rate measured by ``benchmarks/history_false_alarms.py`` (docs/results-history.md).
 """
@@ -171,34 +176,51 @@ def numbered_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def measures(series: pd.DataFrame):
+    """A cell's series to look for steps in, as (name, values, interval low, high): its
+    times, and, where it has a speedup in every run, its paired series (``1 / speedup``)."""
+    yield "time", series["median_s"], series["ci_low_s"], series["ci_high_s"]
+    speedup = pd.to_numeric(series["speedup"], errors="coerce")
+    if len(series) and (speedup > 0).all():
+        low = pd.to_numeric(series["speedup_ci_high"], errors="coerce")
+        high = pd.to_numeric(series["speedup_ci_low"], errors="coerce")
+        yield "paired", 1 / speedup, 1 / low, 1 / high
+
+
 def changes(store, margin: float = 1.1) -> pd.DataFrame:
-    """Every step of every cell's series in ``store`` (``numbench.history.read``): the cell,
-    the run it appeared in (its id, number on its host, date), before -> after with the
-    ratio's interval, and what changed between that run and the one before it."""
+    """Every step of every cell's series in ``store`` (``numbench.history.read``), its times
+    and its paired series (``measures``): the cell, which series, the run it appeared in (its
+    id, number on its host, date), before -> after with the ratio's interval, and what
+    changed between that run and the one before it."""
     runs = numbered_runs(store.runs).set_index("run_id", drop=False)
     ok = store.cells[(store.cells["status"] == "ok") & (store.cells["median_s"] > 0)]
     ok = ok.merge(runs[["run_id", "run_number"]].reset_index(drop=True), on="run_id")
     rows = []
     for key, series in ok.sort_values("run_number").groupby(SERIES_KEY, sort=True):
-        found = steps(series["median_s"], series["ci_low_s"], series["ci_high_s"], margin)
-        for step in found:
-            here, previous = series.iloc[step.index], series.iloc[step.index - 1]
-            after_run, before_run = runs.loc[here["run_id"]], runs.loc[previous["run_id"]]
-            rows.append(
-                {
-                    **dict(zip(SERIES_KEY, key, strict=True)),
-                    "run_id": here["run_id"],
-                    "run_number": int(here["run_number"]),
-                    "started_at": after_run["started_at"],
-                    "previous_run_id": previous["run_id"],
-                    "before_s": step.before_s,
-                    "after_s": step.after_s,
-                    "ratio": step.ratio,
-                    "ratio_low": step.ratio_low,
-                    "ratio_high": step.ratio_high,
-                    "changed": "; ".join(run_differences(before_run, after_run)),
-                }
-            )
-    columns = [*SERIES_KEY, "run_id", "run_number", "started_at", "previous_run_id"]
-    columns += ["before_s", "after_s", "ratio", "ratio_low", "ratio_high", "changed"]
+        for name, values, low, high in measures(series):
+            for step in steps(values, low, high, margin):
+                here, previous = series.iloc[step.index], series.iloc[step.index - 1]
+                after_run, before_run = runs.loc[here["run_id"]], runs.loc[previous["run_id"]]
+                timed = name == "time"
+                rows.append(
+                    {
+                        **dict(zip(SERIES_KEY, key, strict=True)),
+                        "measure": name,
+                        "run_id": here["run_id"],
+                        "run_number": int(here["run_number"]),
+                        "started_at": after_run["started_at"],
+                        "previous_run_id": previous["run_id"],
+                        "before_s": step.before_s if timed else math.nan,
+                        "after_s": step.after_s if timed else math.nan,
+                        "before_paired": math.nan if timed else step.before_s,
+                        "after_paired": math.nan if timed else step.after_s,
+                        "ratio": step.ratio,
+                        "ratio_low": step.ratio_low,
+                        "ratio_high": step.ratio_high,
+                        "changed": "; ".join(run_differences(before_run, after_run)),
+                    }
+                )
+    columns = [*SERIES_KEY, "measure", "run_id", "run_number", "started_at", "previous_run_id"]
+    columns += ["before_s", "after_s", "before_paired", "after_paired", "ratio", "ratio_low"]
+    columns += ["ratio_high", "changed"]
     return pd.DataFrame(rows, columns=columns)

@@ -53,8 +53,8 @@ def history_gate(args: argparse.Namespace, margin: float, text: str):
     (compare as without it, said on stderr) when the history holds no run. A store that
     cannot be read raises ``HistoryError``."""
     from numbench.history import read
-    from numbench.history.gate import gate, gate_json
-    from numbench.history.gate_text import gate_text
+    from numbench.history.gate import gate
+    from numbench.history.gate_text import gate_json, gate_text
 
     store = read(args.history)
     for skipped in store.skipped:

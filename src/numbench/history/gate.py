@@ -4,32 +4,33 @@
 runs for every cell. With a history, each cell is judged against its own run-to-run series in
 the store instead, and the gate works in two stages, a loose screen and a strict decision.
 
-**What is judged.** Absolute times move with the machine: a shared host runs a whole run
-slower or faster than the next, and within a run its speed drifts. What does not move with it
-is what lockstep measured: every round of a paired cell is its own process beside a NumPy
-process, milliseconds apart, so the machine's day falls on both. So each cell's statistic in
-each run (``statistic``) is, for a cell paired with the baseline (``speedups.parquet`` gives
-its speedup), its *paired* log time over the baseline's, ``-log(speedup)``; for the
-baseline's own cells and unpaired ones, which have no partner, it is its log median *shifted*
-by the run's level (the run's median cell against the others: ``run_levels``, over every cell
-of its host and device), so that a day that moves every cell moves none of them. A shifted
-cell cannot tell a change of every cell alike from the machine's day: that is what the
-common shift beside the history's run levels is printed for. Where the baseline's version
-differs between OLD and NEW, a paired statistic would carry the baseline's change, so every
-cell of that host and device is judged shifted instead, and the gate says so. Where OLD or
-NEW lacks a speedup for a cell, it is judged shifted too.
+**What is judged.** Absolute times move with the machine (a shared host runs a whole run
+slower than the next, and drifts within one). What lockstep measured does not: each round of
+a paired cell is its own process beside a NumPy process, milliseconds apart, so the
+machine's day falls on both. So a cell paired with the baseline (``speedups.parquet`` gives
+its speedup) is judged by its *paired* log time over the baseline's, ``-log(speedup)``; the
+baseline's own cells and unpaired ones, which have no partner, by their log median
+*shifted* by the run's level (``run_levels`` over every cell of the host and device), so a
+day that moves every cell moves none. A shifted cell cannot tell a change of every cell
+alike from the machine's day: the common shift beside the history's run levels is printed
+for that. Where the baseline's version differs between OLD and NEW, a paired statistic
+would carry the baseline's change, so every cell paired with it is judged shifted, and the
+gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
 
 1. **The cell's spread.** The standard deviation of its statistic over the store's runs on
    the same host (the runs of OLD and NEW left out; their ids are made from their content,
    as the store makes them), at least ``NOISE_FLOOR``, moderated by the other cells' of its
    host, device and kind of statistic (``numbench.history.moderation``). A cell with fewer
    than ``MIN_HISTORY`` such runs is not judged by the history (it is counted and named).
-2. **The test.** ``d = x_new - x_old``; if nothing changed, d is the difference of two draws
-   of the cell's series, so ``t = d / (s * sqrt(2))`` follows Student's t. NEW must also be
-   out of line with the history itself: ``e = x_new - m`` (m: the history's mean),
-   ``t = e / (s * sqrt(1 + 1/n))``. A cell is slower only where both say so (an
-   intersection-union test: its p-value is the larger of the two), so an OLD that was itself
-   a fast outlier does not make a NEW at the history's usual level a slowdown.
+2. **The test.** A run's value is the cell's level between runs (variance ``tau^2``: the
+   spread's square less the history's mean squared standard error, at least the floor's)
+   plus its own run's error, whose standard error ``se`` its 95% interval gives: a run whose
+   rounds disagreed says so, and its stray value is not taken for a change. ``d = x_new -
+   x_old`` against ``sqrt(2 tau^2 + se_old^2 + se_new^2)``; and NEW must also be out of
+   line with the history itself, ``e = x_new - m`` (m: the history's mean of n runs)
+   against ``sqrt(tau^2 + se_new^2 + s^2 / n)``, each with Student's t. A cell is slower
+   only where both say so (an intersection-union test: the larger p-value), so an OLD that
+   was a fast outlier does not make a NEW at the history's usual level a slowdown.
 3. **Screen loose.** Every judged cell whose p-value is below ``SCREEN_ALPHA`` is *suspect*:
    a per-cell level that lets a modest slowdown through, and about one cell in twenty of
    unchanged code too.
@@ -40,8 +41,7 @@ NEW lacks a speedup for a cell, it is judged shifted too.
    confirm. With ``--confirm`` every suspect and slower cell is measured again, old against
    new in lockstep, and judged at the family-wise level over those cells
    (``numbench.confirm``): the new measurement is independent of the screen, so the chance
-   that unchanged code fails stays at ``ALPHA`` or less however many cells the screen let
-   through.
+   that unchanged code fails there stays at ``ALPHA`` or less.
 5. **Its false-alarm rate, measured** on the store's own past pairs of consecutive runs on
    one host with the same grid (each left out of its own history), printed beside ``ALPHA``.
    What it could catch: each judged cell's smallest slowdown that the screen
@@ -50,7 +50,6 @@ NEW lacks a speedup for a cell, it is judged shifted too.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -62,6 +61,7 @@ import pandas as pd
 from numbench.history.ingest import read_benchmarks, run_id, runs_of
 from numbench.history.moderation import moderate
 from numbench.history.schema import SERIES_KEY
+from numbench.stats import Z95
 
 #: the family-wise false-alarm rate the gate is set to over all the cells it judges
 ALPHA = 0.05
@@ -91,7 +91,8 @@ BROKEN, NO_HISTORY = "broken", "no history"
 #: the order the table lists its cells in: what fails the gate first
 ORDER = (BROKEN, SLOWER, SUSPECT, FASTER, NO_HISTORY, SAME)
 #: what a side's and the history's rows need
-COLUMNS = [*SERIES_KEY, "run_id", "status", "median_s", "speedup", "paired_with"]
+COLUMNS = [*SERIES_KEY, "run_id", "status", "median_s", "ci_low_s", "ci_high_s", "speedup"]
+COLUMNS += ["speedup_ci_low", "speedup_ci_high", "paired_with"]
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,20 @@ def statistics(old, new, history, leave_out) -> tuple[pd.DataFrame, dict]:
     moved = every.apply(lambda r: (r["host"], str(r["paired_with"])) in changed, axis=1)
     every["kind"] = np.where(every["has_pair"].fillna(False) & ~moved, PAIRED, SHIFTED)
     every["x"] = np.where(every["kind"] == PAIRED, every["x_paired"], every["x_shifted"])
+    every["se"] = standard_errors(every)
     return every, {host: text for (host, _), text in changed.items()}
+
+
+def standard_errors(every: pd.DataFrame) -> pd.Series:
+    """Each row's own standard error of ``x``, from its run's 95% interval: of the speedup
+    where it is judged paired, of the median where shifted; 0 where it has none."""
+    low, high = "speedup_ci_low", "speedup_ci_high"
+    paired_ = every["kind"] == PAIRED
+    lo = pd.to_numeric(every[low].where(paired_, every["ci_low_s"]), errors="coerce")
+    hi = pd.to_numeric(every[high].where(paired_, every["ci_high_s"]), errors="coerce")
+    good = (lo > 0) & (hi >= lo)
+    width = np.log(hi.where(good, 1.0) / lo.where(good, 1.0))
+    return pd.Series(np.where(good, width / (2 * Z95), 0.0), index=every.index)
 
 
 def spreads(hist: pd.DataFrame) -> pd.DataFrame:
@@ -225,13 +239,14 @@ def spreads(hist: pd.DataFrame) -> pd.DataFrame:
     (``history_runs``), the standard deviation of ``x`` (``raw_spread``, at least
     ``NOISE_FLOOR``), moderated by the other cells' of its host, device and kind (``spread``,
     with ``df``: ``moderate``), and the mean (``x_mean``)."""
-    hist = hist.dropna(subset=["x"])
-    grouped = hist.groupby([*SERIES_KEY, "kind"])["x"]
+    hist = hist.dropna(subset=["x"]).assign(se2=lambda h: h["se"] ** 2)
+    grouped = hist.groupby([*SERIES_KEY, "kind"])
     out = pd.DataFrame(
         {
-            "history_runs": grouped.size(),
-            "raw_spread": grouped.std(ddof=1).fillna(0.0).clip(lower=NOISE_FLOOR),
-            "x_mean": grouped.mean(),
+            "history_runs": grouped["x"].size(),
+            "raw_spread": grouped["x"].std(ddof=1).fillna(0.0).clip(lower=NOISE_FLOOR),
+            "x_mean": grouped["x"].mean(),
+            "mean_se2": grouped["se2"].mean(),
         }
     ).reset_index()
     key = [*LEVEL_KEY, "kind"]
@@ -281,7 +296,7 @@ def paired_sides(every: pd.DataFrame) -> pd.DataFrame:
     """OLD's ok cells beside NEW's, with both statistics, their history's spread and the
     ratios new / old of the statistic (``ratio``) and of the absolute times
     (``time_ratio``)."""
-    keep = [*SERIES_KEY, "kind", "status", "median_s", "x"]
+    keep = [*SERIES_KEY, "kind", "status", "median_s", "x", "se"]
     old = every.loc[every["part"] == "old", keep]
     new = every.loc[every["part"] == "new", keep].drop(columns="kind")
     both = old.merge(new, on=SERIES_KEY, suffixes=("_old", "_new"))
@@ -311,8 +326,13 @@ def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: f
     runs = both["history_runs"].clip(lower=1)
     df = both["df"].fillna(1.0).astype(float).clip(lower=1)
     # NEW against OLD, and NEW against the history's mean: both must say so (module doc)
-    pair_sd = both["spread"].astype(float) * math.sqrt(2)
-    mean_sd = both["spread"].astype(float) * np.sqrt(1 + 1 / runs)
+    # each run's value is the cell's level between runs (tau) plus its own run's error (se):
+    # the history's spread holds both; a side's own interval says how far its run may stray
+    spread2 = both["spread"].astype(float) ** 2
+    tau2 = np.maximum(spread2 - both["mean_se2"].fillna(0.0), NOISE_FLOOR**2)
+    se_old2, se_new2 = both["se_old"] ** 2, both["se_new"] ** 2
+    pair_sd = np.sqrt(2 * tau2 + se_old2 + se_new2)
+    mean_sd = np.sqrt(tau2 + se_new2 + spread2 / runs)
     t_pair = (both["x_new"] - both["x_old"]) / pair_sd
     t_mean = (both["x_new"] - both["x_mean"]) / mean_sd
     p_slower = np.maximum(stats.t.sf(t_pair, df), stats.t.sf(t_mean, df))
@@ -378,22 +398,3 @@ def gate(old_where, new_where, store, margin: float) -> GateResult:
     fails = bool(table["change"].isin([SLOWER, BROKEN]).any())
     table = table.reset_index(drop=True)
     return GateResult(table, shifts, judged, fails, pairs, failed, changed)
-
-
-def gate_json(result: GateResult, comparison_json: str) -> str:
-    """``compare --history --json``: compare's own JSON and the gate's, one document."""
-    cells = json.loads(result.table.to_json(orient="records", double_precision=15))
-    gated = {
-        "comparison": json.loads(comparison_json),
-        "history": {
-            "cells_judged": result.judged,
-            "failed": result.failed,
-            "suspects": int((result.table["change"] == SUSPECT).sum()),
-            "past_pairs": result.past_pairs,
-            "past_pairs_failed": result.past_failed,
-            "baseline_changes": result.baseline_changes,
-            "shifts": json.loads(result.shifts.to_json(orient="records", double_precision=15)),
-            "cells": cells,
-        },
-    }
-    return json.dumps(gated, indent=1)

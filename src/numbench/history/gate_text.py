@@ -1,7 +1,9 @@
-"""The history gate's verdict in words (``numbench.history.gate``): the section "Against the
-history" that ``numbench compare --history`` prints below compare's own."""
+"""The history gate's verdict (``numbench.history.gate``) in words, the section "Against the
+history" that ``numbench compare --history`` prints below compare's own, and as JSON."""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 
@@ -133,3 +135,22 @@ def shift_text(row: pd.Series) -> str:
 def _safe(text) -> str:
     """Text from a results folder, safe in a Markdown table cell."""
     return "".join(c if c.isprintable() and c not in "|<>`" else " " for c in str(text))
+
+
+def gate_json(result: GateResult, comparison_json: str) -> str:
+    """``compare --history --json``: compare's own JSON and the gate's, one document."""
+    cells = json.loads(result.table.to_json(orient="records", double_precision=15))
+    gated = {
+        "comparison": json.loads(comparison_json),
+        "history": {
+            "cells_judged": result.judged,
+            "failed": result.failed,
+            "suspects": int((result.table["change"] == SUSPECT).sum()),
+            "past_pairs": result.past_pairs,
+            "past_pairs_failed": result.past_failed,
+            "baseline_changes": result.baseline_changes,
+            "shifts": json.loads(result.shifts.to_json(orient="records", double_precision=15)),
+            "cells": cells,
+        },
+    }
+    return json.dumps(gated, indent=1)

@@ -113,13 +113,22 @@ def show_text(frame: pd.DataFrame) -> str:
             r["status"],
             format_seconds(r["median_s"]) if not missing(r["median_s"]) else "-",
             _interval(r["ci_low_s"], r["ci_high_s"]),
+            _over_baseline(r.get("speedup")),
             "unstable" if r["unstable"] is True else "",
             r["library_version"],
         ]
         for _, r in frame.iterrows()
     ]
-    header = ["cell", "host", "#", "run date", "status", "median", "95% interval", "", "version"]
+    header = ["cell", "host", "#", "run date", "status", "median", "95% interval"]
+    header += ["paired: over the baseline", "", "version"]
     return _table(header, rows)
+
+
+def _over_baseline(speedup) -> str:
+    """The paired series' value: the cell's time over its lockstep baseline's."""
+    if missing(speedup) or not float(speedup) > 0:
+        return "-"
+    return f"{1 / float(speedup):.3g}x"
 
 
 def _interval(low, high) -> str:
@@ -148,7 +157,7 @@ def changes_rows(found: pd.DataFrame) -> tuple[list[str], list[list]]:
             cell_label(r),
             r["host"],
             f"{r['run_number']} ({r['run_id']})",
-            f"{format_seconds(r['before_s'])} -> {format_seconds(r['after_s'])}",
+            _before_after(r),
             f"{r['ratio']:.2f}x [{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]",
             r["changed"] or "nothing recorded",
         ]
@@ -156,6 +165,13 @@ def changes_rows(found: pd.DataFrame) -> tuple[list[str], list[list]]:
     ]
     header = ["cell", "host", "from run", "before -> after", "ratio [95%]", "what changed"]
     return header, rows
+
+
+def _before_after(row) -> str:
+    """A step's two levels: times, or a paired series' times over the baseline's."""
+    if row.get("measure") == "paired":
+        return f"{row['before_paired']:.3g}x -> {row['after_paired']:.3g}x the baseline's time"
+    return f"{format_seconds(row['before_s'])} -> {format_seconds(row['after_s'])}"
 
 
 def changes_text(found: pd.DataFrame) -> str:

@@ -4,7 +4,10 @@ dtype and threads, with one panel per machine side by side.
 In a panel, each library (and device) is a line of its medians against the run's date, with
 each median's 95% interval drawn as a bar; a step the history found (``history changes``) is
 a dashed rule at the first run after it, and a run where the library's version changed from
-the cell's previous run is a diamond with the versions in its tooltip.
+the cell's previous run is a diamond with the versions in its tooltip. Below the times, where
+the group's cells have speedups, a second row draws their paired series: each cell's time
+over its lockstep baseline's (``1 / speedup``), which the machine's days do not move, so a
+change the times hide can show there (and its steps, ``measure: paired``, are drawn on it).
 
 A chart's data goes into its spec's top-level ``datasets`` (named, as plain JSON records:
 ``json_records``), added after altair made the spec: altair neither validates nor walks the
@@ -59,11 +62,16 @@ def version_changes(cells: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     return out
 
 
-def _y(title: str | None = "time per call (s)") -> alt.Y:
+#: the two rows of a chart: (the y axis's title, its number format, the tooltip's name)
+TIME_AXIS = ("time per call (s)", "~s", "median s")
+PAIRED_AXIS = ("time over the baseline's, paired", "~g", "over the baseline")
+
+
+def _y(title: str | None = TIME_AXIS[0], fmt: str = TIME_AXIS[1]) -> alt.Y:
     return alt.Y(
         "median_s:Q",
         scale=alt.Scale(type="log"),
-        axis=alt.Axis(title=title, format="~s", tickCount=5),
+        axis=alt.Axis(title=title, format=fmt, tickCount=5),
     )
 
 
@@ -82,19 +90,22 @@ def host_panel(
     host: str,
     domain: list[str],
     datasets: dict[str, list],
+    axis: tuple[str, str, str] = TIME_AXIS,
 ) -> alt.LayerChart:
-    """One machine's panel: lines of medians, interval bars, steps and version changes; its
-    data goes into ``datasets`` by name."""
+    """One machine's panel: lines of medians (or, with ``PAIRED_AXIS``, of the paired series
+    in the same columns), interval bars, steps and version changes; its data goes into
+    ``datasets`` by name."""
     tag = len(datasets)
+    title, fmt, named = axis
     colour = _colour(domain)
     tooltip = [
         alt.Tooltip("series:N", title="library"),
         alt.Tooltip("run_number:Q", title="run on this host"),
         alt.Tooltip("run_id:N", title="run"),
         alt.Tooltip("run_started_at:N", title="started"),
-        alt.Tooltip("median_s:Q", title="median s", format=".3e"),
-        alt.Tooltip("ci_low_s:Q", title="95% low s", format=".3e"),
-        alt.Tooltip("ci_high_s:Q", title="95% high s", format=".3e"),
+        alt.Tooltip("median_s:Q", title=named, format=".3e"),
+        alt.Tooltip("ci_low_s:Q", title="95% low", format=".3e"),
+        alt.Tooltip("ci_high_s:Q", title="95% high", format=".3e"),
         alt.Tooltip("library_version:N", title="version"),
     ]
     datasets[f"points-{tag}"] = json_records(points[POINT_COLUMNS])
@@ -104,7 +115,7 @@ def host_panel(
         base.mark_rule(opacity=0.5).encode(
             y=alt.Y("ci_low_s:Q", scale=alt.Scale(type="log")), y2="ci_high_s:Q"
         ),
-        base.mark_line(point=True).encode(y=_y(), tooltip=tooltip),
+        base.mark_line(point=True).encode(y=_y(title, fmt), tooltip=tooltip),
     ]
     if not steps.empty:
         shown = steps[["series", "run_started_at", "run_number", "ratio_text", "changed"]]
@@ -132,12 +143,41 @@ def host_panel(
             .mark_point(shape="diamond", size=120, filled=False, strokeWidth=2)
             .encode(
                 x=_x(),
-                y=_y(),
+                y=_y(title, fmt),
                 color=colour,
                 tooltip=[alt.Tooltip("versions:N", title="version changed")],
             )
         )
     return alt.layer(*layers).properties(title=host, width=PANEL_WIDTH, height=PANEL_HEIGHT)
+
+
+def paired_points(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells that have a speedup, their paired series in the time's columns: time over
+    the baseline's, ``1 / speedup``, and its interval."""
+    if "speedup" not in cells:
+        return cells.iloc[0:0]
+    speedup = pd.to_numeric(cells["speedup"], errors="coerce")
+    low = pd.to_numeric(cells["speedup_ci_high"], errors="coerce")
+    high = pd.to_numeric(cells["speedup_ci_low"], errors="coerce")
+    good = speedup > 0
+    out = cells[good].copy()
+    out["median_s"] = 1 / speedup[good]
+    out["ci_low_s"], out["ci_high_s"] = 1 / low[good], 1 / high[good]
+    return out
+
+
+def _row(cells, steps, versions_key, domain, datasets, axis) -> list[alt.LayerChart]:
+    """A chart's row: one panel per host."""
+    versions = version_changes(cells, versions_key)
+    panels = []
+    for host, points in cells.groupby("host", sort=True):
+        ordered = points.sort_values(["series", "run_number"], kind="stable")
+        on_host = steps[steps["host"] == host] if not steps.empty else steps
+        changed = versions[versions["host"] == host][
+            ["series", "run_started_at", "median_s", "versions"]
+        ]
+        panels.append(host_panel(ordered, on_host, changed, str(host), domain, datasets, axis))
+    return panels
 
 
 def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> dict:
@@ -154,16 +194,14 @@ def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> dict:
     )
     domain = sorted(cells["series"].unique())
     key = ["host", "library", "device"]
-    versions = version_changes(cells, key)
-    panels, datasets = [], {}
-    for host, points in cells.groupby("host", sort=True):
-        ordered = points.sort_values(["series", "run_number"], kind="stable")
-        on_host = steps[steps["host"] == host] if not steps.empty else steps
-        changed = versions[versions["host"] == host][
-            ["series", "run_started_at", "median_s", "versions"]
-        ]
-        panels.append(host_panel(ordered, on_host, changed, str(host), domain, datasets))
-    chart = panels[0] if len(panels) == 1 else alt.hconcat(*panels)
+    measure = steps["measure"] if "measure" in steps else pd.Series("time", index=steps.index)
+    datasets: dict[str, list] = {}
+    rows = [_row(cells, steps[measure == "time"], key, domain, datasets, TIME_AXIS)]
+    paired = paired_points(cells)
+    if not paired.empty:
+        rows.append(_row(paired, steps[measure == "paired"], key, domain, datasets, PAIRED_AXIS))
+    joined = [panels[0] if len(panels) == 1 else alt.hconcat(*panels) for panels in rows]
+    chart = joined[0] if len(joined) == 1 else alt.vconcat(*joined)
     subtitle = "bars: 95% intervals; dashed rules: steps found; diamonds: library version changed"
     # the page's heading names the group: the chart's own title only explains the marks
     explained = alt.Title(subtitle, fontSize=11, fontWeight="normal", anchor="start")
