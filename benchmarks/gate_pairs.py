@@ -66,7 +66,7 @@ from numbench import cli
 from numbench.analyse.compare import EXIT_SLOWER
 from numbench.cells import KEY
 from numbench.history import HistoryError, add
-from numbench.history.gate import ALPHA, BROKEN, FASTER, MIN_HISTORY, SLOWER
+from numbench.history.gate import ALPHA, BROKEN, FASTER, MIN_HISTORY, SLOWER, SUSPECT
 from numbench.history.ingest import load_benchmarks, runs_of
 from numbench.report.markdown import md_table
 
@@ -90,6 +90,8 @@ TIME_COLUMNS = (
 PROCESS_MEDIANS = "process_medians_s"
 #: the changes that fail the gate
 FAILS = (SLOWER, BROKEN)
+#: a speedups row's figures that a planted slowdown divides
+SPEEDUP_COLUMNS = ("speedup", "speedup_ci_low", "speedup_ci_high")
 #: the flagged cells listed, the unchanged pairs' first
 LISTED = 40
 
@@ -195,7 +197,8 @@ def _scaled(text, factor: float):
 
 def plant(results: str | Path, out: Path, cell: tuple, factor: float) -> Path:
     """A copy of ``results``'s benchmarks.parquet in the new folder ``out`` with ``cell``'s
-    times per call (``TIME_COLUMNS``, ``PROCESS_MEDIANS``) multiplied by ``factor``."""
+    times per call (``TIME_COLUMNS``, ``PROCESS_MEDIANS``) multiplied by ``factor``, and of
+    its speedups.parquet, where there is one, with the cell's speedup divided by it."""
     table = pq.read_table(Path(results) / "benchmarks.parquet")
     bench = table.to_pandas()
     rows = np.logical_and.reduce([bench[c] == v for c, v in zip(CELL, cell, strict=True)])
@@ -210,7 +213,23 @@ def plant(results: str | Path, out: Path, cell: tuple, factor: float) -> Path:
     out.mkdir(parents=True)
     copy = pa.Table.from_pandas(bench, schema=table.schema, preserve_index=False)
     pq.write_table(copy, out / "benchmarks.parquet")
+    speedups = Path(results) / "speedups.parquet"
+    if speedups.exists():
+        plant_speedup(speedups, out / "speedups.parquet", cell, factor)
     return out
+
+
+def plant_speedup(path: Path, out: Path, cell: tuple, factor: float) -> None:
+    """A copy of the speedups table ``path`` at ``out`` with ``cell``'s speedup over the
+    baseline and its interval divided by ``factor``: the cell's lockstep partner is not
+    slowed, so its paired ratio drops by the factor."""
+    table = pq.read_table(path)
+    speedups = table.to_pandas()
+    rows = np.logical_and.reduce([speedups[c] == v for c, v in zip(CELL, cell, strict=True)])
+    for column in SPEEDUP_COLUMNS:
+        if column in speedups:
+            speedups.loc[rows, column] = speedups.loc[rows, column] / factor
+    pq.write_table(pa.Table.from_pandas(speedups, schema=table.schema, preserve_index=False), out)
 
 
 def call_gate(old, new, store: Path, margin: float | None) -> dict:
@@ -232,6 +251,7 @@ def call_gate(old, new, store: Path, margin: float | None) -> dict:
         "judged": gated["cells_judged"] if gated else int(cells["ratio"].notna().sum()),
         "flagged": [(key_of(r), r["change"], r["ratio"]) for _, r in flagged.iterrows()],
         "slower": int((cells["change"] == SLOWER).sum()),
+        "suspects": [key_of(r) for _, r in cells[cells["change"] == SUSPECT].iterrows()],
         "faster": int((cells["change"] == FASTER).sum()),
         "past": (gated["past_pairs"], gated["past_pairs_failed"]) if gated else None,
         # the slowdown the gate would flag in each judged cell on its own, and the pair's common
@@ -240,6 +260,11 @@ def call_gate(old, new, store: Path, margin: float | None) -> dict:
             key_of(r): r["detectable"]
             for _, r in cells.iterrows()
             if "detectable" in r and pd.notna(r["detectable"])
+        },
+        "screenable": {
+            key_of(r): r["screenable"]
+            for _, r in cells.iterrows()
+            if "screenable" in r and pd.notna(r["screenable"])
         },
         "shifts": [s["common"] for s in (gated.get("shifts", []) if gated else [])],
     }
@@ -279,6 +304,33 @@ def measure(runs: list[str], cell: tuple, factor: float, margin, workdir: Path) 
 def caught(result: dict, cell: tuple) -> bool:
     """The gate failed on ``cell`` and flagged no other."""
     return result["failed"] and [k for k, _, _ in result["flagged"]] == [cell]
+
+
+def screened(result: dict, cell: tuple) -> bool:
+    """The gate's screen let ``cell`` through (suspect, or slower outright) and flagged no
+    other cell slower: with ``--confirm`` it is measured again, and it fails the gate if the
+    measurement confirms it."""
+    others = [k for k, _, _ in result["flagged"] if k != cell]
+    hit = cell in result["suspects"] or any(k == cell for k, _, _ in result["flagged"])
+    return hit and not others
+
+
+def spread_of(rows: list[dict], which: str) -> str:
+    """The distribution over the cells of a per-cell figure (``detectable``,
+    ``screenable``), each cell's median over the unchanged pairs."""
+    per_cell: dict[tuple, list[float]] = {}
+    for r in rows:
+        for key, value in r["unchanged"].get(which, {}).items():
+            per_cell.setdefault(key, []).append(value)
+    if not per_cell:
+        return "none judged"
+    values = np.array([float(np.median(v)) for v in per_cell.values()])
+    q = np.quantile(values, [0.0, 0.25, 0.5, 0.75, 0.9])
+    share = float(np.mean(values <= FACTOR))
+    return (
+        f"{len(values)} cells: min {q[0]:.3f}x, quartiles {q[1]:.3f}x, {q[2]:.3f}x, "
+        f"{q[3]:.3f}x, 90th percentile {q[4]:.3f}x; {share:.0%} at or below {FACTOR:g}x"
+    )
 
 
 def notes(n_runs: int) -> list[str]:
@@ -413,7 +465,25 @@ def totals(rows: list[dict], cell: tuple, factor: float) -> str:
         f"{n} pairs, failed in {sum(g['failed'] for g in planted)}, and flagged {others} "
         "other cells over the pairs."
     )
+    lines += screen_lines(rows, cell, factor)
     return "\n".join(lines)
+
+
+def screen_lines(rows: list[dict], cell: tuple, factor: float) -> list[str]:
+    """The screen's figures: suspects per unchanged pair, the planted cell screened, and
+    what every cell could show."""
+    n = len(rows)
+    suspects = [len(r["unchanged"]["suspects"]) for r in rows]
+    hits = sum(screened(r["planted"], cell) for r in rows)
+    return [
+        f"- The screen: {float(np.mean(suspects)):.1f} suspect cells per unchanged pair "
+        f"(at most {max(suspects)}), which `--confirm` would measure again; the planted "
+        f"{factor:g}x screened, with no other cell flagged slower, in {hits} of {n} pairs "
+        f"({hits / n:.0%}).",
+        f"- What each cell could show, its median over the pairs: screened at "
+        f"{spread_of(rows, 'screenable')}; flagged slower without measuring again at "
+        f"{spread_of(rows, 'detectable')}.",
+    ]
 
 
 def report(runs: list[str], rows: list[dict], cell: tuple, factor: float) -> str:

@@ -1,8 +1,7 @@
 """A regression gate that knows each cell's noise: ``numbench compare OLD NEW --history H``.
 
-``compare`` alone judges a cell by the two runs' own intervals, with one stated drift between
-runs for every cell. With a history, each cell is judged against its own run-to-run series in
-the store instead, and the gate works in two stages, a loose screen and a strict decision.
+With a history, each cell is judged against its own run-to-run series in the store, not by
+the two runs' own intervals alone, in two stages: a loose screen and a strict decision.
 
 **What is judged.** Absolute times move with the machine (a shared host runs a whole run
 slower than the next, and drifts within one). What lockstep measured does not: each round of
@@ -18,10 +17,9 @@ would carry the baseline's change, so every cell paired with it is judged shifte
 gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
 
 1. **The cell's spread.** The standard deviation of its statistic over the store's runs on
-   the same host (the runs of OLD and NEW left out; their ids are made from their content,
-   as the store makes them), at least ``NOISE_FLOOR``, moderated by the other cells' of its
-   host, device and kind of statistic (``numbench.history.moderation``). A cell with fewer
-   than ``MIN_HISTORY`` such runs is not judged by the history (it is counted and named).
+   the same host (OLD's and NEW's left out, known by their content's id), at least
+   ``NOISE_FLOOR``, moderated by the other cells' of its host, device and kind of statistic
+   (``numbench.history.moderation``). Below ``MIN_HISTORY`` such runs it is not judged.
 2. **The test.** A run's value is the cell's level between runs (variance ``tau^2``: the
    spread's square less the history's mean squared standard error, at least the floor's)
    plus its own run's error, whose standard error ``se`` its 95% interval gives: a run whose
@@ -31,8 +29,9 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
    against ``sqrt(tau^2 + se_new^2 + s^2 / n)``, each with Student's t. A cell is slower
    only where both say so (an intersection-union test: the larger p-value), so an OLD that
    was a fast outlier does not make a NEW at the history's usual level a slowdown.
-3. **Screen loose.** Every judged cell whose p-value is below ``SCREEN_ALPHA`` is *suspect*:
-   a per-cell level that lets a modest slowdown through, and about one cell in twenty of
+3. **Screen loose.** Every judged cell whose NEW is out of line with the history at
+   ``SCREEN_ALPHA`` (the second test alone: ``--confirm`` measures OLD against NEW) is
+   *suspect*: a level that lets a modest slowdown through, and one cell in twenty of
    unchanged code too.
 4. **Decide strict.** A cell is *slower* where Holm's step-down over every cell judged
    rejects it at ``ALPHA`` (the family-wise rate: the chance that a pair of unchanged runs
@@ -40,12 +39,12 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
    those (and on *broken* cells: ok in OLD, not in NEW) and names the suspects it could not
    confirm. With ``--confirm`` every suspect and slower cell is measured again, old against
    new in lockstep, and judged at the family-wise level over those cells
-   (``numbench.confirm``): the new measurement is independent of the screen, so the chance
-   that unchanged code fails there stays at ``ALPHA`` or less.
+   (``numbench.confirm``), independent of the screen: unchanged code fails there at
+   ``ALPHA`` or less.
 5. **Its false-alarm rate, measured** on the store's own past pairs of consecutive runs on
-   one host with the same grid (each left out of its own history), printed beside ``ALPHA``.
-   What it could catch: each judged cell's smallest slowdown that the screen
-   (``screenable``) and the decision (``detectable``, at least the margin) flag on its own.
+   one host with the same grid, each left out of its own history. What it could catch: each
+   cell's smallest slowdown the screen (``screenable``) and the decision (``detectable``, at
+   least the margin) flag on its own.
 """
 
 from __future__ import annotations
@@ -86,8 +85,8 @@ REFERENCE_SLOWDOWN = 1.2
 PAIRED, SHIFTED = "paired", "shifted"
 #: ``GateResult.shifts``'s columns
 SHIFT_COLUMNS = [*LEVEL_KEY, "cells", "common", "history_runs", "level_low", "level_high"]
-SLOWER, SUSPECT, FASTER, SAME = "slower", "suspect", "faster", "same"
-BROKEN, NO_HISTORY = "broken", "no history"
+SLOWER, SUSPECT, FASTER, SAME, BROKEN = "slower", "suspect", "faster", "same", "broken"
+NO_HISTORY = "no history"
 #: the order the table lists its cells in: what fails the gate first
 ORDER = (BROKEN, SLOWER, SUSPECT, FASTER, NO_HISTORY, SAME)
 #: what a side's and the history's rows need
@@ -345,13 +344,14 @@ def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: f
     first = stats.t.isf(ALPHA / max(int(judged.sum()), 1), df)
     screen = stats.t.isf(SCREEN_ALPHA, df)
     strict = np.exp(np.maximum(first * pair_sd, first * mean_sd - old_off))
-    loose = np.exp(np.maximum(screen * pair_sd, screen * mean_sd - old_off))
+    loose = np.exp(screen * mean_sd)
     both["detectable"] = np.where(judged, np.maximum(strict, margin), np.nan)
     both["screenable"] = np.where(judged, loose, np.nan)
     slower, faster = np.zeros(len(both), bool), np.zeros(len(both), bool)
     slower[judged.to_numpy()] = holm(both.loc[judged, "p_slower"].to_numpy())
     faster[judged.to_numpy()] = holm(both.loc[judged, "p_faster"].to_numpy())
-    suspect = judged & (both["p_slower"] < SCREEN_ALPHA)
+    # the screen asks NEW against the history alone: --confirm then measures OLD against NEW
+    suspect = judged & (stats.t.sf(t_mean, df) < SCREEN_ALPHA)
     both["change"] = np.select(
         [
             both["status_new"] != "ok",
