@@ -5,6 +5,7 @@ site rule builds the results site from it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from conftest import TINY_RUN_LIBRARIES, copy_run, snakemake
 from test_history import results_frame, write_results
 
 from numbench import history
+from numbench.cells import KEY
 
 pytestmark = pytest.mark.e2e
 
@@ -65,8 +67,26 @@ def test_a_finished_run_adds_itself_once_and_outlives_its_results(tiny_run: Path
     # built, the site is not built again until a run is added
     assert "rule site:" not in planned_site(workdir, *args)
 
+    # Cleared, results/ takes nothing of the run's record with it: the store still holds each
+    # cell's figures, and the site is built again from the store alone, nothing measured or
+    # analysed again (history.add off: nothing then asks for results/)
     shutil.rmtree(workdir / "results")
-    assert len(history.read(store).runs) == 1
+    shutil.rmtree(workdir / "the site")
+    kept = history.read(store)
+    assert list(kept.runs["run_id"]) == [added["runs"][0]["run_id"]]
+    medians = kept.cells.set_index(list(KEY))["median_s"].sort_index()
+    expected = bench.set_index(list(KEY))["median_s"].sort_index()
+    pd.testing.assert_series_equal(medians, expected, check_dtype=False, check_index_type=False)
+    config = (workdir / "e2e.yaml").read_text()
+    (workdir / "site.yaml").write_text(config.replace("add: true", "add: false"))
+    site_args = ("--cores", "1", "--configfile", "site.yaml", "--rerun-triggers", "mtime")
+    planned = re.findall(r"^(?:local)?rule (\w+):", planned_site(workdir, *site_args), re.M)
+    assert planned == ["site"], planned
+    rebuilt = snakemake(workdir, "site", *site_args)
+    assert rebuilt.returncode == 0, rebuilt.stdout[-3000:] + rebuilt.stderr[-3000:]
+    index = (workdir / "the site" / "index.html").read_text(encoding="utf-8")
+    assert "1 run on 1 machine" in index and added["runs"][0]["run_id"] in index
+    assert not (workdir / "results").exists()
 
 
 def test_the_history_is_left_alone_unless_the_config_asks(workdir: Path):
