@@ -13,6 +13,9 @@ the config's margin (``numbench.stats.verdict``, where above 1 is "faster").
 
 ``precision_gaps`` and ``scaling_gaps`` are the findings of each (``numbench.contract.facts``): per
 operation, the largest size where the two sides clearly differ; ``numbench.report`` words them.
+
+``settings`` splits the grid along the same two dimensions, so that the other findings (the
+fastest library, the pipelining gaps) compare libraries only like with like.
 """
 
 from __future__ import annotations
@@ -173,3 +176,20 @@ def scaling_gaps(scal: pd.DataFrame) -> tuple[ScalingGap, ...]:
         )
         for r in _largest_per_operation(scal).itertuples(index=False)
     )
+
+
+def settings(bench: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The grid split by (dtype, threads), each part named ("float32, 2 threads"); one
+    unnamed part when the grid has one of each. Libraries are only compared like with like."""
+    dims = [c for c in ("dtype", "threads") if c in bench and bench[c].nunique() > 1]
+    if not dims:
+        return [("", bench)]
+    parts = []
+    for key, part in bench.groupby(dims, sort=True):
+        values = key if isinstance(key, tuple) else (key,)
+        words = [
+            str(v) if d == "dtype" else f"{int(v)} thread" + ("" if int(v) == 1 else "s")
+            for d, v in zip(dims, values, strict=True)
+        ]
+        parts.append((", ".join(words), part))
+    return parts

@@ -22,9 +22,8 @@ import time
 import pandas as pd
 
 from numbench.analyse.crossovers import GROUP_COLUMNS
-from numbench.analyse.dimensions import precision_gaps, scaling_gaps
+from numbench.analyse.dimensions import precision_gaps, scaling_gaps, settings
 from numbench.analyse.gpu_report import gpu_notice
-from numbench.analyse.grid_settings import settings
 from numbench.analyse.machine import capped_cells, machine_quality, run_time
 from numbench.analyse.pipelining import pipeline_facts
 from numbench.analyse.roofline_findings import roofline_findings

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from numbench.analyse.grid_settings import settings
+from numbench.analyse.dimensions import settings
 from numbench.contract.benchmarks import pipelined_cells
 from numbench.contract.facts import PipelineGap, QueuedSameSpeed, Synchronous
 from numbench.stats import FASTER, SLOWER, verdict
