@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from numbench.analyse.dimensions import settings
-from numbench.contract.benchmarks import pipelined_cells
+from numbench.contract import pipelined_cells
 from numbench.contract.facts import PipelineGap, QueuedSameSpeed, Synchronous
 from numbench.stats import FASTER, SLOWER, verdict
 

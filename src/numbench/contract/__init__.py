@@ -17,6 +17,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +26,9 @@ from numbench.cells import CURVE, KEY, KEY_WITH_HOST
 from numbench.errors import CorruptFile, corrupt, remake_command  # noqa: F401 - re-exported
 from numbench.spec import STATUSES, CellMeta, ProcessReport
 from numbench.stats import Summary
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the Arrow type of a cell's key fields (``numbench.cells.KEY_WITH_HOST``) that are not text
 _KEY_TYPES = {"size": pa.int64(), "threads": pa.int64()}
@@ -109,6 +113,16 @@ PIPELINE_FIELDS = [
     pa.field("pipelined_speedup_ci_high", pa.float64()),
     pa.field("end_to_end_s", pa.float64()),
 ]
+
+
+def pipelined_cells(bench: pd.DataFrame) -> pd.DataFrame:
+    """The ok cells of results/benchmarks.parquet timed both ways (asynchronous libraries):
+    per-call latency and pipelined. analyse and report select them alike."""
+    if "pipelined_n_samples" not in bench:
+        return bench.iloc[0:0]
+    ok = (bench["status"] == "ok") & (bench["pipelined_n_samples"].fillna(0) > 0)
+    return bench[ok]
+
 
 #: Processes of the cell measured in other cells' jobs that its statistics pool (the
 #: baseline's, paired beside every other library's cell); 0 for every other cell.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from numbench.contract.benchmarks import pipelined_cells
+from numbench.contract import pipelined_cells
 from numbench.formatting import series_labels
 from numbench.report.style import HEIGHT, WIDTH, color, log_x, log_y, no_data
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from numbench.contract.benchmarks import pipelined_cells
+from numbench.contract import pipelined_cells
 from numbench.contract.facts import Findings, PipelineGap
 from numbench.formatting import (
     format_ci,
