@@ -58,23 +58,22 @@ def long_lived(spec_json: str, rounds: int, calls: int) -> dict:
     worker's own steps, then ``rounds`` rounds of ``calls`` timed calls, then numbench's
     worker measurement twice. Medians per call in seconds, minor faults per call."""
     from numbench.libraries import pin_cpus
-    from numbench.measure import worker_setup
-    from numbench.measure.worker_checks import placed_copies
+    from numbench.measure import worker
     from numbench.spec import CellSpec
 
     spec = CellSpec.from_json(spec_json)
     pin_cpus(spec.threads)
-    adapter, out = worker_setup.import_library(spec)
+    adapter, out = worker.import_library(spec)
     op = loaded = fn = None
     if out.status != "unavailable":
-        op = worker_setup.load_operation(spec, adapter, out)
+        op = worker.load_operation(spec, adapter, out)
     if op is not None:
-        loaded = worker_setup.load_inputs(spec, op, out)
+        loaded = worker.load_inputs(spec, op, out)
     if loaded is not None:
-        fn = worker_setup.kernel(spec, adapter, op, loaded[2], out)
+        fn = worker.kernel(spec, adapter, op, loaded[2], out)
     if fn is None:  # a step that could not go on said why, as a worker would report it
         raise SystemExit(f"the cell cannot run in the long process ({out.status}): {out.error}")
-    args = placed_copies(adapter, loaded[0], spec.dtype)
+    args = worker.placed_copies(adapter, loaded[0], spec.dtype)
     wait, clock = adapter.sync, time.perf_counter
     measured = [_worker_measure(spec)]  # numbench's own timer, first thing, as in a worker
     first = []

@@ -98,7 +98,7 @@ def test_kernels_written_in_place_leave_the_worker_s_inputs_as_loaded(tmp_path):
     kernel declares it, so each call gets a fresh copy), and the arrays the worker loaded are
     byte-identical after placement and calls (numpy hands a float64 array over as itself)."""
     from numbench.libraries import get
-    from numbench.measure.worker_checks import placed_copies
+    from numbench.measure.worker import placed_copies
 
     path = write_op(tmp_path, extra='mutates_inputs=("a",),\n')
     report = measure(tmp_path, path)
@@ -119,7 +119,7 @@ def test_inputs_written_into_can_be_declared_per_library(tmp_path):
     from types import SimpleNamespace
 
     from numbench import operations
-    from numbench.measure.worker_checks import fresh_inputs
+    from numbench.measure.worker import fresh_inputs
     from numbench.operations.check import declared_problems
 
     ok = measure(tmp_path, write_op(tmp_path, extra='mutates_inputs={"numpy": ("a",)},\n'))

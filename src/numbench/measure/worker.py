@@ -15,6 +15,16 @@ orphan measuring on.
 It records the CPUs it could run on once pinned (``cpus_allowed``): the threads the cell
 really got, which under a cluster's allocation may be fewer than the config asks, since
 the config is checked against the host that submits the jobs.
+
+Before anything is timed it sets the cell up: the library imported first, the operation
+loaded (or the cell ``unsupported``), what the library is, the inputs and the reference
+loaded and checked against the spec, and the kernel to time built; each step returns None,
+with the report saying why, where the cell cannot go on. Apart from the timing it checks what
+the cell got and gave: the threads and CPUs it really ran with against those asked, the inputs
+an implementation must not write into (a digest before the first call, compared after the
+samples), the inputs placed from copies of their own, fresh copies of those an operation
+declares it writes into, and the output against the float64 reference. Everything here runs
+in the measured process, so it imports no pyarrow.
 """
 
 from __future__ import annotations
@@ -22,24 +32,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 
-from numbench.measure.worker_checks import (
-    check_output,
-    cpus_note,
-    fresh_inputs,
-    input_digests,
-    inputs_changed,
-    log_mismatch,
-    placed_copies,
-)
-from numbench.measure.worker_setup import (
-    describe_library,
-    import_library,
-    kernel,
-    load_inputs,
-    load_operation,
-)
 from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 
@@ -83,6 +78,229 @@ def _peak_rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+
+
+def import_library(spec: CellSpec):
+    """(the cell's library adapter, the report begun): the library imported first, in a fresh
+    interpreter, so that ``import_s`` is the whole import (NumPy included) as a user's
+    script would pay it. A library that is missing here gives an ``unavailable`` report."""
+    from numbench.libraries import Unavailable, get
+    from numbench.libraries.slowed import slowed_if_asked
+
+    adapter = slowed_if_asked(get(spec.adapter_name)(spec.device, spec.dtype, spec.threads))
+    t0 = time.perf_counter()
+    try:
+        adapter.load()
+    except Unavailable as exc:
+        return adapter, ProcessReport(status="unavailable", error=str(exc))
+    except ImportError as exc:
+        return adapter, ProcessReport(
+            status="unavailable", error=f"{adapter.module} cannot be imported: {exc}"
+        )
+    return adapter, ProcessReport(status="failed", import_s=time.perf_counter() - t0)
+
+
+def load_operation(spec: CellSpec, adapter, out: ProcessReport):
+    """The cell's operation, or None with the report saying why: its file does not import
+    here (``failed``), or the library cannot express it or the operation does not support
+    the cell's dtype (``unsupported``). An operation whose
+    code changed since the spec was written is not the library's outcome: the job fails."""
+    from numbench import operations
+    from numbench.errors import MachineryFault
+
+    try:
+        op = operations.load(spec.operation, spec.operation_file, spec.operation_hash).operation
+    except operations.OperationChanged as exc:
+        raise MachineryFault(str(exc)) from None
+    except operations.OperationError as exc:
+        out.error = str(exc)
+        return None
+    reason = op.unsupported_reason(adapter.family, spec.dtype)
+    if reason is not None:
+        out.status, out.error = "unsupported", reason
+        return None
+    return op
+
+
+def kernel(spec: CellSpec, adapter, op, params: dict, out: ProcessReport):
+    """The function the cell times: what the builder returned, compiled by the adapter, or
+    the kernel it handed over as it is (``numbench.as_is``; ``out.as_is`` says which).
+    None with the report ``unsupported`` where a variant library would time a kernel handed
+    over as it is (it would be the family's own cell again)."""
+    from numbench.operations.kernels import AsIs, library_options, prepared, variant_reason
+
+    built = op.build(adapter.family, adapter.xp, spec.dtype, params)
+    options = library_options(op, adapter.name, spec.options)
+    if isinstance(built, AsIs) and (adapter.variant or spec.adapter):
+        # a variant library, or a library variant of the config (other options): it would
+        # time the same kernel as the family's own cell
+        out.status, out.error = "unsupported", variant_reason(adapter, adapter.family)
+        if spec.adapter:
+            out.error = (
+                f"{spec.library} runs {adapter.name} with other compile options; the "
+                f"{adapter.family} builder hands its kernel over as it is (numbench.as_is), "
+                f"with options of its own, so it would time the same kernel as {adapter.name}"
+            )
+        return None
+    # a kernel handed over as it is takes no options (the config's raise, as a failed cell)
+    fn, out.as_is = prepared(adapter, built, spec.options if isinstance(built, AsIs) else options)
+    return fn
+
+
+def describe_library(spec: CellSpec, adapter, out: ProcessReport) -> None:
+    """What a reviewer needs of the library as loaded: its version, the device, the BLAS,
+    and the threads it really runs with."""
+    out.library_version = adapter.version()
+    out.device_name = adapter.device_name()
+    details = adapter.device_details()
+    out.device_details = json.dumps(details) if details else ""
+    out.blas = adapter.blas()
+    out.threads_used, out.threads_note = threads_seen(adapter, spec.threads)
+
+
+def load_inputs(spec: CellSpec, op, out: ProcessReport):
+    """(host inputs, float64 reference, the operation's parameters), or None with the
+    report's error saying why: the inputs file cannot be read, or it was made with other
+    parameters, another seed or by other code of the operation than the cell's (remake
+    it)."""
+    from numbench import operations
+    from numbench.errors import CorruptFile
+    from numbench.measure import inputs as inputs_file
+
+    params = op.resolve_params(spec.params)
+    try:
+        inputs, reference, inputs_params, inputs_code, inputs_seed = inputs_file.load(
+            spec.inputs, op.input_names
+        )
+    except CorruptFile as exc:
+        out.error = str(exc)
+        return None
+    if inputs_params != operations.params_json(params):
+        out.error = (
+            f"the inputs file was made with parameters {inputs_params or '{}'} but the "
+            f"cell asks for {operations.params_json(params) or '{}'}; remake the inputs"
+        )
+        return None
+    if inputs_code != spec.operation_hash:
+        out.error = (
+            f"the inputs file was made by other code of {spec.operation} (hash "
+            f"{inputs_code[:12] or 'not recorded'}, the cell's is {spec.operation_hash[:12]}); "
+            "remake the inputs"
+        )
+        return None
+    if spec.seed is not None and inputs_seed != spec.seed:
+        # Snakemake remakes the file when the seed changes (a rule parameter); this is for a
+        # file copied in, or a spec run by hand against another run's inputs
+        out.error = (
+            f"the inputs file {spec.inputs} was drawn with seed {inputs_seed} but the cell "
+            f"asks for seed {spec.seed}; remake the inputs"
+        )
+        return None
+    return inputs, reference, params
+
+
+def threads_seen(adapter, asked: int) -> tuple[int | None, str | None]:
+    """The threads the library reports running with, and a note where they differ from
+    those asked (None where it matches, or where the library has no CPU threads to say)."""
+    try:
+        used = adapter.threads_used()
+    except Exception as exc:  # noqa: BLE001 - metadata only, never fatal
+        return None, f"asked for {asked}; {adapter.name} could not say how many it runs: {exc}"
+    if used is None or used == asked:
+        return used, None
+    return used, f"asked for {asked}, {adapter.name} runs {used}"
+
+
+def cpus_note(cpus: int, asked: int) -> str | None:
+    """A note where the worker may run on fewer CPUs than the cell's threads."""
+    if cpus >= asked:
+        return None
+    return f"asked for {asked} threads, the worker may run on {cpus} CPUs"
+
+
+def input_digests(adapter, args: tuple) -> list[str]:
+    """A digest of each input as the implementation receives it (``base.array_digest``)."""
+    from numbench.operations.base import array_digest
+
+    return [array_digest(adapter.to_numpy(a)) for a in args]
+
+
+def inputs_changed(adapter, op, args: tuple, before: list[str]) -> str | None:
+    """The error of a cell whose implementation wrote into its inputs during the timed
+    loop (every call after the first then timed other data), or None. Read after the
+    loop, from a digest taken before the first call: no copy of the inputs is kept."""
+    from numbench.operations.check import changed_inputs, mutation_message
+
+    names = changed_inputs(before, args, adapter.to_numpy, op.input_names)
+    return mutation_message(adapter.family, names) if names else None
+
+
+def placed_copies(adapter, inputs: list, dtype: str) -> tuple:
+    """The inputs on the cell's device, each placed from a copy of its own in the cell's
+    dtype: an adapter may hand the host array itself to the implementation (NumPy and Numba
+    on the CPU at the array's own dtype, torch's ``from_numpy``), and one that writes into
+    its argument would then change ``inputs``, from which the fresh copies of
+    ``mutates_inputs``, the transfers and the check are made."""
+    import numpy as np
+
+    return tuple(adapter.to_device(np.array(a, dtype=dtype, copy=True)) for a in inputs)
+
+
+def fresh_inputs(adapter, op, inputs: list, args: tuple):
+    """For an operation that declares inputs its implementations write into
+    (``Operation.mutates_inputs``, for the adapter's family): a function making one call's
+    arguments, with a fresh
+    device copy of each of those made from the untouched host arrays; else None. The
+    timer makes them before each sample's calls, outside the timed region."""
+    declared = op.mutated_by(adapter.family)
+    if not declared:
+        return None
+    import numpy as np
+
+    mutated = [name in declared for name in op.input_names]
+
+    def fresh() -> tuple:
+        return tuple(
+            adapter.to_device(np.array(host, copy=True)) if mutates else arg
+            for mutates, host, arg in zip(mutated, inputs, args, strict=True)
+        )
+
+    return fresh
+
+
+def log_mismatch(adapter, result, reference, error: str | None) -> None:
+    """Say in the cell's log (the worker's stderr) where a result that failed its check
+    departs from the reference, element by element: the report keeps only the figure."""
+    from numbench import operations
+
+    print(f"the result fails its check: {error}", file=sys.stderr)
+    try:
+        print(operations.mismatch_report(adapter.to_numpy(result), reference), file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - a diagnosis only, never fatal
+        print(f"(no element-wise report: {type(exc).__name__}: {exc})", file=sys.stderr)
+    sys.stderr.flush()
+
+
+def check_output(
+    adapter, result, reference, which: str, dtype: str, tolerance: float
+) -> tuple[float, str | None]:
+    """(largest relative error of ``result``'s outputs against the reference's, error text or
+    None). Each output is checked against its own reference; where there are several, the
+    text names those beyond ``tolerance``. An output of another count, keys or shape than the
+    reference's, or of another dtype than the cell's, has an infinite error: the cell is a
+    ``mismatch`` saying why."""
+    from numbench.operations.base import dtype_problem, output_errors, outputs_over
+
+    host = adapter.to_numpy(result)
+    try:
+        errors = output_errors(host, reference)
+    except ValueError as exc:
+        return float("inf"), f"{which}output does not match the reference: {exc}"
+    wrong = dtype_problem(host, reference, dtype)
+    if wrong:
+        return float("inf"), f"{which}output does not match the reference: {wrong}"
+    over = outputs_over(errors, tolerance, dtype)
+    return max(e for _, e in errors), (f"{which}{over}" if over else None)
 
 
 def measure(spec: CellSpec, turns=None) -> ProcessReport:
