@@ -16,11 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import constructed_results
 
-from numbench.analyse.compare import CompareError, check_margin, compare, load
-from numbench.analyse.compare_interval import (
+from numbench.analyse.compare import (
     DEFAULT_PROCESS_SD,
     MIN_SPREAD_CELLS,
     RUN_SD,
+    CompareError,
+    check_margin,
+    compare,
+    load,
     process_medians,
     process_spread,
 )
