@@ -58,14 +58,13 @@ import random
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from numbench.contract import BASELINE, MEASURED, write_text_atomic
 from numbench.measure.activity import Activity
 from numbench.measure.busy_now import busy_now as look
-from numbench.measure.cell_clock import CellClock, capped
 from numbench.measure.disturbed import LAST, STILL_BUSY, taken_beyond, undisturbed
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
@@ -82,6 +81,39 @@ class ProcessRun:
     replicate: int
     started_unix: float
     report: ProcessReport
+
+
+@dataclass
+class CellClock:
+    """The time a cell has spent on its rounds, held against ``replicates.max_cell_s``:
+    ``earlier_s`` (its early rounds' jobs) and the ``clock``'s seconds since it was made
+    (tests hand in a constructed clock). ``capped`` is set once the cap stopped the cell."""
+
+    earlier_s: float = 0.0
+    clock: Callable[[], float] = time.monotonic
+    capped: bool = False
+    started: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started = self.clock()
+
+    def spent_s(self) -> float:
+        return self.earlier_s + self.clock() - self.started
+
+
+def capped(spec: CellSpec, replicate: int, clock: CellClock) -> bool:
+    """True when the cell adds no round ``replicate`` because of ``replicates.max_cell_s``
+    (never its first round); says so in the cell's log."""
+    cap = spec.replicates.max_cell_s
+    if cap is None or replicate < 1 or clock.spent_s() < cap:
+        return False
+    print(
+        f"round {replicate}: the cell has spent {clock.spent_s():.1f} s on its rounds, "
+        f"past replicates.max_cell_s = {cap:g}; stopping at {replicate} rounds",
+        flush=True,
+    )
+    clock.capped = True
+    return True
 
 
 def round_seed(spec: CellSpec, replicate: int) -> int:
