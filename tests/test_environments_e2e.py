@@ -17,7 +17,6 @@ from conftest import seed_roofs, snakemake
 
 from numbench.config import environments
 from numbench.config.environments import ENVS_DIR, READY_FILE
-from numbench.stats import verdict
 
 FAST_TIMING = "timing: {min_sample_time_s: 0.002, min_samples: 3, max_samples: 5, budget_s: 0.01}"
 #: a NumPy release older than the pinned set's (envs/requirements-cpu.txt), for Python 3.11
@@ -44,7 +43,7 @@ def index_reachable() -> bool:
 #: PyTorch is in the grid so that an environment's libraries are a choice: the pinned one
 #: measures only the library it pins (its default), the slowed twin only the one it names
 #: (``libraries``), and neither starts PyTorch for cells of its own.
-def config(pins: str, slowdown: str = "2") -> str:
+def config(pins: str, slowdown: str = "10") -> str:
     return f"""\
 libraries: [numpy, torch]
 operations:
@@ -53,7 +52,7 @@ operations:
   matmul:
     sizes: [64]
 {FAST_TIMING}
-replicates: {{min: 2, max: 3, early_rounds: 1, max_cpu_taken: null}}
+replicates: {{min: 2, max: 6, early_rounds: 1, max_cpu_taken: null}}
 environments:
   numpy-old: [{pins}]
   slow:
@@ -87,22 +86,18 @@ def test_two_numpy_versions_side_by_side_and_a_slowed_twin(workdir: Path, cpu_ro
     slow = versions[versions["environment"] == "slow"]
     assert set(slow["library"]) == {"numpy"} and len(slow) == 2
     assert (slow["status"] == "ok").all(), slow[["operation", "size", "status", "error"]]
-    # every call twice as long: no cell called faster, the typical ratio far past the margin,
-    # and each cell's change the one its own interval gives. How many are called slower is
-    # the machine's to say, not this test's: on a busy host disturbed rounds widen a cell's
-    # interval past 1 (CI's run had 1.72x and 1.58x both 'same', their intervals reaching
-    # down to 0.85x and 0.78x; the suite in two processes at load 8 on the 2-core VM gave two
-    # of six 'same' at 2.2x and 2.0x). The verdict itself is test_versions' with injected
-    # timings; a twin that is not slowed reads ratios near 1 and fails the median; the stretch's
-    # busy wait, preempted, reads above 2. The factor itself on the real machine:
-    # benchmarks/timing_checks.py
+    # every call ten times as long: every cell called slower, its ratio far past the margin.
+    # The factor is large, and a cell in doubt measures up to 6 rounds, so that the machine
+    # cannot hide it. With every call twice as long, disturbed rounds on a busy host widened a
+    # cell's interval past 1 (CI's run had 1.72x and 1.58x both 'same', their intervals
+    # reaching down to 0.85x and 0.78x; the suite in two processes at load 8 on the 2-core VM
+    # gave two of six 'same' at 2.2x and 2.0x); at 10x, on the shared 2-core VM while not
+    # quiet (2026-11-27), both cells read 10.4x and 10.5x, their intervals reaching down to
+    # 1.46x. How small a slowdown is caught, and how often, is benchmarks/versions_power.py's
+    # to measure; the verdict's rule is test_versions' with injected timings
     shown = slow[["library", "operation", "ratio", "ratio_ci_low", "ratio_ci_high", "change"]]
-    assert not (slow["change"] == "faster").any(), shown
-    assert slow["ratio"].median() > 1.5, shown
-    for r in slow.itertuples():
-        # the base's speedup over the twin, as the versions table judges it
-        expected = verdict(1 / r.ratio, 1 / r.ratio_ci_high, 1 / r.ratio_ci_low, r.margin)
-        assert r.change == expected, shown
+    assert (slow["change"] == "slower").all(), shown
+    assert (slow["ratio"] > 4).all(), shown
     # the environments' cells never reach the base tables
     bench = pd.read_parquet(workdir / "results" / "benchmarks.parquet")
     assert len(bench) == 4 and bench["library"].isin(["numpy", "torch"]).all()
