@@ -12,6 +12,11 @@ Everything is read under ``root`` (``/`` on a real machine; a constructed tree i
 Anything that cannot be read (no ``/sys`` in a container, no ``/proc`` off Linux, a file the
 kernel does not have) gives that check the state ``unknown`` with the path and the reason,
 never an error: the command runs wherever Python does.
+
+Its readers of ``/proc/stat`` (``cpu_lines``), ``/proc/loadavg`` (``load_averages``) and
+``/proc/PID/stat`` (``pid_stat``) are the package's only ones: what ``numbench.measure``
+watches while a cell measures (``activity``, ``busy_now``, ``quiet``, ``cpu_taken``) is read
+through them, so every part of numbench reads those files alike.
 """
 
 from __future__ import annotations
@@ -126,11 +131,11 @@ def check_cpus(root: Path) -> Check:
 
 def check_load(root: Path) -> Check:
     text, why = _read(root, "/proc/loadavg")
-    try:
-        one, five, fifteen = (float(v) for v in (text or "").split()[:3])
-    except ValueError:
+    averages = load_averages(text or "")
+    if averages is None:
         why = why or "/proc/loadavg holds no three load averages"
         return _unknown("load", why, "the load is not known")
+    one, five, fifteen = averages
     value = f"{one:.2f} {five:.2f} {fifteen:.2f}"
     if one > BUSY_LOAD:
         return Check(
@@ -235,18 +240,63 @@ def check_thp(root: Path) -> Check:
 
 
 # -- what is sampled over an interval --------------------------------------------------------------
-def cpu_times(stat_text: str) -> list[int] | None:
-    """The aggregate ``cpu`` line of ``/proc/stat``: user nice system idle iowait irq softirq
-    steal (ticks); None where it is missing."""
+#: the columns of a ``cpu`` line of ``/proc/stat`` after its name, from 0: user nice system
+#: idle iowait irq softirq steal (ticks)
+IDLE, IOWAIT, STEAL = 3, 4, 7
+
+
+def cpu_lines(stat_text: str) -> dict[str, list[int]]:
+    """The ``cpu`` lines of ``/proc/stat`` by name (``cpu``: all the CPUs; ``cpu0``, ...:
+    each one), their first eight columns, padded with 0 where a kernel gives fewer; a line
+    that is not numbers is left out. The package's one parser of that file."""
+    lines: dict[str, list[int]] = {}
     for line in stat_text.splitlines():
         fields = line.split()
-        if fields and fields[0] == "cpu":
-            try:
-                values = [int(v) for v in fields[1:9]]
-            except ValueError:
-                return None
-            return values + [0] * (8 - len(values))
-    return None
+        if not fields or not fields[0].startswith("cpu") or fields[0] in lines:
+            continue
+        try:
+            values = [int(v) for v in fields[1:9]]
+        except ValueError:
+            continue
+        lines[fields[0]] = values + [0] * (8 - len(values))
+    return lines
+
+
+def read_cpu_lines(root: str | os.PathLike = "/") -> dict[str, list[int]] | None:
+    """``cpu_lines`` of ``root``'s ``/proc/stat``; None where it cannot be read (not Linux)."""
+    try:
+        with open(os.path.join(root, "proc/stat"), encoding="ascii", errors="replace") as fh:
+            return cpu_lines(fh.read())
+    except OSError:
+        return None
+
+
+def load_averages(loadavg_text: str) -> tuple[float, float, float] | None:
+    """The 1-, 5- and 15-minute load averages of ``/proc/loadavg``; None where it does not
+    begin with three numbers."""
+    try:
+        one, five, fifteen = (float(v) for v in loadavg_text.split()[:3])
+    except ValueError:
+        return None
+    return one, five, fifteen
+
+
+#: fields of ``/proc/PID/stat`` after the command's closing parenthesis, from 0: the
+#: parent's pid (field 4 of proc(5)), utime and stime (14 and 15), cutime and cstime (16 and
+#: 17: the children it waited for), the start time (22)
+PPID, UTIME, STIME, CUTIME, CSTIME, START_TIME = 1, 11, 12, 13, 14, 19
+
+
+def pid_stat(pid: int | str, proc: str | os.PathLike = "/proc") -> tuple[str, list[str]] | None:
+    """(command name, the fields after it) of ``/proc/PID/stat`` (``"self"``: this process),
+    the fields counted as ``PPID``... are; None where it cannot be read (the process ended,
+    or no ``/proc``). The name ends at the last parenthesis: a command's name may hold one."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        return text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 1 :].split()
+    except (OSError, ValueError):
+        return None
 
 
 def process_ticks(root: Path, own_pid: int) -> dict[int, tuple[str, int]]:
@@ -260,13 +310,12 @@ def process_ticks(root: Path, own_pid: int) -> dict[int, tuple[str, int]]:
         pid = int(entry.name)
         if pid == own_pid:
             continue
-        text, _ = _read(root, f"/proc/{pid}/stat")
-        if not text or ")" not in text:
+        stat = pid_stat(pid, root / "proc")
+        if stat is None:
             continue  # ended meanwhile, or not ours to read
-        name = text[text.index("(") + 1 : text.rindex(")")]
-        rest = text[text.rindex(")") + 2 :].split()
+        name, rest = stat
         try:
-            found[pid] = (name, int(rest[11]) + int(rest[12]))  # utime, stime
+            found[pid] = (name, int(rest[UTIME]) + int(rest[STIME]))
         except (IndexError, ValueError):
             continue
     return found
@@ -302,8 +351,8 @@ def sampled_checks(
     stat_after, why_after = _read(root, "/proc/stat")
     procs_after = process_ticks(root, own_pid)
     busy = busy_processes(procs_before, procs_after, seconds, ticks_per_s)
-    first = cpu_times(stat_before) if stat_before else None
-    last = cpu_times(stat_after) if stat_after else None
+    first = cpu_lines(stat_before).get("cpu") if stat_before else None
+    last = cpu_lines(stat_after).get("cpu") if stat_after else None
     if first is None or last is None:
         reason = why or why_after or "/proc/stat has no cpu line"
         return [
@@ -318,8 +367,8 @@ def sampled_checks(
             _unknown("other work", reason, "how busy the CPUs are is not known"),
             _unknown("steal", reason, "whether a hypervisor takes the CPUs is not known"),
         ], busy
-    steal = delta[7] / total
-    other = (total - delta[3] - delta[4] - delta[7]) / total
+    steal = delta[STEAL] / total
+    other = (total - delta[IDLE] - delta[IOWAIT] - delta[STEAL]) / total
     return [_other_work(other, busy), _steal(steal)], busy
 
 

@@ -41,10 +41,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from numbench.system import cpu_times
-
-#: /proc/stat's columns: user nice system idle iowait irq softirq steal
-IDLE, IOWAIT, STEAL = 3, 4, 7
+from numbench.system import (
+    IDLE,
+    IOWAIT,
+    PPID,
+    START_TIME,
+    STEAL,
+    STIME,
+    UTIME,
+    load_averages,
+    pid_stat,
+    read_cpu_lines,
+)
 
 
 def own_cpu_s() -> float:
@@ -54,23 +62,20 @@ def own_cpu_s() -> float:
 
 
 def read_cpu_ticks(root: str | os.PathLike = "/") -> list[int] | None:
-    try:
-        text = (Path(root) / "proc/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    return cpu_times(text)
+    """The aggregate ``cpu`` line of ``/proc/stat`` (``numbench.system.cpu_lines``)."""
+    lines = read_cpu_lines(root)
+    return None if lines is None else lines.get("cpu")
 
 
 def read_load_1m(root: str | os.PathLike = "/") -> float | None:
     try:
-        return float((Path(root) / "proc/loadavg").read_text(encoding="ascii").split()[0])
-    except (OSError, ValueError, IndexError):
+        text = (Path(root) / "proc/loadavg").read_text(encoding="ascii")
+    except (OSError, ValueError):
         return None
+    averages = load_averages(text)
+    return None if averages is None else averages[0]
 
 
-#: fields of ``/proc/PID/stat`` after the command's closing parenthesis, from 0: the
-#: parent's pid (field 4), utime and stime (fields 14 and 15), the start time (field 22)
-_PPID, _UTIME, _STIME, _START = 1, 11, 12, 19
 #: the most ancestors followed up from the cell's job (a guard against a constructed loop)
 MAX_ANCESTORS = 64
 
@@ -78,11 +83,13 @@ MAX_ANCESTORS = 64
 def read_process(pid: int, proc: str | os.PathLike = "/proc") -> tuple[int, int, int] | None:
     """(parent's pid, start time, CPU ticks: utime + stime) of a process from its
     ``/proc/PID/stat``; None where it cannot be read (it ended, or no ``/proc``)."""
+    stat = pid_stat(pid, proc)
+    if stat is None:
+        return None
+    fields = stat[1]
     try:
-        text = (Path(proc) / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
-        fields = text[text.rindex(")") + 1 :].split()
-        return int(fields[_PPID]), int(fields[_START]), int(fields[_UTIME]) + int(fields[_STIME])
-    except (OSError, ValueError, IndexError):
+        return int(fields[PPID]), int(fields[START_TIME]), int(fields[UTIME]) + int(fields[STIME])
+    except (ValueError, IndexError):
         return None
 
 

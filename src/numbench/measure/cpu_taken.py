@@ -34,9 +34,7 @@ import os
 import time
 from collections.abc import Callable
 
-#: fields of ``/proc/PID/stat`` after the command's closing parenthesis, from 0: utime and
-#: stime (fields 14 and 15), cutime and cstime (16 and 17: the children it waited for)
-_UTIME, _STIME, _CUTIME, _CSTIME = 11, 12, 13, 14
+from numbench.system import CSTIME, CUTIME, IDLE, IOWAIT, STIME, UTIME, pid_stat, read_cpu_lines
 
 
 def children(pid: int | str, proc: str | os.PathLike = "/proc") -> list[int]:
@@ -59,12 +57,12 @@ def children(pid: int | str, proc: str | os.PathLike = "/proc") -> list[int]:
 
 def _ticks(pid: int, proc: str | os.PathLike) -> int | None:
     """CPU ticks of a process and of the children it waited for; None where it ended."""
+    stat = pid_stat(pid, proc)
+    if stat is None:
+        return None
     try:
-        with open(os.path.join(proc, str(pid), "stat"), encoding="ascii", errors="replace") as fh:
-            text = fh.read()
-        fields = text[text.rindex(")") + 1 :].split()
-        return sum(int(fields[i]) for i in (_UTIME, _STIME, _CUTIME, _CSTIME))
-    except (OSError, ValueError, IndexError):
+        return sum(int(stat[1][i]) for i in (UTIME, STIME, CUTIME, CSTIME))
+    except (ValueError, IndexError):
         return None
 
 
@@ -126,19 +124,14 @@ def own_run_s(
 
 def busy_s(cpus: list[int]) -> float | None:
     """Seconds these CPUs have been busy (anything but idle and I/O wait; steal counts)."""
-    wanted = {f"cpu{c}" for c in cpus}
-    ticks = 0
-    try:
-        with open("/proc/stat", encoding="ascii") as fh:
-            for line in fh:
-                fields = line.split()
-                if fields and fields[0] in wanted:
-                    # user nice system idle iowait irq softirq steal ...
-                    values = [int(v) for v in fields[1:9]]
-                    ticks += sum(values) - values[3] - values[4]
-        return ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+    lines = read_cpu_lines()
+    if lines is None:
         return None
+    ticks = 0
+    for name in {f"cpu{c}" for c in cpus}:
+        if (values := lines.get(name)) is not None:
+            ticks += sum(values) - values[IDLE] - values[IOWAIT]
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 class CpuTaken:

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from numbench.system import PPID, pid_stat
+
 
 def lock_files(workdir: str | os.PathLike) -> list[Path]:
     locks = Path(workdir, ".snakemake", "locks")
@@ -29,10 +31,12 @@ def snakemake_running_in(workdir: str | os.PathLike) -> list[int]:
     mine = {os.getpid()}
     pid = os.getpid()
     while pid > 1:  # ancestors: make, a shell
+        stat = pid_stat(pid)
+        if stat is None:
+            break
         try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-                pid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
+            pid = int(stat[1][PPID])
+        except (ValueError, IndexError):
             break
         mine.add(pid)
     found = []
