@@ -29,10 +29,10 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
    against ``sqrt(tau^2 + se_new^2 + s^2 / n)``, each with Student's t. A cell is slower
    only where both say so (an intersection-union test: the larger p-value), so an OLD that
    was a fast outlier does not make a NEW at the history's usual level a slowdown.
-3. **Screen loose.** Every judged cell whose NEW is out of line with the history at
-   ``SCREEN_ALPHA`` (the second test alone: ``--confirm`` measures OLD against NEW) is
-   *suspect*: a level that lets a modest slowdown through, and one cell in twenty of
-   unchanged code too.
+3. **Screen loose.** Every cell whose NEW is out of line with the history at
+   ``SCREEN_ALPHA`` is *suspect*: a level that lets a modest slowdown through, and one cell
+   in twenty of unchanged code too. It is the second test alone (``--confirm`` measures OLD
+   against NEW), with OLD as one more run of the history (``screen_test``).
 4. **Decide strict.** A cell is *slower* where Holm's step-down over every cell judged
    rejects it at ``ALPHA`` (the family-wise rate: the chance that a pair of unchanged runs
    fails anywhere) and its ratio is past the margin. Without ``--confirm`` the gate fails on
@@ -300,16 +300,32 @@ def paired_sides(every: pd.DataFrame) -> pd.DataFrame:
     new = every.loc[every["part"] == "new", keep].drop(columns="kind")
     both = old.merge(new, on=SERIES_KEY, suffixes=("_old", "_new"))
     both = both[both["status_old"] == "ok"]
-    both = both.merge(
-        spreads(every[every["part"] == "history"]), on=[*SERIES_KEY, "kind"], how="left"
-    )
-    both["history_runs"] = both["history_runs"].fillna(0).astype(int)
+    key = [*SERIES_KEY, "kind"]
+    both = both.merge(spreads(every[every["part"] == "history"]), on=key, how="left")
+    # the screen's history: OLD is one more run of it (NEW is judged against them all)
+    screen = spreads(every[every["part"].isin(["history", "old"])])
+    screen = screen.rename(columns={c: f"screen_{c}" for c in screen.columns if c not in key})
+    both = both.merge(screen, on=key, how="left")
+    for column in ("history_runs", "screen_history_runs"):
+        both[column] = both[column].fillna(0).astype(int)
     ok = (both["status_new"] == "ok") & both["x_new"].notna() & both["x_old"].notna()
     both["ok_new"] = ok
     both["ratio"] = np.where(ok, np.exp(both["x_new"] - both["x_old"]), np.nan)
     times_ok = both["status_new"] == "ok"
     both["time_ratio"] = np.where(times_ok, both["median_s_new"] / both["median_s_old"], np.nan)
     return both
+
+
+def screen_test(both: pd.DataFrame):
+    """The screen's (cells it judges, t, degrees of freedom, standard deviation): NEW against
+    the mean of the history and OLD (``screen_*``), as the decision's second test."""
+    runs = both["screen_history_runs"]
+    screened = both["ok_new"] & (runs >= MIN_HISTORY)
+    spread2 = both["screen_spread"].astype(float) ** 2
+    tau2 = np.maximum(spread2 - both["screen_mean_se2"].fillna(0.0), NOISE_FLOOR**2)
+    sd = np.sqrt(tau2 + both["se_new"] ** 2 + spread2 / runs.clip(lower=1))
+    t = (both["x_new"] - both["screen_x_mean"]) / sd
+    return screened, t, both["screen_df"].fillna(1.0).astype(float).clip(lower=1), sd
 
 
 def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: float):
@@ -342,22 +358,22 @@ def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: f
     # and by Holm's first step: NEW past the history's mean by its bound, from where OLD lies
     old_off = both["x_old"] - both["x_mean"]
     first = stats.t.isf(ALPHA / max(int(judged.sum()), 1), df)
-    screen = stats.t.isf(SCREEN_ALPHA, df)
     strict = np.exp(np.maximum(first * pair_sd, first * mean_sd - old_off))
-    loose = np.exp(screen * mean_sd)
     both["detectable"] = np.where(judged, np.maximum(strict, margin), np.nan)
-    both["screenable"] = np.where(judged, loose, np.nan)
     slower, faster = np.zeros(len(both), bool), np.zeros(len(both), bool)
     slower[judged.to_numpy()] = holm(both.loc[judged, "p_slower"].to_numpy())
     faster[judged.to_numpy()] = holm(both.loc[judged, "p_faster"].to_numpy())
-    # the screen asks NEW against the history alone: --confirm then measures OLD against NEW
-    suspect = judged & (stats.t.sf(t_mean, df) < SCREEN_ALPHA)
+    # the screen asks NEW against the history and OLD: --confirm measures OLD against NEW
+    screened, t_screen, screen_df, screen_sd = screen_test(both)
+    suspect = screened & (stats.t.sf(t_screen, screen_df) < SCREEN_ALPHA)
+    loose = np.exp(stats.t.isf(SCREEN_ALPHA, screen_df) * screen_sd)
+    both["screenable"] = np.where(screened, loose, np.nan)
     both["change"] = np.select(
         [
             both["status_new"] != "ok",
-            ~judged,
-            slower & (both["ratio"] > margin),
-            faster & (both["ratio"] < 1 / margin),
+            ~screened,
+            judged & slower & (both["ratio"] > margin),
+            judged & faster & (both["ratio"] < 1 / margin),
             suspect,
         ],
         [BROKEN, NO_HISTORY, SLOWER, FASTER, SUSPECT],

@@ -1,0 +1,179 @@
+"""A real slowdown for the history's gate to catch (a benchmark, not a test).
+
+Runs a small grid (NumPy, JAX and PyTorch on elementwise, sort, matmul and a user's
+operation ``planted``: 24 cells) RUNS times, one run after the other, each from scratch in a
+temporary copy of the workflow with ``snakemake --cores 1``. From run FROM on, PyTorch's
+``planted`` is FACTOR times slower: its kernel stretches each call by the factor it reads
+from a file (``gate_scenario/planted.py``), so neither the config nor the operation's code
+changes. Each run's small tables (benchmarks, speedups, summary, and its start, wall and
+load) are kept in OUT/runN, ready for ``docs/evidence/`` and for the gate:
+
+    numbench compare OUT/run4 OUT/run8 --history STORE --fail-on-slowdown
+
+With ``--judge`` it measures nothing and judges the kept runs with ``numbench compare OLD NEW
+--history STORE --fail-on-slowdown --json``: every OLD before the slowdown against every NEW
+from it on, STORE holding the runs before the slowdown (as a user's store holds the runs
+before the change; OLD is left out of the decision's history and is one more run of the
+screen's); and every ordered pair of runs before it, STORE holding every other run (as
+``benchmarks/gate_pairs.py`` does). Across the slowdown, the planted cell should be flagged
+(slower, or suspect for ``--confirm``) and no other cell slower; before it, no cell slower.
+
+    .venv/bin/python benchmarks/gate_scenario.py OUT [--runs 8] [--from 5] [--factor 1.2]
+    .venv/bin/python benchmarks/gate_scenario.py OUT --judge [--from 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _report import ROOT, machine
+
+HERE = Path(__file__).resolve().parent / "gate_scenario"
+CONFIG = """\
+libraries: [numpy, jax, torch]
+dtype: float64
+threads: 1
+seed: 17
+roofs: false
+history: {add: false}
+operations:
+  elementwise: {sizes: [10000, 1000000]}
+  sort: {sizes: [10000, 1000000]}
+  matmul: {sizes: [100, 500]}
+  planted:
+    module: planted/planted.py
+    sizes: [10000, 1000000]
+"""
+COPIED = ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs")
+KEPT = ("benchmarks.parquet", "speedups.parquet", "summary.md")
+#: the cell slowed: PyTorch's ``planted`` (every size)
+PLANTED = ("torch", "planted")
+
+
+def workflow_copy(folder: Path) -> None:
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, folder / name)
+    (folder / "planted").mkdir()
+    shutil.copy2(HERE / "planted.py", folder / "planted" / "planted.py")
+    (folder / "scenario.yaml").write_text(CONFIG)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def one_run(folder: Path, factor: float, out: Path) -> float:
+    (folder / "planted" / "factor.txt").write_text(f"{factor}\n")
+    env = {**os.environ, "PYTHONPATH": str(folder / "src")}
+    env["NUMBENCH_TIMING_LOCK"] = str(folder / ".timing.lock")
+    # the rules run the `python` first on PATH: this interpreter's
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    shutil.rmtree(folder / "results", ignore_errors=True)
+    start, load = now(), " ".join(f"{x:.2f}" for x in os.getloadavg())
+    began = time.perf_counter()
+    cmd = [sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "scenario.yaml"]
+    done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        raise SystemExit(f"the run failed:\n{done.stderr[-3000:]}")
+    out.mkdir(parents=True)
+    for name in KEPT:
+        shutil.copy2(folder / "results" / name, out / name)
+    after = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    (out / "run.txt").write_text(
+        f"start {start}\nload_before {load}\nend {now()}\nwall_s {wall:.0f}\n"
+        f"load_after {after}\nplanted_factor {factor}\nmachine {machine()}\n"
+    )
+    return wall
+
+
+def gate_once(old: Path, new: Path, runs: list[Path], work: Path) -> tuple[int, list[dict]]:
+    """``compare OLD NEW --history STORE --fail-on-slowdown --json`` with a store of ``runs``
+    (NEW left out): its exit status and the cells it flagged."""
+    import contextlib
+    import io
+    import json
+
+    from numbench import cli
+    from numbench.history import add_results
+
+    store = work / f"store-{old.name}-{new.name}"
+    for run in runs:
+        if run != new:
+            add_results(run, store)
+    argv = ["compare", str(old), str(new), "--history", str(store), "--fail-on-slowdown"]
+    got = io.StringIO()
+    with contextlib.redirect_stdout(got), contextlib.redirect_stderr(io.StringIO()):
+        status = cli.main([*argv, "--json"])
+    cells = json.loads(got.getvalue())["history"]["cells"]
+    return status, [c for c in cells if c["change"] in ("slower", "suspect", "broken")]
+
+
+def judge(out: Path, start: int) -> str:
+    """The kept runs judged as the module says, a line a pair, and the totals."""
+    runs = sorted(out.glob("run*"), key=lambda p: int(p.name[3:]))
+    before, after = runs[: start - 1], runs[start - 1 :]
+    pairs = [(o, n, True) for o in before for n in after]
+    pairs += [(o, n, False) for o in before for n in before if o != n]
+    lines, caught, wrong, unchanged_failed = [], 0, 0, 0
+    with tempfile.TemporaryDirectory(prefix="numbench-gate-judge-") as work:
+        for old, new, across in pairs:
+            store = before if across else [r for r in runs if r != old]
+            status, flagged = gate_once(old, new, store, Path(work))
+            planted = [c for c in flagged if (c["library"], c["operation"]) == PLANTED]
+            others = [c for c in flagged if c not in planted and c["change"] != "suspect"]
+            caught += across and any(c["change"] in ("slower", "suspect") for c in planted)
+            wrong += across and len(others)
+            unchanged_failed += (not across) and status != 0
+            named = "; ".join(
+                f"{c['library']} {c['operation']} {c['size']}: {c['change']} {c['ratio']:.3f}"
+                for c in flagged
+            )
+            lines.append(f"- {old.name} -> {new.name}: exit {status}; {named or 'none flagged'}")
+    n_across, n_before = len(before) * len(after), len(before) * (len(before) - 1)
+    lines.append(
+        f"\nAcross the slowdown: the planted cell flagged (slower or suspect) in {caught} of "
+        f"{n_across} pairs, other cells flagged slower or broken {wrong} times. Before it: "
+        f"{unchanged_failed} of {n_before} pairs failed."
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", help="a new folder for the runs' tables")
+    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--from", dest="start", type=int, default=5)
+    parser.add_argument("--factor", type=float, default=1.2)
+    parser.add_argument("--judge", action="store_true", help="judge OUT's kept runs")
+    args = parser.parse_args()
+    out = Path(args.out)
+    if args.judge:
+        print(judge(out, args.start))
+        print(f"Machine: {machine()}")
+        return
+    if out.exists():
+        parser.error(f"{out} exists: name a new folder")
+    with tempfile.TemporaryDirectory(prefix="numbench-gate-scenario-") as work:
+        folder = Path(work)
+        workflow_copy(folder)
+        for i in range(1, args.runs + 1):
+            factor = args.factor if i >= args.start else 1.0
+            wall = one_run(folder, factor, out / f"run{i}")
+            print(f"run {i} of {args.runs}: planted x{factor:g}, {wall:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
