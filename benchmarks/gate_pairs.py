@@ -311,7 +311,7 @@ def screened(result: dict, cell: tuple) -> bool:
     other cell slower: with ``--confirm`` it is measured again, and it fails the gate if the
     measurement confirms it."""
     others = [k for k, _, _ in result["flagged"] if k != cell]
-    hit = cell in result["suspects"] or any(k == cell for k, _, _ in result["flagged"])
+    hit = cell in result.get("suspects", []) or any(k == cell for k, _, _ in result["flagged"])
     return hit and not others
 
 
@@ -343,11 +343,18 @@ def notes(n_runs: int) -> list[str]:
             "are that verdict's figures, not the history's."
         ]
     out = []
-    if held < MIN_HISTORY:
+    if held + 1 < MIN_HISTORY:
         out.append(
-            f"Each pair's store holds {held} runs, fewer than the {MIN_HISTORY} a cell needs "
-            "to be judged by the history: no cell is judged, a pair fails only where a cell "
-            f"broke, and no slowdown can be caught ({MIN_HISTORY + 2} runs are needed)."
+            f"Each pair's store holds {held} runs, and with OLD {held + 1}, fewer than the "
+            f"{MIN_HISTORY} a cell needs to be judged by the history: no cell is judged, a "
+            f"pair fails only where a cell broke ({MIN_HISTORY + 1} runs are needed)."
+        )
+    elif held < MIN_HISTORY:
+        out.append(
+            f"Each pair's store holds {held} runs, fewer than the {MIN_HISTORY} the decision "
+            "needs: only the screen (which counts OLD as one more run) judges the cells, so "
+            "no cell is flagged slower, a pair fails only where a cell broke, and a slowdown "
+            f"can only be screened ({MIN_HISTORY + 2} runs are needed to decide)."
         )
     rest = max(held - 2, 0)
     if rest < MIN_HISTORY:
@@ -473,7 +480,7 @@ def screen_lines(rows: list[dict], cell: tuple, factor: float) -> list[str]:
     """The screen's figures: suspects per unchanged pair, the planted cell screened, and
     what every cell could show."""
     n = len(rows)
-    suspects = [len(r["unchanged"]["suspects"]) for r in rows]
+    suspects = [len(r["unchanged"].get("suspects", [])) for r in rows]
     hits = sum(screened(r["planted"], cell) for r in rows)
     return [
         f"- The screen: {float(np.mean(suspects)):.1f} suspect cells per unchanged pair "

@@ -121,8 +121,9 @@ def gate_once(old: Path, new: Path, runs: list[Path], work: Path) -> tuple[int, 
     return status, [c for c in cells if c["change"] in ("slower", "suspect", "broken")]
 
 
-def judge(out: Path, start: int) -> str:
-    """The kept runs judged as the module says, a line a pair, and the totals."""
+def judge(out: Path, start: int, planted: tuple[str, str] = PLANTED) -> str:
+    """The kept runs judged as the module says, a line a pair, and the totals (``planted``:
+    the slowed cells' library and operation)."""
     runs = sorted(out.glob("run*"), key=lambda p: int(p.name[3:]))
     before, after = runs[: start - 1], runs[start - 1 :]
     pairs = [(o, n, True) for o in before for n in after]
@@ -132,9 +133,9 @@ def judge(out: Path, start: int) -> str:
         for old, new, across in pairs:
             store = before if across else [r for r in runs if r != old]
             status, flagged = gate_once(old, new, store, Path(work))
-            planted = [c for c in flagged if (c["library"], c["operation"]) == PLANTED]
-            others = [c for c in flagged if c not in planted and c["change"] != "suspect"]
-            caught += across and any(c["change"] in ("slower", "suspect") for c in planted)
+            hit = [c for c in flagged if (c["library"], c["operation"]) == planted]
+            others = [c for c in flagged if c not in hit and c["change"] != "suspect"]
+            caught += across and any(c["change"] in ("slower", "suspect") for c in hit)
             wrong += across and len(others)
             unchanged_failed += (not across) and status != 0
             named = "; ".join(

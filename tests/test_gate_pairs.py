@@ -5,6 +5,7 @@ instead of runs of the default grid."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -157,19 +158,23 @@ def test_unchanged_runs_pass_every_pair_and_the_planted_cell_is_caught_and_named
     assert all(0.97 < r["unchanged"]["shifts"][0] < 1.03 for r in rows)
 
 
-def test_a_store_too_small_to_judge_misses_the_planted_cell_and_the_script_says_why(tmp_path):
-    """Five runs: each pair's store holds three, too few to judge a cell by, so the 1.2x goes
-    through (one pair here: each call runs the whole gate)."""
+def test_a_store_too_small_to_decide_only_screens_the_planted_cell_and_says_why(tmp_path):
+    """Five runs: each pair's store holds three, too few for the decision, so nothing is
+    flagged slower; the screen, with OLD as a fourth run, names the 1.2x a suspect (one pair
+    here: each call runs the whole gate)."""
     runs = quiet_runs(tmp_path, 5)
     store = tmp_path / "store"
     for run in runs[2:]:
         history.add_results(run, store)
     planted = gate_pairs.plant(runs[1], tmp_path / "planted", TORCH_SORT, 1.2)
     got = gate_pairs.call_gate(runs[0], planted, store, None)
-    assert not got["failed"] and got["judged"] == 0 and got["flagged"] == []
-    assert got["past"] == (2, 0)  # the store's two consecutive pairs, neither judged
+    assert not got["failed"] and got["judged"] == 24 and got["flagged"] == []
+    assert TORCH_SORT in got["suspects"]
+    assert got["past"] == (2, 0)  # the store's two consecutive pairs, neither decided
     why = gate_pairs.notes(5)[0]
-    assert "holds 3 runs, fewer than the 4 a cell needs" in why and "(6 runs are needed)" in why
+    assert "holds 3 runs, fewer than the 4 the decision needs" in why
+    assert "(6 runs are needed to decide)" in why
+    assert "holds 2 runs, and with OLD 3, fewer than the 4" in gate_pairs.notes(4)[0]
 
 
 @pytest.mark.parametrize(
@@ -270,3 +275,26 @@ def test_a_planted_cell_of_several_is_refused_with_their_names():
         gate_pairs.planted_cell(twice, "numpy/fft/1000")
     full = gate_pairs.planted_cell(twice, "numpy/cpu/float32/t1/fft/1000")
     assert full == ("numpy", "cpu", "fft", 1000, "float32", 1)
+
+
+def test_the_scenario_s_judge_finds_a_real_step_across_it_and_nothing_before(tmp_path):
+    """Eight kept runs whose times move 15% cell by cell while their speedups move 2%, one
+    cell 1.3x slower from run 5 on (its partner not): judged across the slowdown against
+    the four runs before it, the cell is flagged in most pairs and no other cell is slower;
+    the pairs before it all pass."""
+    import gate_scenario
+    from test_history_gate import paired_run
+
+    out = tmp_path / "runs"
+    for run in range(1, 9):
+        slow = ("torch", "sort", 10000, 1.3) if run >= 5 else None
+        paired_run(out / f"run{run}", run, seed=3, slow=slow)
+    text = gate_scenario.judge(out, 5, planted=("torch", "sort"))
+    said = re.search(
+        r"planted cell flagged \(slower or suspect\) in (\d+) of 16 pairs, other "
+        r"cells flagged slower or broken (\d+) times\. Before it: (\d+) of 12",
+        text,
+    )
+    assert said, text
+    caught, others, failed = map(int, said.groups())
+    assert caught >= 12 and others == 0 and failed == 0, text
