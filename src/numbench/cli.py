@@ -139,15 +139,15 @@ def _add_compare(sub) -> None:
     compare.add_argument(
         "--history",
         metavar="FOLDER",
-        help="also judge each cell against its own run-to-run spread in this history store "
+        help="also judge each cell against its own run-to-run series in this history store "
         "(docs/results-history.md); --fail-on-slowdown then follows that gate",
     )
     compare.add_argument(
         "--confirm",
         action="store_true",
-        help="measure the cells flagged slower again here, OLD's interpreter against NEW's in "
-        "lockstep, before failing; the cells are built from the workflow's config "
-        "(--directory, --configfile, --config)",
+        help="measure the cells flagged slower or suspect again here, OLD's interpreter "
+        "against NEW's in lockstep, before failing; the cells are built from the workflow's "
+        "config (--directory, --configfile, --config)",
     )
     compare.add_argument(
         "--confirm-rounds",
