@@ -15,7 +15,9 @@
 # Exit status: `offsite run`'s. 0 the plan is complete (import every part), 3 cells are left
 # (another lease, with the new part added to PARTS), anything else an error, which its log
 # names. Runs with the host's own Python ($PYTHON, default python3) and libraries: it needs
-# numpy and pyarrow there, nothing else of the workflow's environment.
+# numpy and pyarrow there, nothing else of the workflow's environment. Numba's CUDA cells need
+# a NumPy below 2.5: PYTHON=.gpu-venv/bin/python runs the plan in the venv that
+# `benchmarks/gpu_env.sh setup` makes there, the host's libraries behind it.
 set -u
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then
     echo "usage: gpu_lease.sh BUNDLE PARTS OUT [STOP_S]" >&2
@@ -23,6 +25,9 @@ if [ $# -lt 3 ] || [ $# -gt 4 ]; then
 fi
 bundle=$(realpath "$1") parts=$(realpath "$2") out=$(realpath -m "$3") stop=${4:-420}
 python=${PYTHON:-python3}
+# a path to an interpreter (a venv's) still names it once this script has changed folder; -s
+# keeps the venv's own link rather than the interpreter it points to
+case $python in */*) python=$(realpath -s "$python") ;; esac
 [ -f "$bundle" ] || { echo "gpu_lease.sh: no bundle at $1" >&2; exit 2; }
 [ -d "$parts" ] || { echo "gpu_lease.sh: no folder of earlier parts at $2" >&2; exit 2; }
 mkdir -p "$out"
