@@ -12,7 +12,7 @@ CONFIG ?=
 ARGS ?=
 SNAKEMAKE_CONFIG := $(if $(CONFIG),--configfile '$(CONFIG)')
 
-.PHONY: run report test test-fast check-cuda-env readme-table lint venv clean
+.PHONY: run report test test-fast check-cuda-env gpu-wheelhouse readme-table lint venv clean
 
 venv: $(STAMP)
 
@@ -56,6 +56,11 @@ test-fast: $(STAMP)
 # one CUDA major each, every package pinned. Minutes; skipped when no index answers.
 check-cuda-env: $(STAMP)
 	$(BIN)/python -m pytest -m cuda_env tests/test_cuda_env.py $(PYTEST_ARGS)
+
+# The wheels a lent GPU host lacks (benchmarks/gpu_env.sh): Snakemake and NumPy 2.4, pinned as in
+# envs/requirements-cpu.txt, for CPython 3.12, into .gpu-wheels (git-ignored), with its size.
+gpu-wheelhouse:
+	PYTHON='$(PYTHON)' bash benchmarks/gpu_env.sh download .gpu-wheels
 
 # The README's first table ("What an answer looks like"), rewritten from a run's results
 # folder (benchmarks/readme_table.py): its speedups, intervals, verdicts, date and machine.
