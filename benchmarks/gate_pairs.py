@@ -41,7 +41,7 @@ store less that pair (N - 4 runs): below 8 runs it judges no cell. The script sa
 its figures.
 
     .venv/bin/python benchmarks/gate_pairs.py RUN1 RUN2 [RUN3 ...] [--plant LIB/OP/SIZE]
-        [--factor 1.2] [--margin M] [--markdown]
+        [--factor 1.2] [--margin M] [--screen-level P] [--markdown]
 """
 
 from __future__ import annotations
@@ -232,11 +232,12 @@ def plant_speedup(path: Path, out: Path, cell: tuple, factor: float) -> None:
     pq.write_table(pa.Table.from_pandas(speedups, schema=table.schema, preserve_index=False), out)
 
 
-def call_gate(old, new, store: Path, margin: float | None) -> dict:
+def call_gate(old, new, store: Path, margin: float | None, screen: float | None = None) -> dict:
     """``numbench compare OLD NEW --history STORE --fail-on-slowdown --json``, in this
     process: whether it failed (its exit status), the cells it flags, and its own figures."""
     argv = ["compare", str(old), str(new), "--history", str(store), "--fail-on-slowdown"]
     argv += ["--json"] + (["--margin", str(margin)] if margin is not None else [])
+    argv += ["--screen-level", str(screen)] if screen is not None else []
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = cli.main(argv)
@@ -270,7 +271,9 @@ def call_gate(old, new, store: Path, margin: float | None) -> dict:
     }
 
 
-def measure(runs: list[str], cell: tuple, factor: float, margin, workdir: Path) -> list[dict]:
+def measure(
+    runs: list[str], cell: tuple, factor: float, margin, workdir: Path, screen=None
+) -> list[dict]:
     """The gate on every ordered pair of ``runs``, unchanged and with ``cell`` planted, each
     pair's store (every other run) and planted copies made under ``workdir``."""
     ingested = ingest(runs)
@@ -294,8 +297,8 @@ def measure(runs: list[str], cell: tuple, factor: float, margin, workdir: Path) 
                 "old": i,
                 "new": j,
                 "store_runs": held,
-                "unchanged": call_gate(runs[i], runs[j], store, margin),
-                "planted": call_gate(runs[i], planted, store, margin),
+                "unchanged": call_gate(runs[i], runs[j], store, margin, screen),
+                "planted": call_gate(runs[i], planted, store, margin, screen),
             }
         )
     return rows
@@ -512,6 +515,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--plant", help="the cell slowed: LIB/OP/SIZE (default: see above)")
     parser.add_argument("--factor", type=float, default=FACTOR, help="the slowdown (1.2)")
     parser.add_argument("--margin", type=float, default=None, help="default: compare's own")
+    parser.add_argument("--screen-level", type=float, default=None, help="default: the gate's")
     parser.add_argument(
         "--markdown",
         action="store_true",
@@ -523,13 +527,14 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cell = planted_cell(read_runs(args.runs), args.plant)
         with tempfile.TemporaryDirectory(prefix="gate-pairs-") as work:
-            rows = measure(args.runs, cell, args.factor, args.margin, Path(work))
+            rows = measure(args.runs, cell, args.factor, args.margin, Path(work), args.screen_level)
     except GatePairsError as exc:
         raise SystemExit(f"error: {exc}") from None
     text = report(args.runs, rows, cell, args.factor)
     options = (f" --plant {args.plant}" if args.plant else "") + (
         f" --factor {args.factor:g}" if args.factor != FACTOR else ""
     )
+    options += f" --screen-level {args.screen_level:g}" if args.screen_level else ""
     command = "python benchmarks/gate_pairs.py " + " ".join(map(label, args.runs)) + options
     print(markdown_section(command, text) if args.markdown else text)
 

@@ -473,3 +473,38 @@ def test_the_site_draws_the_paired_series_below_the_times(tmp_path):
     # numpy has no partner: only the three paired libraries, 4 runs each, at 1 / 1.5
     assert len(paired_data) == 3 * 4
     assert all(0.6 < p["median_s"] < 0.72 for p in paired_data)
+
+
+def test_a_looser_screen_names_more_suspects_and_screens_smaller_slowdowns(store_and_pair):
+    store, old, new = store_and_pair
+    got = {}
+    for level in ("0.05", "0.5"):
+        proc = compare(
+            str(old), str(new), "--history", str(store), "--json", "--screen-level", level
+        )
+        assert proc.returncode == 0, proc.stderr
+        got[level] = json.loads(proc.stdout)["history"]
+    assert got["0.5"]["screen_level"] == 0.5 and got["0.05"]["screen_level"] == 0.05
+    assert got["0.5"]["suspects"] > got["0.05"]["suspects"]
+    loose = {(c["library"], c["operation"], c["size"]): c for c in got["0.5"]["cells"]}
+    for c in got["0.05"]["cells"]:
+        assert loose[(c["library"], c["operation"], c["size"])]["screenable"] < c["screenable"]
+    text = compare(str(old), str(new), "--history", str(store), "--screen-level", "0.5").stdout
+    assert "Screened at 0.5 a cell" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (
+            ["--history", "HISTORY", "--screen-level", "1.5"],
+            "--screen-level must lie between 0 and 1, not 1.5",
+        ),
+        (["--screen-level", "0.2"], "--screen-level is the history's screen: give --history too"),
+    ],
+)
+def test_a_wrong_screen_level_is_refused_naming_it(store_and_pair, extra, said):
+    store, old, new = store_and_pair
+    args = [str(store) if a == "HISTORY" else a for a in extra]
+    proc = compare(str(old), str(new), *args)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr

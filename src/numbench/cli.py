@@ -143,6 +143,14 @@ def _add_compare(sub) -> None:
         "(docs/results-history.md); --fail-on-slowdown then follows that gate",
     )
     compare.add_argument(
+        "--screen-level",
+        type=float,
+        default=None,
+        metavar="P",
+        help="with --history: the screen's level a cell (default 0.05); a looser screen names "
+        "more suspects for --confirm to measure again, and catches more",
+    )
+    compare.add_argument(
         "--confirm",
         action="store_true",
         help="measure the cells flagged slower or suspect again here, OLD's interpreter "

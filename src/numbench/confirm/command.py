@@ -26,6 +26,11 @@ def run_compare(args: argparse.Namespace, exit_bad_input: int) -> int:
     from numbench.stats import SLOWER
 
     margin = args.margin if args.margin is not None else default_margin()
+    if getattr(args, "screen_level", None) is not None and not args.history:
+        print(
+            "compare: --screen-level is the history's screen: give --history too", file=sys.stderr
+        )
+        return exit_bad_input
     try:
         compared = comparison(args.old, args.new, margin)
         text = comparison_json(compared) if args.json else markdown(compared)

@@ -52,10 +52,14 @@ def history_gate(args: argparse.Namespace, margin: float, text: str):
     whether it fails, and its table of cells; None
     (compare as without it, said on stderr) when the history holds no run. A store that
     cannot be read raises ``HistoryError``."""
-    from numbench.history import read
-    from numbench.history.gate import gate
+    from numbench.history import HistoryError, read
+    from numbench.history.gate import SCREEN_ALPHA, gate
     from numbench.history.gate_text import gate_json, gate_text
 
+    level = getattr(args, "screen_level", None)
+    level = SCREEN_ALPHA if level is None else level
+    if not 0 < level < 1:
+        raise HistoryError(f"--screen-level must lie between 0 and 1, not {level:g}")
     store = read(args.history)
     for skipped in store.skipped:
         print(f"history: skipped {skipped}", file=sys.stderr)
@@ -66,7 +70,7 @@ def history_gate(args: argparse.Namespace, margin: float, text: str):
             file=sys.stderr,
         )
         return None
-    result = gate(args.old, args.new, store, margin)
+    result = gate(args.old, args.new, store, margin, level)
     if args.json:
         return gate_json(result, text), result.failed, result.table
     words = text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin)

@@ -64,7 +64,8 @@ from numbench.stats import Z95
 
 #: the family-wise false-alarm rate the gate is set to over all the cells it judges
 ALPHA = 0.05
-#: the per-cell level of the screen: a suspect is measured again with ``--confirm``
+#: the per-cell level of the screen, by default (``compare --screen-level``): a suspect is
+#: measured again with ``--confirm``; a looser screen catches more and sends more to confirm
 SCREEN_ALPHA = 0.05
 #: runs of a cell in the history (OLD and NEW left out) before it is judged by them
 MIN_HISTORY = 4
@@ -107,6 +108,7 @@ class GateResult:
     past_pairs: int
     past_failed: int
     baseline_changes: dict[str, str] = field(default_factory=dict)
+    screen_level: float = SCREEN_ALPHA
 
 
 def side(where: str | os.PathLike) -> pd.DataFrame:
@@ -328,9 +330,15 @@ def screen_test(both: pd.DataFrame):
     return screened, t, both["screen_df"].fillna(1.0).astype(float).clip(lower=1), sd
 
 
-def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: float):
+def judge(
+    old: pd.DataFrame,
+    new: pd.DataFrame,
+    history: pd.DataFrame,
+    margin: float,
+    screen_level: float = SCREEN_ALPHA,
+):
     """(table, baseline changes) of ``GateResult`` for OLD against NEW, with ``history``
-    (the store's cells) giving each cell's series."""
+    (the store's cells) giving each cell's series, screened at ``screen_level`` a cell."""
     from scipy import stats
 
     leave_out = set(old["run_id"]) | set(new["run_id"])
@@ -365,8 +373,8 @@ def judge(old: pd.DataFrame, new: pd.DataFrame, history: pd.DataFrame, margin: f
     faster[judged.to_numpy()] = holm(both.loc[judged, "p_faster"].to_numpy())
     # the screen asks NEW against the history and OLD: --confirm measures OLD against NEW
     screened, t_screen, screen_df, screen_sd = screen_test(both)
-    suspect = screened & (stats.t.sf(t_screen, screen_df) < SCREEN_ALPHA)
-    loose = np.exp(stats.t.isf(SCREEN_ALPHA, screen_df) * screen_sd)
+    suspect = screened & (stats.t.sf(t_screen, screen_df) < screen_level)
+    loose = np.exp(stats.t.isf(screen_level, screen_df) * screen_sd)
     both["screenable"] = np.where(screened, loose, np.nan)
     both["change"] = np.select(
         [
@@ -404,13 +412,17 @@ def past_pairs(store, margin: float) -> tuple[int, int]:
     return len(pairs), failed
 
 
-def gate(old_where, new_where, store, margin: float) -> GateResult:
+def gate(
+    old_where, new_where, store, margin: float, screen_level: float = SCREEN_ALPHA
+) -> GateResult:
     """OLD against NEW with the history ``store`` (``numbench.history.read``)."""
+    if not 0 < screen_level < 1:
+        raise ValueError(f"the screen's level must lie between 0 and 1, not {screen_level}")
     old, new = side(old_where), side(new_where)
-    table, changed = judge(old, new, store.cells, margin)
+    table, changed = judge(old, new, store.cells, margin, screen_level)
     shifts = common_shifts(table, store.cells, set(old["run_id"]) | set(new["run_id"]))
     pairs, failed = past_pairs(store, margin)
     judged = int((~table["change"].isin([NO_HISTORY, BROKEN])).sum())
     fails = bool(table["change"].isin([SLOWER, BROKEN]).any())
     table = table.reset_index(drop=True)
-    return GateResult(table, shifts, judged, fails, pairs, failed, changed)
+    return GateResult(table, shifts, judged, fails, pairs, failed, changed, screen_level)

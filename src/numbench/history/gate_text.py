@@ -15,7 +15,6 @@ from numbench.history.gate import (
     PAIRED,
     REFERENCE_SLOWDOWN,
     SAME,
-    SCREEN_ALPHA,
     SUSPECT,
     GateResult,
 )
@@ -33,7 +32,7 @@ def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
         f"{result.judged} cells judged against their own run-to-run series in the history "
         f"({store_runs} runs, the two compared left out): {n_paired} by their paired time "
         f"over the baseline's lockstep process, {len(judged) - n_paired} by their time less "
-        f"the run's level. Screened at {SCREEN_ALPHA:g} a cell, decided at a family-wise "
+        f"the run's level. Screened at {result.screen_level:g} a cell, decided at a family-wise "
         f"false-alarm rate of {ALPHA:g} over all of them (Holm) and a margin of {margin:g}; "
         f"{int((table['change'] == NO_HISTORY).sum())} cells have fewer than {MIN_HISTORY} "
         "runs in it and are not judged by it.",
@@ -59,7 +58,7 @@ def gate_text(result: GateResult, store_runs: int, margin: float) -> str:
     if suspects:
         lines.append(
             f"{suspects} cells are suspect (slower at the screen's level, not at the "
-            "family-wise one): about one cell in twenty of unchanged code is. They do not "
+            f"family-wise one): about {result.screen_level:.0%} of unchanged cells are. They do not "
             "fail the gate unless `--confirm` measures them again, old against new in "
             "lockstep, and finds them slower."
         )
@@ -146,6 +145,7 @@ def gate_json(result: GateResult, comparison_json: str) -> str:
             "cells_judged": result.judged,
             "failed": result.failed,
             "suspects": int((result.table["change"] == SUSPECT).sum()),
+            "screen_level": result.screen_level,
             "past_pairs": result.past_pairs,
             "past_pairs_failed": result.past_failed,
             "baseline_changes": result.baseline_changes,
