@@ -76,7 +76,7 @@ def test_each_ordered_pair_gets_a_store_of_every_other_run_and_the_totals_add_up
     }
     calls = []
 
-    def stand_in(old, new, store, margin):
+    def stand_in(old, new, store, margin, screen=None):
         old, new = Path(old), Path(new)
         calls.append((old.name, new.name, set(history.read(store).runs["run_id"])))
         flagged = []
