@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import ROOT, machine
+from _report import machine
+from workflow_cost import copy_workflow
 
 HERE = Path(__file__).resolve().parent / "gate_scenario"
 CONFIG = """\
@@ -52,19 +53,14 @@ operations:
     module: planted/planted.py
     sizes: [10000, 1000000]
 """
-COPIED = ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs")
 KEPT = ("benchmarks.parquet", "speedups.parquet", "summary.md")
 #: the cell slowed: PyTorch's ``planted`` (every size)
 PLANTED = ("torch", "planted")
 
 
 def workflow_copy(folder: Path) -> None:
-    for name in COPIED:
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, folder / name)
+    """The workflow copied into the new ``folder``, with the planted operation and the grid."""
+    copy_workflow(folder)
     (folder / "planted").mkdir()
     shutil.copy2(HERE / "planted.py", folder / "planted" / "planted.py")
     (folder / "scenario.yaml").write_text(CONFIG)
@@ -168,7 +164,7 @@ def main() -> None:
     if out.exists():
         parser.error(f"{out} exists: name a new folder")
     with tempfile.TemporaryDirectory(prefix="numbench-gate-scenario-") as work:
-        folder = Path(work)
+        folder = Path(work) / "workflow"
         workflow_copy(folder)
         for i in range(1, args.runs + 1):
             factor = args.factor if i >= args.start else 1.0
