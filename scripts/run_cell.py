@@ -6,6 +6,10 @@ fault of numbench's machinery or of the host (the timing lock, a file that canno
 written, a worker that cannot start) writes no file and exits with FAILED_EXIT, so that
 Snakemake's --retries and the next run measure the cell again. A job stopped by SIGTERM
 unwinds (the workflow's processes get their CPUs back, the lock is let go) and exits 143.
+
+The job takes the host's timing lock before it imports anything heavy (the supervisor, and
+with it pyarrow, NumPy and the operation's code): a job that waits for the lock beside a
+cell being timed sleeps in it and takes no CPU time (numbench.measure.job_start).
 """
 
 import argparse
@@ -15,8 +19,8 @@ import traceback
 import _path  # noqa: F401
 
 from numbench.errors import MachineryFault
-from numbench.measure.quiet import QuietSettings
-from numbench.measure.supervisor import exit_on_sigterm, keep_pandas_out, run_cell, run_round
+from numbench.measure.host_lock import cell_label, timing_lock
+from numbench.measure.job_start import exit_on_sigterm, keep_pandas_out
 from numbench.spec import CellSpec
 
 #: the exit status of a job that failed for the machinery or the host
@@ -48,22 +52,28 @@ parser.add_argument(
 )
 args = parser.parse_args()
 spec = CellSpec.from_json(args.spec)
-quiet = QuietSettings(args.quiet_below, args.quiet_wait_s)
 try:
-    if args.round is not None:
-        runs = run_round(
-            spec, args.round, args.output, lock_timeout_s=args.lock_timeout_s, quiet=quiet
-        )
-        print(f"round {args.round}: " + ", ".join(f"{r.role} {r.report.status}" for r in runs))
-    else:
-        result = run_cell(
-            spec,
-            args.output,
-            earlier=args.earlier,
-            lock_timeout_s=args.lock_timeout_s,
-            quiet=quiet,
-        )
-        print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
+    # the supervisor's own block of the lock enters within this one (host_lock.timing_lock)
+    with timing_lock(holder=cell_label(spec, args.round), timeout_s=args.lock_timeout_s):
+        from numbench.measure.quiet import QuietSettings
+        from numbench.measure.supervisor import run_cell, run_round
+
+        quiet = QuietSettings(args.quiet_below, args.quiet_wait_s)
+        if args.round is not None:
+            runs = run_round(
+                spec, args.round, args.output, lock_timeout_s=args.lock_timeout_s, quiet=quiet
+            )
+            done = ", ".join(f"{r.role} {r.report.status}" for r in runs)
+            print(f"round {args.round}: {done}")
+        else:
+            result = run_cell(
+                spec,
+                args.output,
+                earlier=args.earlier,
+                lock_timeout_s=args.lock_timeout_s,
+                quiet=quiet,
+            )
+            print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
 except Exception as exc:  # noqa: BLE001 - the job fails, with the reason and no cell file
     if not isinstance(exc, MachineryFault):
         traceback.print_exc()  # a bug of numbench's: the trace is what to report

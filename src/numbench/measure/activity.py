@@ -15,15 +15,27 @@ cell's own processes count in it.
 The workflow's own processes (``workflow_cpu_share``) are the cell job's ancestors, from its
 parent up to and including the nearest one that is Snakemake (its command line runs
 snakemake: ``snakemake ...``, ``python -m snakemake ...``, ``python .../bin/snakemake ...``),
-and nothing where no ancestor is Snakemake (a cell run by ``numbench offsite run``, or by
-hand: whatever started it may be busy on its own, so it stays among the others and the
-workflow's share is None). Snakemake's scheduler takes CPU beside every cell (docs/method.md, "One timing cell
-at a time"): a quiet machine must read quiet. Their CPU time (utime and stime of
-``/proc/PID/stat``, in clock ticks) is read when the watch starts and when it stops; only
-their own, not that of children they waited for (the other jobs). A process that ended
-meanwhile, or whose PID another process took, counts what was read of it: nothing, since
-its stopping reading is missing; what it took after its starting reading counts among the
-other processes'. Where its parent's ``/proc`` entry cannot be read, the workflow's share is
+and every other process under that Snakemake but the cell's own (this process and its
+workers): the other jobs Snakemake runs beside the cell (with ``--cores`` above 1, the next
+timing job waiting for the lock, an environment being made) and Snakemake's own helpers
+(its scheduler's solver). Nothing is the workflow's where no ancestor is Snakemake (a cell
+run by ``numbench offsite run``, or by hand: whatever started it may be busy on its own, so
+it stays among the others and the workflow's share is None). Snakemake's scheduler takes CPU
+beside every cell (docs/method.md, "One timing cell at a time"), and so may a job beside it:
+a quiet machine must read quiet, and the workflow's own work must read as the workflow's.
+Their CPU time (utime and stime of ``/proc/PID/stat``, in clock ticks), with that of the
+children each waited for (cutime and cstime: the solver Snakemake's scheduler runs in a
+process of its own at each pass, which starts and ends between two readings), is read when
+the watch starts and when it stops. The ancestors are found once; the processes under
+Snakemake at each reading (``/proc/PID/task/TID/children``), so that a job started meanwhile
+counts: a process found at the stopping reading but not at the starting one (or under a PID
+another process had then) started meanwhile, and all its time counts. A process that ended
+meanwhile is missing from the stopping reading: where its parent was read at both (or,
+where the parent ended too, the nearest ancestor that was), that one waited for it and its
+whole time came into that one's, so what it had taken by the starting reading is taken out
+again; otherwise (it left the tree: no such ancestor) what it took after its starting
+reading counts among the other processes'. An ancestor whose PID another process took
+counts nothing. Where its parent's ``/proc`` entry cannot be read, the workflow's share is
 None and nothing is taken out for it.
 
 An early round run as a job of its own (``replicates.early_rounds``) records its own stretch the
@@ -41,7 +53,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from numbench.measure.cpu_taken import children
 from numbench.system import (
+    CSTIME,
+    CUTIME,
     IDLE,
     IOWAIT,
     PPID,
@@ -147,36 +162,121 @@ def workflow_pids(parent: int, proc: str | os.PathLike = "/proc") -> list[int] |
     return None
 
 
-#: a reading of the workflow's processes: pid -> (start time, CPU ticks)
-Reading = dict[int, tuple[int, int]]
+class Reading(dict):
+    """A reading of the workflow's processes: pid -> (start time, CPU ticks), and
+    ``parents``: pid -> its parent's pid, where read (a plain dict reads as none known)."""
+
+    def __init__(self, *args, parents: dict[int, int] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.parents = parents or {}
+
+
+def read_process_total(pid: int, proc: str | os.PathLike = "/proc") -> tuple[int, int, int] | None:
+    """(parent's pid, start time, CPU ticks of the process and of the children it waited
+    for: utime + stime + cutime + cstime); None where it cannot be read."""
+    stat = pid_stat(pid, proc)
+    if stat is None:
+        return None
+    fields = stat[1]
+    try:
+        ticks = sum(int(fields[i]) for i in (UTIME, STIME, CUTIME, CSTIME))
+        return int(fields[PPID]), int(fields[START_TIME]), ticks
+    except (ValueError, IndexError):
+        return None
+
+
+def tree_below(top: int, leave_out: int, proc: str | os.PathLike = "/proc") -> list[int]:
+    """The processes under ``top`` (its children, theirs, and so on), without ``leave_out``
+    and the processes under it; none where ``/proc`` cannot tell."""
+    found: list[int] = []
+    todo, seen = children(top, proc), {top, leave_out}
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        found.append(pid)
+        todo.extend(children(pid, proc))
+    return found
 
 
 class WorkflowCpu:
-    """Reads the CPU ticks of the workflow's own processes (``workflow_pids`` of the
-    process's parent, found when made); a reading is None where none could be found."""
+    """Reads the CPU ticks of the workflow's own processes: the ancestors of the process's
+    parent up to Snakemake (``workflow_pids``, found when made) and, at each reading, every
+    other process under that Snakemake but ``own`` (this process by default) and those under
+    it; each with the children it waited for; a reading is None where no Snakemake was
+    found. An ancestor whose PID another process took since (another start time) is left out
+    of a reading."""
 
-    def __init__(self, parent: int | None = None, proc: str | os.PathLike = "/proc") -> None:
+    def __init__(
+        self,
+        parent: int | None = None,
+        proc: str | os.PathLike = "/proc",
+        own: int | None = None,
+    ) -> None:
         self._proc = proc
+        self._own = os.getpid() if own is None else own
         self.pids = workflow_pids(os.getppid() if parent is None else parent, proc)
+        found = {pid: read_process(pid, proc) for pid in self.pids or []}
+        self._started = {pid: stat[1] for pid, stat in found.items() if stat is not None}
 
     def __call__(self) -> Reading | None:
         if self.pids is None:
             return None
-        found = {pid: read_process(pid, self._proc) for pid in self.pids}
-        return {pid: (stat[1], stat[2]) for pid, stat in found.items() if stat is not None}
+        reading = Reading()
+        for pid in self.pids:
+            stat = read_process_total(pid, self._proc)
+            if stat is not None and stat[1] == self._started.get(pid):
+                reading[pid], reading.parents[pid] = (stat[1], stat[2]), stat[0]
+        for pid in tree_below(self.pids[-1], self._own, self._proc):
+            if pid in reading:
+                continue
+            stat = read_process_total(pid, self._proc)
+            if stat is not None:
+                reading[pid], reading.parents[pid] = (stat[1], stat[2]), stat[0]
+        return reading
+
+
+def _same(pid: int | None, before: Reading, after: Reading) -> bool:
+    """Whether ``pid`` is the same process in both readings (read in both, one start)."""
+    return pid in before and pid in after and before[pid][0] == after[pid][0]
+
+
+def _waited_for_within(pid: int, before: Reading, after: Reading) -> bool:
+    """Whether an ended process's time came into a process read in both readings: its
+    parent's, or, where the parent ended too, that one's parent's, and so on (each waited
+    for its children; ``before.parents``)."""
+    parents = getattr(before, "parents", {})
+    parent, seen = parents.get(pid), {pid}
+    while parent is not None and parent not in seen:
+        if _same(parent, before, after):
+            return True
+        if parent not in before or parent in after:
+            return False  # not the workflow's, or its PID taken by another process
+        seen.add(parent)
+        parent = parents.get(parent)
+    return False
 
 
 def workflow_ticks(before: Reading | None, after: Reading | None) -> int | None:
-    """The ticks the workflow's processes took between two readings: a process missing from
-    the second (it ended), or another under its pid (another start time), adds nothing."""
+    """The ticks the workflow's processes took between two readings, never below 0.
+
+    A process read in both adds what it took between them; one in the second only, or under
+    a PID another process had in the first (another start time), started meanwhile and adds
+    all it took. A process of the first that is gone from the second (it ended) adds
+    nothing itself; where its parent (``before.parents``) was read in both, that parent
+    waited for it and its whole time came into the parent's (so too where the parent ended
+    as well, and its own parent was read in both: ``_waited_for_within``), so what it had
+    taken by the first reading, which is not the stretch's, is taken back out."""
     if before is None or after is None:
         return None
     taken = 0
-    for pid, (start, ticks) in before.items():
-        later = after.get(pid)
-        if later is not None and later[0] == start:
-            taken += max(0, later[1] - ticks)
-    return taken
+    for pid, (_, ticks) in after.items():
+        taken += max(0, ticks - before[pid][1]) if _same(pid, before, after) else ticks
+    for pid, (_, ticks) in before.items():
+        if not _same(pid, before, after) and _waited_for_within(pid, before, after):
+            taken -= ticks
+    return max(0, taken)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ retry too, and each retry then costs a whole round or roof job and keeps a busy 
 The look counts as others what a run's headline counts as others
 (``numbench.measure.activity``): the busy ticks of the aggregate ``cpu`` line of
 ``/proc/stat`` over the look, less this process's own CPU time and less the workflow's own
-processes' (its ancestors up to Snakemake: ``activity.WorkflowCpu``), as a share of all the
-CPUs' ticks. Where ``/proc`` cannot be read (not Linux), or no tick passed, the share is None:
+processes' (its ancestors up to Snakemake and the other jobs under it:
+``activity.WorkflowCpu``), as a share of all the CPUs' ticks. Where ``/proc`` cannot be read (not Linux), or no tick passed, the share is None:
 unknown, and the measurement is measured again as without a look.
 
 The limit it is compared with (``replicates.max_cpu_taken``) is a share of the worker's CPUs

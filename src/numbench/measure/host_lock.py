@@ -38,6 +38,10 @@ HOLDER_NOTE_MAX_BYTES = 4096
 #: the longest text taken from one field of the holder's note
 HOLDER_FIELD_MAX_CHARS = 200
 
+#: the locks this process's threads hold (absolute path, thread), each with how many
+#: ``timing_lock`` blocks of that thread hold it: a block inside another takes nothing again
+_HELD: dict[tuple[str, int], int] = {}
+
 
 class LockError(MachineryFault):
     """The host's timing lock cannot be used: a folder or file that is not safe, or an
@@ -244,9 +248,22 @@ def timing_lock(
     since when) into the file for the cells that wait (``_take``). Every failure is a
     ``LockError``: the cell's job fails, the library is not blamed. ``clock``: the seconds
     waited are read on it (``_take``).
+
+    A block inside another of the same thread that holds the same lock holds it already: it
+    takes nothing and lets go of nothing (a second ``flock`` of the file would wait for the
+    first forever); another thread still waits, as another process does. A timing job's entry point takes the lock before it imports anything
+    heavy (``numbench.measure.job_start``), and the supervisor's own block enters within it.
     """
     chosen = path or os.environ.get(LOCK_ENV)
     lock = Path(chosen) if chosen else default_lock_path()
+    key = (os.path.abspath(lock), threading.get_ident())
+    if _HELD.get(key):
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
     folder_fd = _open_folder(lock.parent, checked=not chosen)
     try:
         while True:
@@ -261,8 +278,10 @@ def timing_lock(
             os.close(fd)  # removed or replaced while we waited: queue on the file there now
         try:
             _write_note(fd, holder)
+            _HELD[key] = 1
             yield
         finally:
+            _HELD.pop(key, None)
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             os.close(fd)  # drops the lock

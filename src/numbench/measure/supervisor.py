@@ -15,14 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib.abc
 import json
 import os
 import platform
-import signal
 import socket
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,6 +32,11 @@ from numbench.errors import MachineryFault, machinery
 from numbench.measure.activity import Activity, ActivityWatch, combined
 from numbench.measure.apart import keep_apart
 from numbench.measure.host_lock import cell_label, timing_lock
+from numbench.measure.job_start import (  # noqa: F401 - the entry point's, kept here too
+    TERMINATED_EXIT,
+    exit_on_sigterm,
+    keep_pandas_out,
+)
 from numbench.measure.lockstep import (
     run_lockstep,
 )
@@ -56,42 +58,6 @@ from numbench.measure.replicates import (
 from numbench.measure.sentinel import time_sentinel
 from numbench.operations.kernels import library_options, options_json
 from numbench.spec import CellMeta, CellSpec
-
-
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """Makes ``import pandas`` fail in the supervisor, as if pandas were not installed.
-
-    The supervisor never uses pandas, but pyarrow imports it lazily the first time it builds
-    an array (to check whether the input is a DataFrame): a quarter of a second per cell spent
-    on nothing. pyarrow treats a failed import as "no pandas" and carries on.
-    """
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas" or name.startswith("pandas."):
-            raise ModuleNotFoundError(f"the cell supervisor does not load {name}", name=name)
-        return None
-
-
-def keep_pandas_out() -> None:
-    """Install ``_NoPandas`` (in the supervisor's own process only: the entry point calls it)."""
-    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
-        sys.meta_path.insert(0, _NoPandas())
-
-
-#: the exit status of a job stopped by SIGTERM (128 + 15, as a shell reports one killed by it)
-TERMINATED_EXIT = 143
-
-
-def _terminated(signum, frame) -> None:
-    raise SystemExit(TERMINATED_EXIT)
-
-
-def exit_on_sigterm() -> None:
-    """Make SIGTERM end the job as ``SystemExit(TERMINATED_EXIT)`` (the entry point calls
-    it): the default ends the process at once, so the workflow's processes would keep the
-    narrowed CPUs (``numbench.measure.apart``); raised, it unwinds the job's context
-    managers, which give them back and let go of the timing lock. SIGKILL cannot be caught."""
-    signal.signal(signal.SIGTERM, _terminated)
 
 
 def cell_operation(spec: CellSpec) -> operations.Operation:
