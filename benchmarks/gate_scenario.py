@@ -95,20 +95,24 @@ def one_run(folder: Path, factor: float, out: Path) -> float:
     return wall
 
 
-def gate_once(old: Path, new: Path, runs: list[Path], work: Path) -> tuple[int, list[dict]]:
-    """``compare OLD NEW --history STORE --fail-on-slowdown --json`` with a store of ``runs``
-    (NEW left out): its exit status and the cells it flagged."""
+def store_of(runs: list[Path], store: Path) -> Path:
+    """A history store of ``runs``: the gate leaves OLD and NEW out of it by their content."""
+    from numbench.history import add_results
+
+    for run in runs:
+        add_results(run, store)
+    return store
+
+
+def gate_once(old: Path, new: Path, store: Path) -> tuple[int, list[dict]]:
+    """``compare OLD NEW --history STORE --fail-on-slowdown --json``: its exit status and
+    the cells it flagged."""
     import contextlib
     import io
     import json
 
     from numbench import cli
-    from numbench.history import add_results
 
-    store = work / f"store-{old.name}-{new.name}"
-    for run in runs:
-        if run != new:
-            add_results(run, store)
     argv = ["compare", str(old), str(new), "--history", str(store), "--fail-on-slowdown"]
     got = io.StringIO()
     with contextlib.redirect_stdout(got), contextlib.redirect_stderr(io.StringIO()):
@@ -126,9 +130,10 @@ def judge(out: Path, start: int, planted: tuple[str, str] = PLANTED) -> str:
     pairs += [(o, n, False) for o in before for n in before if o != n]
     lines, caught, wrong, unchanged_failed = [], 0, 0, 0
     with tempfile.TemporaryDirectory(prefix="numbench-gate-judge-") as work:
+        stores = {True: store_of(before, Path(work) / "before"), False: None}
+        stores[False] = store_of(runs, Path(work) / "every")
         for old, new, across in pairs:
-            store = before if across else [r for r in runs if r != old]
-            status, flagged = gate_once(old, new, store, Path(work))
+            status, flagged = gate_once(old, new, stores[across])
             hit = [c for c in flagged if (c["library"], c["operation"]) == planted]
             others = [c for c in flagged if c not in hit and c["change"] != "suspect"]
             caught += across and any(c["change"] in ("slower", "suspect") for c in hit)
