@@ -182,14 +182,33 @@ def test_a_cell_s_record_of_the_machine_covers_its_spread_rounds_jobs(tmp_path):
 
 
 # -- the workflow's own processes -------------------------------------------------------------
-def write_process(proc, pid, ppid, argv, ticks, start=5000):
-    """A constructed ``/proc/PID``: its stat (a command with a space and parentheses, ppid,
-    utime ``ticks`` less 1 and stime 1, the start time) and its NUL-separated cmdline."""
+def write_process(proc, pid, ppid, argv, ticks, start=5000, kids=(), waited=0):
+    """A constructed ``/proc/PID``: its stat (ppid, utime ``ticks`` less 1 and stime 1, the
+    cutime ``waited`` of the children it waited for, the start time), its NUL-separated
+    cmdline and one thread whose ``children`` are ``kids``."""
     folder = proc / str(pid)
-    folder.mkdir(parents=True, exist_ok=True)
-    fields = ["S", str(ppid), *["0"] * 9, str(ticks - 1), "1", *["0"] * 6, str(start), "0"]
+    task = folder / "task" / str(pid)
+    task.mkdir(parents=True, exist_ok=True)
+    times = [str(ticks - 1), "1", str(waited), "0"]
+    fields = ["S", str(ppid), *["0"] * 9, *times, *["0"] * 4, str(start), "0"]
     (folder / "stat").write_text(f"{pid} (a (b) c) {' '.join(fields)}\n")
     (folder / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
+    (task / "children").write_text("".join(f"{kid} " for kid in kids))
+
+
+def watched(before, later, reader):
+    """What an ``ActivityWatch`` over ``reader``'s workflow records between the aggregate
+    ``/proc/stat`` line ``before`` and the one ``later()`` returns (which may rewrite the
+    constructed ``/proc`` first), the cell's own processes taking 1.5 CPU seconds."""
+    readings = iter([lambda: before, later])
+    watch = ActivityWatch(
+        ticks=lambda: next(readings)(),
+        own_s=iter([10.0, 11.5]).__next__,
+        load=lambda: 1.0,
+        workflow=reader,
+        ticks_per_s=100,
+    )
+    return watch.stop()
 
 
 def snakemake_chain(proc):
@@ -237,15 +256,7 @@ def test_the_workflow_is_the_parent_up_to_snakemake_and_its_ticks_come_out_of_th
         write_process(proc, 300, 200, ["/bin/bash"], 20)
         return AFTER
 
-    readings = iter([lambda: BEFORE, later])
-    watch = ActivityWatch(
-        ticks=lambda: next(readings)(),
-        own_s=iter([10.0, 11.5]).__next__,
-        load=lambda: 1.0,
-        workflow=reader,
-        ticks_per_s=100,
-    )
-    got = watch.stop()
+    got = watched(BEFORE, later, reader)
     # 240 busy ticks of 400: the cell's 150, the workflow's 60, others' 30
     assert got.workflow_cpu_share == pytest.approx(60 / 400)
     assert got.other_cpu_share == pytest.approx(30 / 400)

@@ -17,28 +17,15 @@ import threading
 
 import pytest
 from conftest import REPO, make_spec
+from test_activity import watched, write_process
 
-from numbench.measure.activity import ActivityWatch, WorkflowCpu, tree_below, workflow_ticks
+from numbench.measure.activity import WorkflowCpu, tree_below, workflow_ticks
 from numbench.measure.host_lock import LockError, timing_lock
 
 #: the aggregate cpu line before and after a watched stretch: 400 ticks, 240 of them busy
 #: (user), 140 idle, 20 steal
 BEFORE = [1000, 0, 0, 5000, 0, 0, 0, 0, 0, 0]
 AFTER = [1240, 0, 0, 5140, 0, 0, 0, 20, 0, 0]
-
-
-def write_process(proc, pid, ppid, argv, ticks, start=5000, kids=(), waited=0):
-    """A constructed ``/proc/PID``: its stat (ppid, utime ``ticks`` less 1 and stime 1, the
-    cutime ``waited`` of the children it waited for, the start time), its NUL-separated
-    cmdline and one thread whose ``children`` are ``kids``."""
-    folder = proc / str(pid)
-    task = folder / "task" / str(pid)
-    task.mkdir(parents=True, exist_ok=True)
-    times = [str(ticks - 1), "1", str(waited), "0"]
-    fields = ["S", str(ppid), *["0"] * 9, *times, *["0"] * 4, str(start), "0"]
-    (folder / "stat").write_text(f"{pid} (a (b) c) {' '.join(fields)}\n")
-    (folder / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
-    (task / "children").write_text("".join(f"{kid} " for kid in kids))
 
 
 def two_jobs(
@@ -85,15 +72,7 @@ def test_a_sibling_job_s_ticks_count_as_the_workflow_s_not_as_other_programs(tmp
         write_process(proc, 420, 320, ["python", "run_cell.py"], 6, start=7000)
         return AFTER
 
-    readings = iter([lambda: BEFORE, later])
-    watch = ActivityWatch(
-        ticks=lambda: next(readings)(),
-        own_s=iter([10.0, 11.5]).__next__,
-        load=lambda: 1.0,
-        workflow=reader,
-        ticks_per_s=100,
-    )
-    got = watch.stop()
+    got = watched(BEFORE, later, reader)
     # 240 busy ticks of 400: the cell's own 150, the workflow's 40, other programs' 50
     assert got.workflow_cpu_share == pytest.approx(40 / 400)
     assert got.other_cpu_share == pytest.approx(50 / 400)
