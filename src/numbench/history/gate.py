@@ -214,9 +214,10 @@ def statistics(old, new, history, leave_out) -> tuple[pd.DataFrame, dict]:
     every["x_paired"] = paired(every)
     changed = baseline_changes(old, new)
     sides = every[every["part"] != "history"]
-    has = sides.groupby(SERIES_KEY, dropna=False)["x_paired"].apply(lambda x: x.notna().sum() == 2)
+    has = sides["x_paired"].notna().groupby([sides[k] for k in SERIES_KEY]).sum() == 2
     every = every.merge(has.rename("has_pair").reset_index(), on=SERIES_KEY, how="left")
-    moved = every.apply(lambda r: (r["host"], str(r["paired_with"])) in changed, axis=1)
+    moved = pd.Series(list(zip(every["host"], every["paired_with"].astype(str)))).isin(changed)
+    moved = moved.to_numpy()
     every["kind"] = np.where(every["has_pair"].fillna(False) & ~moved, PAIRED, SHIFTED)
     every["x"] = np.where(every["kind"] == PAIRED, every["x_paired"], every["x_shifted"])
     every["se"] = standard_errors(every)
