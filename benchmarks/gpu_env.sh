@@ -148,6 +148,19 @@ case $command in
         wheel=$(snakemake_wheel "$wheels") || exit 2
         mapfile -t requirements < <(requirements_of "$wheel")
         "$python" -m venv --system-site-packages "$venv" || exit 1
+        # --system-site-packages shows the *base* interpreter's packages. Where the host's python
+        # is itself a venv (the lent host's python3 is one, holding torch, JAX and CuPy), its own
+        # site-packages are added by a .pth file: after the venv's, so the venv's NumPy shadows.
+        "$python" - "$venv" <<'EOF' || exit 1
+import pathlib, site, sys
+venv = pathlib.Path(sys.argv[1])
+if sys.prefix != sys.base_prefix:
+    own = [p for p in site.getsitepackages() if p.startswith(sys.prefix)]
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    target = venv / "lib" / version / "site-packages" / "numbench-host-venv.pth"
+    target.write_text("".join(f"{p}\n" for p in own))
+    print(f"gpu_env.sh: {sys.prefix} is a venv: its site-packages seen through {target.name}")
+EOF
         offline=(--disable-pip-version-check --no-index --find-links "$wheels")
         # Snakemake without its requirements (PuLP is not carried), then those requirements: a
         # host package that satisfies one is kept; NumPy is the CPU set's, shadowing the host's.

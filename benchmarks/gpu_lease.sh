@@ -40,7 +40,13 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 tar -xzf "$bundle" -C "$scratch" || { echo "gpu_lease.sh: cannot unpack $bundle" >&2; exit 2; }
 cd "$scratch" || exit 2
-PYTHONPATH=src "$python" -m numbench offsite run plan.json --output "$out/$name" \
+# the plan is the bundle's one top-level JSON file, under the name it was planned with
+plans=(*.json)
+[ ${#plans[@]} -eq 1 ] && [ -f "${plans[0]}" ] || {
+    echo "gpu_lease.sh: $1 holds no single plan (*.json at its top level)" >&2
+    exit 2
+}
+PYTHONPATH=src "$python" -m numbench offsite run "${plans[0]}" --output "$out/$name" \
     --workdir "$scratch/work" --stop-after-s "$stop" "${earlier[@]}" 2>&1 |
     tee "$out/${name%.tar.gz}.log"
 rc=${PIPESTATUS[0]}

@@ -47,11 +47,11 @@ if [ "${NO_WORKFLOW:-0}" != 1 ]; then
     say "setup of the carried environment"
     bash benchmarks/gpu_env.sh setup .gpu-wheels .gpu-venv || say "setup failed"
     if [ -x .gpu-venv/bin/snakemake ]; then
-        limit=$(($(left) / 3))
+        limit=$(($(left) / 4)); [ "$limit" -le 120 ] || limit=120
         say "the workflow on workflow.yaml, at most $limit s"
         # its own session, so that at the limit every process it started goes with it
         setsid bash benchmarks/gpu_env.sh run benchmarks/gpu_session/workflow.yaml \
-            "$out/workflow" &
+            "$out/workflow" >/dev/null &
         pid=$!
         (sleep "$limit" && kill -TERM -- "-$pid" && sleep 10 && kill -KILL -- "-$pid") \
             2>/dev/null &
