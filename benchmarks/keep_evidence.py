@@ -2,7 +2,8 @@
 test).
 
 A figure in the docs rests on a run; results folders are never committed, so the tables it
-was computed from are copied here, small as they are: the run's ``benchmarks.parquet``,
+was computed from are copied here, small as they are (with the measuring machine's folders
+cut from the paths they record): the run's ``benchmarks.parquet``,
 ``speedups.parquet``, ``crossovers.parquet``, ``roofs.parquet`` and ``summary.md``, those it
 has. A GPU run is kept as ``docs/evidence/<date>-<gpu>/`` (``--name`` is made from the
 run's first cell's start date and device name where not given), and a line for
@@ -19,6 +20,8 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from _report import ROOT
 
 #: the run's files kept, those it has; benchmarks.parquet is required
@@ -29,6 +32,10 @@ KEPT = (
     "roofs.parquet",
     "summary.md",
 )
+#: columns that hold a path of the machine that measured; kept as their last parts only
+PATH_COLUMNS = ("python_executable",)
+#: the parts of such a path kept: the interpreter and its folder (``.venv/bin/python``)
+PATH_PARTS = 3
 #: the most a kept folder may weigh: evidence is tables, not raw samples
 MAX_BYTES = 4 * 2**20
 
@@ -51,6 +58,34 @@ def default_name(bench: pd.DataFrame) -> str:
     )
     slug = re.sub(r"[^a-z0-9]+", "-", named.lower()).strip("-")[:40] or "host"
     return f"{started or 'undated'}-{slug}"
+
+
+def short_path(value: object) -> object:
+    """An absolute path cut to its last ``PATH_PARTS`` parts (``.venv/bin/python``): which
+    interpreter measured says as much, and the folders above it name the machine's layout,
+    which committed evidence does not keep."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        return value
+    return "/".join(value.split("/")[-PATH_PARTS:])
+
+
+def without_machine_paths(path: Path) -> bool:
+    """Rewrite a Parquet table in place with its path columns shortened; whether it changed."""
+    table = pq.read_table(path)
+    changed = False
+    for column in PATH_COLUMNS:
+        if column not in table.column_names:
+            continue
+        values = table.column(column).to_pylist()
+        short = [short_path(v) for v in values]
+        if short != values:
+            index = table.column_names.index(column)
+            field = table.schema.field(index)
+            table = table.set_column(index, field, pa.array(short, type=field.type))
+            changed = True
+    if changed:
+        pq.write_table(table, path)
+    return changed
 
 
 def measured_on(bench: pd.DataFrame) -> str:
@@ -83,6 +118,8 @@ def keep(results: Path, into: Path, name: str | None) -> tuple[Path, list[str]]:
     out.mkdir(parents=True)
     for f in present:
         shutil.copy2(results / f, out / f)
+        if f.endswith(".parquet"):
+            without_machine_paths(out / f)
     return out, present
 
 

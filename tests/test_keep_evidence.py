@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+import pandas as pd
 import pytest
 from conftest import REPO
 from test_history import results_frame, write_results
@@ -43,3 +44,17 @@ def test_evidence_is_never_overwritten_and_a_non_run_is_refused(tmp_path):
         keep_evidence.keep(tmp_path, tmp_path / "evidence", "second")
     with pytest.raises(keep_evidence.EvidenceError, match="letters, digits"):
         keep_evidence.keep(run, tmp_path / "evidence", "../escape")
+
+
+def test_kept_tables_record_no_folders_of_the_machine_that_measured(tmp_path):
+    run = tmp_path / "results"
+    bench = results_frame(1)
+    bench["python_executable"] = "/home/someone/checkout/.venv/bin/python"
+    write_results(run, bench)
+    out, _ = keep_evidence.keep(run, tmp_path / "evidence", "kept")
+    kept = pd.read_parquet(out / "benchmarks.parquet")
+    assert set(kept["python_executable"]) == {".venv/bin/python"}
+    # every other column as the run wrote it
+    assert kept.drop(columns="python_executable").equals(
+        pd.read_parquet(run / "benchmarks.parquet").drop(columns="python_executable")
+    )
