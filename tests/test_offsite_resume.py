@@ -60,12 +60,33 @@ def test_the_budget_stops_before_a_piece_that_would_end_past_it():
             Budget(bad)
 
 
+def test_rounds_run_ahead_stop_while_their_cells_still_fit():
+    """A batch's rounds stop once what their cells still owe would pass the budget, and its
+    cells begun on are measured all the same (a lease on an H200 ran a batch's rounds to
+    its budget and then measured no cell: the rounds were lost)."""
+    clock = Clock()
+    budget = Budget(100, clock)
+    assert budget.allows_ahead(0.0)
+    budget.note("round", 40.0)  # one round of 40 s: its cell owes about as much again
+    clock.now = 40.0
+    assert not budget.allows_ahead(40.0)  # 40 + 40 (a round) + 40 (owed) > 100
+    assert budget.rounds_stopped and not budget.stopped
+    assert budget.allows("cell")  # the cell begun on still fits: 40 + nothing so far
+    budget.note("cell", 40.0)
+    clock.now = 80.0
+    assert not budget.allows_ahead(0.0)  # rounds stopped stay stopped
+    assert not budget.allows("cell")  # 80 + 40 > 100
+
+
 class CellsOnly:
     """A budget that lets ``n`` cells begin, then stops (the real one's clock would make
     the test depend on the machine's speed)."""
 
     def __init__(self, n: int):
-        self.left, self.stopped = n, False
+        self.left, self.stopped, self.rounds_stopped = n, False, False
+
+    def allows_ahead(self, owed: float) -> bool:
+        return not self.stopped
 
     def allows(self, kind: str) -> bool:
         if kind == "cell" and not self.stopped:
@@ -248,3 +269,50 @@ def test_the_batches_split_the_cells_and_a_budget_defaults_to_some():
     assert offsite_parts.checked_batch(None, None) is None
     with pytest.raises(OffsiteError, match="--batch must be a whole number of cells"):
         offsite_parts.checked_batch(0, None)
+
+
+def test_a_batch_whose_rounds_stopped_measures_the_cells_begun_on_and_no_other(
+    tmp_path, monkeypatch
+):
+    """The lease's case: three cells, the second's round as long as the budget can bear.
+    Its round stops the rounds ahead; the first two cells are measured, the third (no round)
+    is left for the next lease."""
+    from types import SimpleNamespace
+
+    from numbench.measure import supervisor
+    from numbench.offsite import run_cells as offsite_cells
+
+    monkeypatch.chdir(tmp_path)
+    clock = Clock()
+    round_s = {"a": 10.0, "b": 40.0, "c": 10.0}
+
+    def fake_round(spec, k, path):
+        clock.now += round_s[spec.name]
+        path.write_text("round")
+        return []
+
+    def fake_cell(spec, path, earlier):
+        clock.now += round_s[spec.name]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"cell")
+        return SimpleNamespace(status="ok", error=None)
+
+    monkeypatch.setattr(supervisor, "run_round", fake_round)
+    monkeypatch.setattr(supervisor, "run_cell", fake_cell)
+    monkeypatch.setattr(offsite_cells, "time", SimpleNamespace(perf_counter=clock))
+    cells = [
+        SimpleNamespace(
+            path=f"cells/{n}.parquet", log=f"logs/{n}.log", round_path=lambda k, n=n: f"r/{n}{k}"
+        )
+        for n in "abc"
+    ]
+    Path("r").mkdir()
+    specs = [SimpleNamespace(name=n, replicates=SimpleNamespace(min=2, early_rounds=1)) for n in "abc"]
+    budget = Budget(120, clock)
+    rounds = offsite_cells.run_early_rounds(cells, specs, False, lambda _: None, budget)
+    # a: 10 s, owed 10; b: 40 s (10 + 10 + 10 <= 120 let it begin), owed 50; c: 50 + 40 + 50 > 120
+    assert sorted(rounds) == ["cells/a.parquet", "cells/b.parquet"]
+    assert budget.rounds_stopped and not budget.stopped
+    measured = offsite_cells.run_cells(cells, specs, rounds, False, lambda _: None, budget)
+    assert sorted(measured) == ["cells/a.parquet", "cells/b.parquet"]
+    assert clock.now == 10 + 40 + 10 + 40 <= 120

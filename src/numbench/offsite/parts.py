@@ -46,7 +46,12 @@ class Budget:
     """The time a run may begin new work in. ``allows(kind)`` is False once ``seconds`` have
     passed since the start, or when the longest piece of that kind so far (``note``) would
     end past them; once it has said False it says so for good, so that a run that stopped
-    for a long cell does not go on with short ones. No ``seconds``: no limit."""
+    for a long cell does not go on with short ones. No ``seconds``: no limit.
+
+    Rounds run ahead of their cells ask ``allows_ahead(owed)`` instead: ``owed`` is what the
+    cells of the rounds already run will still take, so that a batch's rounds stop while
+    there is time left to measure their cells. Rounds stopped so stay stopped (no later batch
+    begins), but the cells already begun on may still be measured."""
 
     def __init__(self, seconds: float | None, clock: Callable[[], float] = time.monotonic):
         if seconds is not None and not (
@@ -57,6 +62,7 @@ class Budget:
         self._start = clock()
         self._longest: dict[str, float] = {}
         self.stopped = False
+        self.rounds_stopped = False
 
     def elapsed(self) -> float:
         return self._clock() - self._start
@@ -65,6 +71,12 @@ class Budget:
         if self.seconds is not None and not self.stopped:
             self.stopped = self.elapsed() + self._longest.get(kind, 0.0) > self.seconds
         return not self.stopped
+
+    def allows_ahead(self, owed: float) -> bool:
+        if self.seconds is not None and not (self.stopped or self.rounds_stopped):
+            ends = self.elapsed() + self._longest.get("round", 0.0) + owed
+            self.rounds_stopped = ends > self.seconds
+        return not (self.stopped or self.rounds_stopped)
 
     def note(self, kind: str, seconds: float) -> None:
         self._longest[kind] = max(self._longest.get(kind, 0.0), seconds)

@@ -132,7 +132,8 @@ def run_early_rounds(
     round 1 ..., as the workflow's priorities order them, so that a cell's rounds lie apart
     in time (``numbench.measure.replicates``). With ``resume``, a round already measured is
     kept. Returns each cell's round files by its path, for ``run_cells`` to read. A round
-    ``budget`` (``numbench.offsite.parts.Budget``) no longer allows is not begun."""
+    ``budget`` (``numbench.offsite.parts.Budget``) no longer allows, counting what the cells
+    of the rounds run so far will still take, is not begun."""
     from numbench.errors import MachineryFault
     from numbench.measure.supervisor import run_round
 
@@ -142,16 +143,18 @@ def run_early_rounds(
         if not (resume and Path(cell.path).exists() and _cell_status(Path(cell.path)))
     ]
     rounds: dict[str, list[Path]] = {}
+    owed = 0.0  # what the cells of the rounds run so far will still take, about
     for k in range(max((spec.replicates.early_rounds for _, spec in todo), default=0)):
         for cell, spec in todo:
             if k >= spec.replicates.early_rounds:
                 continue
             path = Path(cell.round_path(k))  # the workflow's own name
-            rounds.setdefault(cell.path, []).append(path)
             if resume and path.exists():
+                rounds.setdefault(cell.path, []).append(path)
                 continue  # measured before the run was stopped
-            if budget is not None and not budget.allows("round"):
+            if budget is not None and not budget.allows_ahead(owed):
                 return rounds
+            rounds.setdefault(cell.path, []).append(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             t0 = time.perf_counter()
             with _output_to(Path(cell.log), append=k > 0), _fault_of(cell, MachineryFault):
@@ -160,6 +163,8 @@ def run_early_rounds(
             seconds = time.perf_counter() - t0
             if budget is not None:
                 budget.note("round", seconds)
+                # a cell takes its rounds beyond the early ones, each about as long
+                owed += seconds * max(spec.replicates.min - spec.replicates.early_rounds, 1)
             say(f"round {k} {cell.path}  {seconds:.1f} s")
     return rounds
 
@@ -190,8 +195,11 @@ def run_cells(
         kept = _cell_status(path) if resume and path.exists() else None
         if kept is not None:
             (status, error), state = kept, "kept"
-        elif budget is not None and not budget.allows("cell"):
-            continue  # a kept cell further on still counts
+        elif budget is not None and (
+            (budget.rounds_stopped and spec.replicates.early_rounds and cell.path not in rounds)
+            or not budget.allows("cell")
+        ):
+            continue  # not begun on before the stop; a kept cell further on still counts
         else:
             earlier = rounds.pop(cell.path, [])
             with (
