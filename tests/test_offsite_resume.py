@@ -307,7 +307,9 @@ def test_a_batch_whose_rounds_stopped_measures_the_cells_begun_on_and_no_other(
         for n in "abc"
     ]
     Path("r").mkdir()
-    specs = [SimpleNamespace(name=n, replicates=SimpleNamespace(min=2, early_rounds=1)) for n in "abc"]
+    specs = [
+        SimpleNamespace(name=n, replicates=SimpleNamespace(min=2, early_rounds=1)) for n in "abc"
+    ]
     budget = Budget(120, clock)
     rounds = offsite_cells.run_early_rounds(cells, specs, False, lambda _: None, budget)
     # a: 10 s, owed 10; b: 40 s (10 + 10 + 10 <= 120 let it begin), owed 50; c: 50 + 40 + 50 > 120
