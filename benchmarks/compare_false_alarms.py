@@ -2,7 +2,7 @@
 
 Given the ``results/`` folders (or ``benchmarks.parquet`` files) of two or more runs of the
 same code on the same kind of machine, this compares every ordered pair of them, A as old
-and B as new, with ``numbench.analyse.compare`` at the margin given (default: the config's),
+and B as new, with ``numbench.compare.runs`` at the margin given (default: the config's),
 and prints per pair the cells compared (``ok`` on both sides), those flagged slower, faster
 and broken, and the median half-width of the intervals; then the false-alarm rate (slower
 flags over comparisons, each unordered pair counted in both directions, so a cell flagged
@@ -26,8 +26,8 @@ from pathlib import Path
 from _report import markdown_section  # also puts src/ on the path
 from scipy import stats
 
-from numbench.analyse.compare import BROKEN, CompareError, compare, load
 from numbench.cells import KEY
+from numbench.compare.runs import BROKEN, CompareError, compare, load
 from numbench.config import default_margin
 from numbench.report.markdown import md_table
 from numbench.stats import FASTER, SLOWER

@@ -63,10 +63,10 @@ from _report import markdown_section  # also puts src/ on the path
 from compare_false_alarms import label, upper_bound
 
 from numbench import cli
-from numbench.analyse.compare import EXIT_SLOWER
 from numbench.cells import KEY
+from numbench.compare.gate import ALPHA, BROKEN, FASTER, MIN_HISTORY, SLOWER, SUSPECT
+from numbench.compare.runs import EXIT_SLOWER
 from numbench.history import HistoryError, add
-from numbench.history.gate import ALPHA, BROKEN, FASTER, MIN_HISTORY, SLOWER, SUSPECT
 from numbench.history.ingest import load_benchmarks, runs_of
 from numbench.report.markdown import md_table
 

@@ -10,7 +10,7 @@ would:
   other); the median relative half-width of the speedup intervals;
 - cell medians within 5% of each other; crossover kinds that are identical, and whether each
   crossover size lies inside the other run's interval;
-- A/A: the baseline's cells of B against A's with ``numbench.analyse.compare`` (should be "same");
+- A/A: the baseline's cells of B against A's with ``numbench.compare.runs`` (should be "same");
 - cost: wall time of each run, processes per cell, and the cost of one process;
 - how far the paired baseline's processes moved, between a cell's rounds and within one
   process (``baseline_spread``): what the machine did while it was measured;
@@ -45,8 +45,8 @@ from _report import publish
 from disturb import disturbing
 from workflow_cost import copy_workflow, snakemake
 
-from numbench.analyse.compare import compare
 from numbench.cells import KEY
+from numbench.compare.runs import compare
 from numbench.config import default_margin
 from numbench.stats import repeat_chance
 
@@ -190,7 +190,7 @@ def round_spans(results: Path) -> pd.Series:
 
 
 def aa_figures(bench_a: pd.DataFrame, bench_b: pd.DataFrame, margin: float) -> tuple[int, int]:
-    """(baseline cells of B "same" as A's by ``numbench.analyse.compare``, baseline cells compared)."""
+    """(baseline cells of B "same" as A's by ``numbench.compare.runs``, baseline cells compared)."""
     baseline = bench_a[bench_a["paired_with"].isna() & (bench_a["status"] == "ok")]
     base_names = set(zip(baseline["library"], baseline["device"], strict=True))
     aa = compare(bench_a, bench_b, margin)

@@ -127,9 +127,9 @@ def process_spread(path: Path) -> float:
 
 def twin_table(directory: Path, factor: float, margin: float):
     """The versions table of one twin's cells, with each cell's ``process_spread``."""
-    from numbench.analyse.compare import CELL
     from numbench.analyse.versions import compute_versions
     from numbench.cells import Cell
+    from numbench.compare.runs import CELL
 
     folder = directory / "results" / "cells"
     paths = sorted(folder.glob(f"*@{twin_name(factor)}/**/*.parquet"))

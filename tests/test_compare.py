@@ -16,20 +16,18 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import constructed_results
 
-from numbench.analyse.compare import (
+from numbench.cli import main
+from numbench.compare.runs import (
     DEFAULT_PROCESS_SD,
     MIN_SPREAD_CELLS,
     RUN_SD,
-    CompareError,
-    check_margin,
     compare,
     load,
     process_medians,
     process_spread,
 )
-from numbench.cli import main
 from numbench.contract import BENCHMARKS_SCHEMA
-from numbench.stats import Z95
+from numbench.stats import Z95, CompareError, check_margin
 
 
 def write(bench: pd.DataFrame, folder: Path) -> Path:
@@ -426,10 +424,10 @@ def test_the_json_and_markdown_give_the_floor_and_each_sides_spread(tmp_path):
 
 
 def test_the_markdown_is_worded_by_report_from_the_comparison(bench, tmp_path):
-    """report.compare_text words what analyse compared, in this process (the command tests
+    """compare.text words what compare.runs compared, in this process (the command tests
     above read the same text through the CLI): the head, the table, data text kept inert."""
-    from numbench.analyse.compare import comparison
-    from numbench.report.compare_text import markdown
+    from numbench.compare.runs import comparison
+    from numbench.compare.text import markdown
 
     new = scaled(bench, 1.5, lambda b: b["library"] == "jax").assign(
         library_version="<b>x</b> | [y](https://e.x)"

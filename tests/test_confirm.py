@@ -1,5 +1,5 @@
 """``numbench compare --confirm``: flagged cells measured again, OLD's interpreter against
-NEW's in lockstep (``numbench.confirm``).
+NEW's in lockstep (``numbench.compare.confirm``).
 
 The unit tests hand ``confirm`` constructed rounds (``run_pair``); the e2e tests run real
 workers, NEW's interpreter a wrapper that slows every call 1.5 times (the test-only
@@ -20,8 +20,7 @@ import pyarrow as pa
 import pytest
 from conftest import REPO, _cell_row, copy_workflow
 
-from numbench.config import cell_spec, grid, resolve
-from numbench.confirm import (
+from numbench.compare.confirm import (
     CLEARED,
     CONFIRMED,
     IN_DOUBT,
@@ -32,9 +31,10 @@ from numbench.confirm import (
     flagged,
     still_failing,
 )
+from numbench.compare.text import confirm_text
+from numbench.config import cell_spec, grid, resolve
 from numbench.contract import BENCHMARKS_SCHEMA
 from numbench.measure.supervisor import host_metadata
-from numbench.report.confirm_text import confirm_text
 from numbench.spec import ProcessReport
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

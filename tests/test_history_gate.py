@@ -14,8 +14,7 @@ import pytest
 from test_compare import cmd as compare
 from test_history import VERSIONS, eight_runs, results_frame, write_results
 
-from numbench.history.gate import holm
-from numbench.history.moderation import moderate, trigamma_inverse
+from numbench.compare.gate import holm, moderate, trigamma_inverse
 
 
 @pytest.fixture
@@ -179,7 +178,7 @@ def test_the_common_shift_is_given_beside_the_history_s_days(tmp_path):
 
 def test_a_small_grid_gives_no_common_shift(tmp_path):
     from numbench import history
-    from numbench.history.gate import MIN_LEVEL_CELLS
+    from numbench.compare.gate import MIN_LEVEL_CELLS
 
     store = tmp_path / "history"
     few = lambda run: results_frame(run).head(MIN_LEVEL_CELLS - 1)  # noqa: E731
@@ -197,7 +196,7 @@ def test_a_small_grid_gives_no_common_shift(tmp_path):
 def test_run_levels_are_fitted_over_the_cells_and_not_below_ten():
     import pandas as pd
 
-    from numbench.history.gate import MIN_LEVEL_CELLS, run_levels
+    from numbench.compare.gate import MIN_LEVEL_CELLS, run_levels
 
     rng = np.random.default_rng(3)
     true = np.array([0.0, 0.1, -0.05, 0.2])

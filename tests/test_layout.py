@@ -26,8 +26,8 @@ FLOORS = {
     "history": 4,
     # the results site: the history's frames drawn with the report's look, beside history
     "site": 4,
-    # measures the cells a gate flags again: above measure, beside history and offsite
-    "confirm": 4,
+    # comparing runs: above the stages, beside history; reads the contract's tables, measures again
+    "compare": 4,
     "cli": 5,
     "__main__": 5,
 }

@@ -442,7 +442,7 @@ def test_check_of_a_file_that_does_not_import_is_one_line_and_exit_1(tmp_path):
 def test_compare_marks_cells_measured_with_other_operation_code():
     from conftest import constructed_results
 
-    from numbench.analyse.compare import compare, environment_differences
+    from numbench.compare.runs import compare, environment_differences
 
     old, _, _ = constructed_results()
     old["operation_hash"] = old["operation"].map({"fft": "a" * 64, "sort": "b" * 64})

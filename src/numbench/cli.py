@@ -34,7 +34,7 @@ EXIT_PARTIAL = 3
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from numbench.confirm.command import run_compare
+    from numbench.compare.command import run_compare
 
     return run_compare(args, EXIT_BAD_INPUT)
 

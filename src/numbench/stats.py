@@ -255,6 +255,23 @@ def relative_half_width(point: float, lo: float, hi: float) -> float:
 
 
 FASTER, SAME, SLOWER = "faster", "same", "slower"
+#: the margin is a factor: 1 is "any significant change", below 1 means nothing
+MIN_MARGIN = 1.0
+
+
+class CompareError(ValueError):
+    """A result set that cannot be compared; the message names it and why."""
+
+
+def check_margin(margin: float, name: str = "--margin") -> float:
+    """``margin`` as a float, if it is a finite number of at least ``MIN_MARGIN``."""
+    try:
+        value = float(margin)
+    except (TypeError, ValueError):
+        raise CompareError(f"{name} = {margin!r} is not a number") from None
+    if not math.isfinite(value) or value < MIN_MARGIN:
+        raise CompareError(f"{name} = {margin} must be a finite number >= {MIN_MARGIN:g}")
+    return value
 
 
 def verdict(ratio: float, ci_low: float, ci_high: float, margin: float) -> str:

@@ -26,7 +26,7 @@ one device with 2 or more rounds. ``ci_floor`` is a row's floor (relative half-w
 ``change``: *slower* when the interval lies wholly above 1 **and** the ratio reaches the
 ``margin``; *faster* when it lies wholly below 1 and the ratio is at most 1 / margin
 (``numbench.stats.verdict`` on the base's speedup over the environment, as
-``numbench.analyse.compare`` judges two result sets); *same* otherwise. A cell whose base
+``numbench.compare.runs`` judges two result sets); *same* otherwise. A cell whose base
 processes measured but whose environment's did not is *broken*; one whose base processes
 did not measure is *not comparable* (its ``status`` is then the base's). ``settled``: the
 floored interval holds neither the margin nor 1 / margin, so the change would differ only if
@@ -47,13 +47,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from numbench.analyse.compare import check_margin
 from numbench.analyse.speedups import cell_seed, floored, round_floor, round_log_ratios
 from numbench.cells import KEY, Cell
 from numbench.contract import BASELINE, LATENCY, MEASURED, read_cell, write_atomic
 from numbench.contract.versions import BROKEN, NOT_COMPARABLE, VERSIONS_SCHEMA
 from numbench.spec import STATUSES
-from numbench.stats import SAME, ratio_ci, summarize, verdict, verdict_settled
+from numbench.stats import SAME, check_margin, ratio_ci, summarize, verdict, verdict_settled
 
 #: where a cell's file names start, for paths given below another folder
 CELLS_FOLDER = "results/cells/"

@@ -11,7 +11,7 @@ import sys
 
 def run_compare(args: argparse.Namespace, exit_bad_input: int) -> int:
     """``numbench compare OLD NEW``; ``exit_bad_input`` for bad input."""
-    from numbench.analyse.compare import (
+    from numbench.compare.runs import (
         BROKEN,
         EXIT_SLOWER,
         CompareError,
@@ -20,9 +20,9 @@ def run_compare(args: argparse.Namespace, exit_bad_input: int) -> int:
         counts,
         regressions,
     )
+    from numbench.compare.text import markdown
     from numbench.config import default_margin
     from numbench.contract import write_text_atomic
-    from numbench.report.compare_text import markdown
     from numbench.stats import SLOWER
 
     margin = args.margin if args.margin is not None else default_margin()
@@ -66,10 +66,9 @@ def run_compare(args: argparse.Namespace, exit_bad_input: int) -> int:
 
 def _history_gate(args: argparse.Namespace, margin: float, text: str):
     """``compare --history``'s (text, failed, table), or None without runs
-    (``numbench.history.cli.history_gate``)."""
-    from numbench.analyse.compare import CompareError
+    (``history_gate``)."""
+    from numbench.compare.runs import CompareError
     from numbench.history import HistoryError
-    from numbench.history.cli import history_gate
 
     try:
         return history_gate(args, margin, text)
@@ -77,17 +76,47 @@ def _history_gate(args: argparse.Namespace, margin: float, text: str):
         raise CompareError(str(exc)) from None
 
 
+def history_gate(args: argparse.Namespace, margin: float, text: str):
+    """(text, failed, table) of ``compare --history``: compare's own text, then the gate's,
+    whether it fails, and its table of cells; None
+    (compare as without it, said on stderr) when the history holds no run. A store that
+    cannot be read raises ``HistoryError``."""
+    from numbench.compare.gate import SCREEN_ALPHA, gate
+    from numbench.compare.gate_text import gate_json, gate_text
+    from numbench.history import HistoryError, read
+
+    level = getattr(args, "screen_level", None)
+    level = SCREEN_ALPHA if level is None else level
+    if not 0 < level < 1:
+        raise HistoryError(f"--screen-level must lie between 0 and 1, not {level:g}")
+    store = read(args.history)
+    for skipped in store.skipped:
+        print(f"history: skipped {skipped}", file=sys.stderr)
+    if store.runs.empty:
+        print(
+            f"compare: the history {args.history} holds no run: each cell is judged by the "
+            "two sides' own intervals",
+            file=sys.stderr,
+        )
+        return None
+    result = gate(args.old, args.new, store, margin, level)
+    if args.json:
+        return gate_json(result, text), result.failed, result.table
+    words = text.rstrip("\n") + "\n\n" + gate_text(result, len(store.runs), margin)
+    return words, result.failed, result.table
+
+
 def _confirm(args: argparse.Namespace, table, margin: float, text: str) -> tuple[str, bool]:
     """(text, failed) once the cells ``table`` flags slower or suspect are measured again:
     the gate fails where a cell is broken, confirmed slower, or flagged slower and not
-    cleared (``numbench.confirm.still_failing``)."""
+    cleared (``numbench.compare.confirm.still_failing``)."""
     from dataclasses import asdict
 
-    from numbench.analyse.compare import BROKEN, CompareError, load
-    from numbench.confirm import confirm, flagged, still_failing
+    from numbench.compare.confirm import confirm, flagged, still_failing
+    from numbench.compare.runs import BROKEN, CompareError, load
+    from numbench.compare.text import confirm_text
     from numbench.offsite import OffsiteError
     from numbench.offsite.plan import load_config
-    from numbench.report.confirm_text import confirm_text
     from numbench.stats import SLOWER
 
     if args.confirm_rounds < 2:

@@ -49,12 +49,12 @@ error; the s_p used per side and device is stated above the table. A ``benchmark
 alone is enough: no samples are needed. A/A false-alarm rate: see docs/history.md.
 
 Either side is a ``results/`` folder or a ``benchmarks.parquet`` file, possibly from another
-host: its text is data (``numbench.report.compare_text`` escapes it in the Markdown; the JSON
-escapes itself). ``comparison`` gives the ``Comparison`` (``numbench.contract.compare``) that
-the Markdown is worded from, and ``comparison_json`` its JSON.
-Bad input gets a ``CompareError`` naming the file and the problem; the command turns it
-into a message and exit status 2. ``--fail-on-slowdown`` makes the command exit 1 when any
-cell is slower or broken.
+host: its text is data (``numbench.compare.text`` escapes it in the Markdown; the JSON
+escapes itself). ``comparison`` gives the ``Comparison`` (below) that the Markdown is worded
+from, and ``comparison_json`` its JSON.
+Bad input gets a ``CompareError`` (``numbench.stats``, with ``check_margin``) naming the
+file and the problem; the command turns it into a message and exit status 2.
+``--fail-on-slowdown`` makes the command exit 1 when any cell is slower or broken.
 """
 
 from __future__ import annotations
@@ -63,29 +63,63 @@ import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from numbench.cells import KEY
-from numbench.contract.compare import (
-    ONLY_NEW,
-    ONLY_OLD,
-    SPREAD_DEFAULT,
-    SPREAD_MEASURED,
-    Comparison,
-)
 from numbench.contract.versions import BROKEN, NOT_COMPARABLE
 from numbench.formatting import missing
-from numbench.stats import FASTER, SAME, SLOWER, Z95, typical_sd, verdict
+from numbench.stats import (
+    FASTER,
+    SAME,
+    SLOWER,
+    Z95,
+    CompareError,
+    check_margin,
+    typical_sd,
+    verdict,
+)
+
+# -- what ``numbench compare`` hands its wording: a ``Comparison`` (``comparison`` makes it,
+# ``numbench.compare.text`` words it as Markdown), and the words its table and spreads use for
+# a cell on one side only and for where a side's spread came from
+
+#: a cell on one side only
+ONLY_OLD, ONLY_NEW = "only in old", "only in new"
+#: where a side's typical spread between processes came from: its own cells, or the default
+SPREAD_MEASURED, SPREAD_DEFAULT = "measured", "default"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two result sets compared cell by cell.
+
+    ``table``: one row per cell (``numbench.compare.runs.compare``); ``counts``: cells per
+    change; ``differences``: what differs between the two sides as a whole; ``spreads``: each
+    side's s_p per device (``{"sd", "cells", "source"}``); ``overall``: the median ratio over
+    the cells compared (``median_ratio``, ``median_ratio_cells``); ``run_sd`` and
+    ``min_spread_cells``: the interval's stated between-run term and the fewest cells a side
+    needs to measure its own s_p."""
+
+    table: pd.DataFrame
+    margin: float
+    old_name: str
+    new_name: str
+    counts: dict[str, int]
+    differences: list[dict] | None
+    spreads: dict[str, dict[str, dict]] | None
+    overall: dict
+    run_sd: float
+    min_spread_cells: int
+
 
 #: a cell's key in either side's table (``numbench.cells.KEY``)
 CELL = list(KEY)
 #: exit status of ``--fail-on-slowdown`` when a cell got slower or broke
 EXIT_SLOWER = 1
-#: the margin is a factor: 1 is "any significant change", below 1 means nothing
-MIN_MARGIN = 1.0
 
 #: changes the gate counts: ``--fail-on-slowdown`` fails on any of them
 REGRESSIONS = (BROKEN, SLOWER)
@@ -234,21 +268,6 @@ def overall_ratio(ratios) -> dict[str, float | int | None]:
         "median_ratio": float(np.exp(np.median(logs))) if logs.size else None,
         "median_ratio_cells": len(logs),
     }
-
-
-class CompareError(ValueError):
-    """A result set that cannot be compared; the message names it and why."""
-
-
-def check_margin(margin: float, name: str = "--margin") -> float:
-    """``margin`` as a float, if it is a finite number of at least ``MIN_MARGIN``."""
-    try:
-        value = float(margin)
-    except (TypeError, ValueError):
-        raise CompareError(f"{name} = {margin!r} is not a number") from None
-    if not math.isfinite(value) or value < MIN_MARGIN:
-        raise CompareError(f"{name} = {margin} must be a finite number >= {MIN_MARGIN:g}")
-    return value
 
 
 def benchmarks_path(where: str | os.PathLike) -> Path:
@@ -446,7 +465,7 @@ def to_json(
 
 def comparison(old: str | os.PathLike, new: str | os.PathLike, margin: float) -> Comparison:
     """The two result sets compared, with all their wording needs
-    (``numbench.report.compare_text.markdown``); ``to_json`` writes the same for a CI job."""
+    (``numbench.compare.text.markdown``); ``to_json`` writes the same for a CI job."""
     margin = check_margin(margin)
     old_frame, new_frame = load(old), load(new)
     table = compare(old_frame, new_frame, margin)

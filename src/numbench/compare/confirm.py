@@ -25,7 +25,7 @@ the cell is judged on the mean of their logs with Student's t (``decide``):
   flag stands.
 
 Which flags stand unsettled: a cell that the gate itself called *slower* (``strict``) fails
-unless it is cleared. A *suspect* (the history's screen, ``numbench.history.gate``: slower
+unless it is cleared. A *suspect* (the history's screen, ``numbench.compare.gate``: slower
 at a per-cell level, not the family-wise one) fails only when it is confirmed: the screen
 lets about one cell in twenty of unchanged code through, so its flags are questions for
 the new measurement, which carries the family-wise guarantee.
@@ -61,7 +61,7 @@ from numbench.stats import CONFIDENCE, SLOWER, verdict
 #: the outcomes of a flagged cell; all but ``cleared`` keep a strict flag failing, and only
 #: ``confirmed`` a suspect's
 CONFIRMED, CLEARED, IN_DOUBT, UNCONFIRMED = "confirmed", "cleared", "in doubt", "unconfirmed"
-#: the history's screen's flag (``numbench.history.gate.SUSPECT``)
+#: the history's screen's flag (``numbench.compare.gate.SUSPECT``)
 SUSPECT = "suspect"
 #: the chance of clearing a cell whose true ratio is the margin, over all looks at it
 CLEAR_ALPHA = 0.05

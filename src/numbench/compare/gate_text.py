@@ -1,4 +1,4 @@
-"""The history gate's verdict (``numbench.history.gate``) in words, the section "Against the
+"""The history gate's verdict (``numbench.compare.gate``) in words, the section "Against the
 history" that ``numbench compare --history`` prints below compare's own, and as JSON."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pandas as pd
 
-from numbench.history.gate import (
+from numbench.compare.gate import (
     ALPHA,
     MIN_HISTORY,
     MIN_LEVEL_CELLS,

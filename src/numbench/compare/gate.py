@@ -19,7 +19,7 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
 1. **The cell's spread.** The standard deviation of its statistic over the store's runs on
    the same host (OLD's and NEW's left out, known by their content's id), at least
    ``NOISE_FLOOR``, moderated by the other cells' of its host, device and kind of statistic
-   (``numbench.history.moderation``). Below ``MIN_HISTORY`` such runs it is not judged.
+   (``moderate``). Below ``MIN_HISTORY`` such runs it is not judged.
 2. **The test.** A run's value is the cell's level between runs (variance ``tau^2``: the
    spread's square less the history's mean squared standard error, at least the floor's)
    plus its own run's error, whose standard error ``se`` its 95% interval gives: a run whose
@@ -39,7 +39,7 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
    those (and on *broken* cells: ok in OLD, not in NEW) and names the suspects it could not
    confirm. With ``--confirm`` every suspect and slower cell is measured again, old against
    new in lockstep, and judged at the family-wise level over those cells
-   (``numbench.confirm``), independent of the screen: unchanged code fails there at
+   (``numbench.compare.confirm``), independent of the screen: unchanged code fails there at
    ``ALPHA`` or less.
 5. **Its false-alarm rate, measured** on the store's own past pairs of consecutive runs on
    one host with the same grid, each left out of its own history. What it could catch: each
@@ -58,7 +58,6 @@ import numpy as np
 import pandas as pd
 
 from numbench.history.ingest import read_benchmarks, run_id, runs_of
-from numbench.history.moderation import moderate
 from numbench.history.schema import SERIES_KEY
 from numbench.stats import Z95
 
@@ -255,6 +254,63 @@ def spreads(hist: pd.DataFrame) -> pd.DataFrame:
     parts = [moderate(group, MIN_LEVEL_CELLS) for _, group in out.groupby(key, sort=False)]
     columns = [*out.columns, "spread", "df"]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+
+
+# -- each cell's run-to-run spread moderated by the other cells': a few runs say little of one
+# cell's spread
+
+#: the most degrees of freedom the other cells' spreads lend a cell (``moderate``): where
+#: the cells' spreads vary no more than chance, the prior alone would be taken as exact
+MAX_PRIOR_DF = 100.0
+
+
+def moderate(group: pd.DataFrame, min_cells: int) -> pd.DataFrame:
+    """Each cell's variance moderated by the others' of one host and device (Smyth's empirical
+    Bayes, as limma's ``squeezeVar``): the log variances of cells with d = runs - 1 >= 1
+    degrees of freedom give a scaled inverse-chi-square prior, ``s0^2`` with ``d0`` degrees
+    of freedom, fitted by moments; each cell's variance becomes ``(d0 s0^2 + d s^2) / (d0 +
+    d)`` with ``d0 + d`` degrees of freedom. A few runs say little of a cell's variance: four
+    runs of a cell in one of its two modes look steady, and Student's t with 3 degrees of
+    freedom asks for a huge ratio of every cell. Moderation draws the lucky small spreads up
+    and gives every cell the degrees of freedom that the other cells' spreads lend. It only
+    ever raises a spread: a cell whose own runs spread wider than the prior keeps its own
+    (moderated down, JAX's poly 10^6 here, whose worker processes land in one of two modes
+    1.8 and 7 ms apart, was called 3.8x slower between runs of unchanged code). Fewer
+    than ``min_cells`` cells, or spreads that vary more than the chi-square alone
+    would: none (d0 = 0). Spreads that vary less: every cell gets the prior's (d0 capped at
+    ``MAX_PRIOR_DF``)."""
+    from scipy import special
+
+    group = group.copy()
+    d = (group["history_runs"] - 1).astype(float)
+    var = group["raw_spread"].astype(float) ** 2
+    usable = d >= 1
+    d0, s0 = 0.0, 0.0
+    if int(usable.sum()) >= min_cells:
+        half = d[usable] / 2
+        e = np.log(var[usable]) - special.digamma(half) + np.log(half)
+        excess = e.var(ddof=1) - special.polygamma(1, half).mean()
+        d0 = MAX_PRIOR_DF if excess <= 0 else min(2 * trigamma_inverse(excess), MAX_PRIOR_DF)
+        s0 = math.exp(e.mean() + special.digamma(d0 / 2) - math.log(d0 / 2))
+    moderated = np.sqrt((d0 * s0 + d * var) / (d0 + d).clip(lower=1e-12))
+    # only ever up: a cell whose own runs spread wider than the prior keeps its own spread
+    group["spread"] = np.maximum(moderated, group["raw_spread"])
+    group["df"] = (d0 + d).clip(lower=1)
+    return group
+
+
+def trigamma_inverse(x: float) -> float:
+    """The y with trigamma(y) = x, by Newton's method from limma's starting point."""
+    from scipy import special
+
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = special.polygamma(1, y)
+        step = tri * (1 - tri / x) / special.polygamma(2, y)
+        y += step
+        if -step / y < 1e-8:
+            break
+    return float(y)
 
 
 def common_shifts(both: pd.DataFrame, history: pd.DataFrame, leave_out: set[str]) -> pd.DataFrame:
