@@ -11,7 +11,7 @@ import time
 import _path  # noqa: F401
 
 from numbench.errors import MachineryFault
-from numbench.measure.roofs import measure_roofs
+from numbench.roofline.measure import measure_roofs
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--dims", required=True, help='JSON: [["cpu", "float64", 1], ...]')

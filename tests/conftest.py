@@ -21,10 +21,10 @@ REPO = Path(__file__).resolve().parent.parent
 # process the tests start: Snakemake, cell supervisors, workers).
 os.environ["NUMBENCH_TEST_ADAPTERS"] = "1"
 # The roofs a test's run measures are planned from caches of these sizes, not the host's
-# (numbench.measure.roofs.host.TEST_CACHES_ENV): a host that names a large L3 would otherwise
+# (numbench.roofline.measure.host.TEST_CACHES_ENV): a host that names a large L3 would otherwise
 # spend minutes a setting on its DRAM triad. A test of the real plan unsets it.
 os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
-# ... and their compute roof from GEMMs of these sizes n (numbench.measure.roofs.TEST_GEMM_ENV),
+# ... and their compute roof from GEMMs of these sizes n (numbench.roofline.measure.TEST_GEMM_ENV),
 # not 512 to 2048: seconds of CPU a library and setting, in every test run that measures roofs.
 os.environ.setdefault("NUMBENCH_TEST_GEMM_SIZES", "128,256")
 

@@ -81,7 +81,7 @@ def test_a_cells_round_and_a_roof_job_follow_the_same_rule(monkeypatch):
     """Both call ``disturbed.undisturbed``: a round keeps its last attempt, a roof its
     quietest; each is measured again as often as the rule says."""
     from numbench.measure import replicates
-    from numbench.measure.roofs import jobs
+    from numbench.roofline.measure import jobs
 
     seen = []
     real = disturbed.undisturbed

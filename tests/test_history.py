@@ -387,7 +387,7 @@ def write_roofs(folder: Path, rounds: list[str | None]) -> None:
     before the rounds, without the column)."""
     import pyarrow as pa
 
-    from numbench.contract.roofs import ROOFS_SCHEMA
+    from numbench.roofline.contract import ROOFS_SCHEMA
 
     rows = [
         {"host": "testhost", "device": "cpu", "dtype": "float64", "threads": 1, "roof": "dram"}

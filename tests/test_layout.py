@@ -28,6 +28,13 @@ FLOORS = {
     "site": 4,
     # comparing runs: above the stages, beside history; reads the contract's tables, measures again
     "compare": 4,
+    # the roofline, one package over the floors: each module on the floor of what it serves
+    "roofline.contract": 0,
+    "roofline.measure": 3,
+    "roofline.analyse": 3,
+    "roofline.report": 3,
+    "roofline.charts": 3,
+    "roofline.offsite": 4,
     "cli": 5,
     "__main__": 5,
 }
@@ -39,13 +46,22 @@ MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 80
 
 
+def longest_key(module: str, table: dict) -> str | None:
+    """The longest key of ``table`` that is a dotted prefix of the module's name after
+    ``numbench.`` (``roofline.measure`` for ``numbench.roofline.measure.jobs``), or None."""
+    parts = module.split(".")[1:]
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in table:
+            return ".".join(parts[:end])
+    return None
+
+
 def floor_of(module: str) -> int:
-    """``numbench.measure.worker`` -> the measure floor; a top-level module of the ground
-    floor unless it is named in FLOORS."""
-    parts = module.split(".")
-    if len(parts) < 2:
-        return 0
-    return FLOORS.get(parts[1], FLOORS["ground"])
+    """``numbench.measure.worker`` -> the measure floor, ``numbench.roofline.contract`` -> the
+    ground floor (the longest key of FLOORS that is a prefix wins); a module of the ground
+    floor unless FLOORS names it."""
+    key = longest_key(module, FLOORS)
+    return FLOORS[key] if key is not None else FLOORS["ground"]
 
 
 def module_name(path: Path) -> str:
@@ -57,13 +73,14 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(path: Path) -> list[tuple[int, str]]:
+    """Each numbench module a file imports, with its line; ``from numbench.roofline import
+    measure`` imports ``numbench.roofline.measure`` (each name after the module it is in: a
+    package spanning floors is judged by the module taken from it)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "numbench":
-                found += [(node.lineno, f"numbench.{a.name}") for a in node.names]
-            elif node.module.startswith("numbench."):
-                found.append((node.lineno, node.module))
+            if node.module == "numbench" or node.module.startswith("numbench."):
+                found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
         elif isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.startswith("numbench.")]
     return found
@@ -81,12 +98,23 @@ def test_no_module_imports_from_a_floor_above_its_own():
 
 #: the workflow's stages: each imports the ground floor (and the floors between), never another
 #: stage's modules; what one stage concludes travels to the next as a file
-STAGES = ("measure", "analyse", "report")
+STAGES = {
+    "measure": "measure",
+    "analyse": "analyse",
+    "report": "report",
+    # the roofline's modules are parts of the stages they serve
+    "roofline.measure": "measure",
+    "roofline.analyse": "analyse",
+    "roofline.report": "report",
+    "roofline.charts": "report",
+}
 
 
 def stage_of(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in STAGES else None
+    """The stage a module is part of, by the longest key of STAGES that is a prefix of its
+    name (as ``floor_of``); None for a module of no stage."""
+    key = longest_key(module, STAGES)
+    return STAGES[key] if key is not None else None
 
 
 def test_no_stage_imports_another_stage():

@@ -11,20 +11,20 @@ import pyarrow as pa
 import pytest
 from conftest import constructed_results
 
-from numbench.analyse import roofline
-from numbench.analyse.roofline import (
+from numbench.contract import BENCHMARKS_SCHEMA, write_atomic
+from numbench.roofline import analyse
+from numbench.roofline.analyse import (
     CACHE_RESIDENT,
     COST_MODEL_ERROR,
     NO_ROOFS,
     WITHIN_NOISE,
     RoofSet,
     place,
+    roofline_findings,
 )
-from numbench.analyse.roofline_findings import roofline_findings
-from numbench.contract import BENCHMARKS_SCHEMA, write_atomic
-from numbench.contract.roofs import ROOFS_SCHEMA, read_roofs
-from numbench.report.charts_roofline import roofline_chart_names, roofline_charts
-from numbench.report.roofline_text import roofline_section
+from numbench.roofline.charts import roofline_chart_names, roofline_charts
+from numbench.roofline.contract import ROOFS_SCHEMA, read_roofs
+from numbench.roofline.report import roofline_section
 
 MIB = 2**20
 #: this machine's shape: 1 MiB of L2, 32 MiB of L3, 250 / 120 / 40 GB/s, 100 GFLOP/s
@@ -152,7 +152,7 @@ def placed_bench() -> pd.DataFrame:
             output_bytes=8 * 10**7,  # what the worker records: 10^7 float64 values
         )
         rows.append(row)
-    rows = roofline.place_rows(rows, roof_table().to_dict("records"))
+    rows = analyse.place_rows(rows, roof_table().to_dict("records"))
     return pa.Table.from_pylist(rows, schema=BENCHMARKS_SCHEMA).to_pandas()
 
 
@@ -297,7 +297,7 @@ def test_a_float32_gpu_cell_past_the_vector_peak_is_not_put_down_to_tf32():
     n = 8192
     cell = {"status": "ok", "host": "h", "device": "gpu", "threads": 1, "flops": 2.0 * n**3,
             "bytes": 12.0 * n * n, "gflop_per_s": 200_000.0}  # fmt: skip
-    f32, f64 = roofline.place_rows(
+    f32, f64 = analyse.place_rows(
         [{**cell, "dtype": "float32"}, {**cell, "dtype": "float64"}], roofs
     )
     assert f32["roof"] == "compute" and f32["roof_note"] == COST_MODEL_ERROR

@@ -13,14 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from numbench.contract import roofs as roofs_table
-from numbench.measure import process, roofs
+from numbench.measure import process
 from numbench.measure.disturbed import CPU_TAKEN_RETRIES
-from numbench.measure.roofs import gpu as roofs_gpu
-from numbench.measure.roofs import host as roof_host
-from numbench.measure.roofs import rows as roof_rows
-from numbench.measure.roofs.host import Clock, HostFacts
-from numbench.measure.roofs.jobs import RoofJobs
+from numbench.roofline import contract as roofs_table
+from numbench.roofline import measure as roofs
+from numbench.roofline.measure import gpu as roofs_gpu
+from numbench.roofline.measure import host as roof_host
+from numbench.roofline.measure import rows as roof_rows
+from numbench.roofline.measure.host import Clock, HostFacts
+from numbench.roofline.measure.jobs import RoofJobs
 
 MIB = 2**20
 
@@ -257,7 +258,7 @@ def fake_runner(lock: Path, jobs: list):
 
     def run(worker: process.WorkerJob) -> dict:
         job, env = json.loads(worker.job_text), process.job_environment(worker)
-        assert worker.module == "numbench.measure.roofs.kernels"
+        assert worker.module == "numbench.roofline.measure.kernels"
         with open(lock, "a+") as fh:
             with pytest.raises(BlockingIOError):
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -409,7 +410,7 @@ def test_a_roof_job_is_kept_as_measured_while_others_still_take_the_cpus():
 def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
     """A BLAS peaks at a size of its own: the GEMM job measures every size and reports the
     fastest, so no cell of another size lies above a roof measured at one size only."""
-    from numbench.measure.roofs import kernels as roof_kernels
+    from numbench.roofline.measure import kernels as roof_kernels
 
     rate_by_n = {16: 10e9, 32: 40e9, 64: 20e9}  # flop/s: the middle size is fastest
 
@@ -437,7 +438,7 @@ def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
 
 
 def test_a_test_run_plans_from_the_cache_sizes_it_names_and_no_other_run_does():
-    from numbench.measure.roofs.host import TEST_CACHES_ENV, named_caches
+    from numbench.roofline.measure.host import TEST_CACHES_ENV, named_caches
 
     found = {"l1": 32 * 1024, "l2": 2 * MIB, "l3": 480 * MIB}
     named = {"NUMBENCH_TEST_ADAPTERS": "1", TEST_CACHES_ENV: "l2=1, l3=4"}

@@ -19,17 +19,17 @@ from test_roofline import MIB, ROOFS, poly, roof_table
 from test_roofline_exact import bench_rows, placed, section
 from test_roofs import timed
 
-from numbench.analyse.roofline import copy_share, place, roof_sets
-from numbench.analyse.roofline_findings import roofline_findings
 from numbench.contract.findings import findings_from_rows, findings_rows
-from numbench.contract.roofline import (
+from numbench.roofline.analyse import copy_share, place, roof_sets, roofline_findings
+from numbench.roofline.contract import (
     COST_MODEL_ERROR,
     ROOF_MEASURED_LOW,
+    ROOFS_SCHEMA,
     STREAMS_LIKE_COPY,
     WITHIN_NOISE,
+    read_roofs,
 )
-from numbench.contract.roofs import ROOFS_SCHEMA, read_roofs
-from numbench.measure.roofs import rows as roof_rows
+from numbench.roofline.measure import rows as roof_rows
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 

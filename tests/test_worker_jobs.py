@@ -15,7 +15,7 @@ import pytest
 from conftest import make_spec
 
 from numbench.measure import process
-from numbench.measure.roofs import jobs
+from numbench.roofline.measure import jobs
 from numbench.spec import SUPERVISOR_ENV, ProcessReport
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
@@ -114,19 +114,19 @@ def test_an_unreadable_roof_result_is_numbenchs_fault(tmp_path):
 
 
 def test_the_roofs_own_worker_runs_through_the_launch():
-    """The real module (``python -m numbench.measure.roofs.kernels``): a job of no known
+    """The real module (``python -m numbench.roofline.measure.kernels``): a job of no known
     kind fails there, and says so as a status."""
     out = jobs.run_job(jobs.worker_job({"kind": "nothing", "threads": 1}, "steady"))
     assert out["status"] == "failed" and "exited with status 1" in out["error"]
 
 
 def test_the_roofs_worker_loads_no_table_library_before_it_pins_its_cpus():
-    """Every roof worker imports ``numbench.measure.roofs`` first: it must stay light."""
+    """Every roof worker imports ``numbench.roofline.measure`` first: it must stay light."""
     import subprocess
     import sys
 
     code = (
-        "import sys, numbench.measure.roofs.kernels; "
+        "import sys, numbench.roofline.measure.kernels; "
         "print(sorted(m for m in ('pyarrow', 'numpy', 'pandas') if m in sys.modules))"
     )
     env = process.job_environment(jobs.worker_job({"kind": "memory", "threads": 1}, "steady"))

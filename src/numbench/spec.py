@@ -248,7 +248,7 @@ class ProcessReport:
     #: more than ``replicates.max_cpu_taken`` of a process's CPUs (``numbench.measure.replicates.measure_round``)
     set_aside: int | None = None
     #: bytes of one call's output as the library returned it (every array of it): what the
-    #: roofline's first-touch estimate counts as fresh memory (``analyse.roofline_findings``)
+    #: roofline's first-touch estimate counts as fresh memory (``roofline.analyse``)
     output_bytes: int | None = None
     #: True where the builder handed its kernel over as it is (``numbench.as_is``: compiled
     #: its own way, neither compiled nor wrapped by numbench), False where numbench compiled
@@ -314,7 +314,7 @@ class CellMeta:
     platform: str | None = None
     flops: float | None = None
     bytes: float | None = None
-    #: the operation's ``flops_exact`` where it gives flops (``numbench.analyse.roofline``)
+    #: the operation's ``flops_exact`` where it gives flops (``numbench.roofline.analyse``)
     flops_exact: bool | None = None
     gflop_per_s: float | None = None
     gb_per_s: float | None = None

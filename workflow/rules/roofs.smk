@@ -1,7 +1,7 @@
 # The roofs of this host: what its memory (at each cache level) and its arithmetic can do,
 # measured per (device, dtype, threads) of the grid before the cells and (roofs_at_end)
-# again after every cell, for every cell's place on the roofline (numbench.measure.roofs,
-# numbench.analyse.roofline: each roof at its best, with its spread across the run).
+# again after every cell, for every cell's place on the roofline (numbench.roofline.measure,
+# numbench.roofline.analyse: each roof at its best, with its spread across the run).
 import json
 
 # Wall time on Slurm: a few seconds per (device, dtype, threads) and library here; generous.

@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from numbench import inputs_file
-from numbench.analyse.roofline import place_rows
 from numbench.analyse.speedups import cell_seed
 from numbench.cells import KEY
 from numbench.contract import (
@@ -31,8 +30,9 @@ from numbench.contract import (
     read_cell,
     write_atomic,
 )
-from numbench.contract.roofs import read_roofs
 from numbench.errors import corrupt
+from numbench.roofline.analyse import place_rows
+from numbench.roofline.contract import read_roofs
 from numbench.stats import ratio_ci, summarize
 
 #: How a per-process figure becomes the cell's: typical (median) for what each process pays,
@@ -198,7 +198,7 @@ def aggregate(
     """One row per cell; ``inputs`` (the cells' inputs files) are checked first. With
     ``samples_output``, every sample of every ok cell goes there too (read once, here). With
     ``roofs`` (results/roofs.parquet), each cell is placed on its host's roofline
-    (``numbench.analyse.roofline``); without, its roof columns are null."""
+    (``numbench.roofline.analyse``); without, its roof columns are null."""
     check_inputs(list(inputs))
     tables, samples = [], []
     # The baseline is measured beside every paired cell: those processes are genuine fresh

@@ -26,7 +26,6 @@ from numbench.analyse.dimensions import precision_gaps, scaling_gaps, settings
 from numbench.analyse.gpu_report import gpu_notice
 from numbench.analyse.machine import capped_cells, machine_quality, run_time
 from numbench.analyse.pipelining import pipeline_facts
-from numbench.analyse.roofline_findings import roofline_findings
 from numbench.cells import SORT_BY_SIZE
 from numbench.contract.facts import (
     BUSY_CPU_TAKEN,
@@ -55,9 +54,10 @@ from numbench.contract.facts import (
     Winner,
 )
 from numbench.contract.findings import write_findings as write_findings_table
-from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline, in_doubt
 from numbench.formatting import missing
+from numbench.roofline.analyse import roofline_findings
+from numbench.roofline.contract import read_roofs
 from numbench.stats import FASTER, SLOWER
 
 #: the warnings list cells by operation, size and library (a stable sort keeps the rest)

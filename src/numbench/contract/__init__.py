@@ -128,7 +128,7 @@ def pipelined_cells(bench: pd.DataFrame) -> pd.DataFrame:
 #: baseline's, paired beside every other library's cell); 0 for every other cell.
 POOL_FIELDS = [pa.field("pooled_processes", pa.int64())]
 
-#: The cell on its host's roofline (``numbench.analyse.roofline``): flops per byte of its
+#: The cell on its host's roofline (``numbench.roofline.analyse``): flops per byte of its
 #: cost model, the GFLOP/s its roof allows, the share of that it reached, the roof it was
 #: held against (l2, l3, dram, compute) and why where it is a cache's or past its roof.
 ROOF_FIELDS = [

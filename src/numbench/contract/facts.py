@@ -10,7 +10,7 @@ from typing import Literal, get_args
 from numbench.contract.machine import CappedCell, MachineQuality, RunTime  # noqa: F401
 
 # the roofline's facts live beside its notes; here they are facts like the others
-from numbench.contract.roofline import LOW_DRAM_SHARE, FirstTouch, RoofFinding  # noqa: F401
+from numbench.roofline.contract import LOW_DRAM_SHARE, FirstTouch, RoofFinding  # noqa: F401
 from numbench.stats import FASTER, SAME, SLOWER
 
 NOISY_IQR_FRACTION = 0.10

@@ -25,7 +25,7 @@ from numbench.offsite.common import (
     write_inputs_file,
 )
 from numbench.offsite.plan import check_plan
-from numbench.offsite.roofs import ROOFS_MEMBERS
+from numbench.roofline.offsite import ROOFS_MEMBERS
 
 
 def _json_member(members: dict[str, StagedMember], name: str, archive) -> Any:

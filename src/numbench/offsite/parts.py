@@ -36,7 +36,7 @@ from pathlib import Path
 from numbench.offsite.archive import JSON_MEMBERS, StagedMember, unpack_archive
 from numbench.offsite.common import OffsiteError, compare_inputs, file_sha256
 from numbench.offsite.import_checks import check_contents
-from numbench.offsite.roofs import ROOFS_MEMBERS
+from numbench.roofline.offsite import ROOFS_MEMBERS
 
 #: the cells a batch holds under a time budget, unless ``--batch`` says otherwise
 DEFAULT_BATCH = 16

@@ -31,8 +31,8 @@ from numbench.offsite.common import (
 from numbench.offsite.data import checked_data_beside
 from numbench.offsite.parts import Budget, batches, checked_batch, read_earlier
 from numbench.offsite.plan import read_plan
-from numbench.offsite.roofs import ROOFS_LOG, ROOFS_MEMBER, measure_there
 from numbench.offsite.run_cells import make_inputs, run_cells, run_early_rounds
+from numbench.roofline.offsite import ROOFS_LOG, ROOFS_MEMBER, measure_there
 
 
 # -- step 2: run (there) -------------------------------------------------------------------------
@@ -108,7 +108,7 @@ def run_plan(
             todo, len(earlier.cells), len(cells), resume, budget, batch, say
         )
         left = len(todo) - len(manifest_cells)
-        # this host's roofs, for the cells' places on its roofline (numbench.offsite.roofs),
+        # this host's roofs, for the cells' places on its roofline (numbench.roofline.offsite),
         # unless the config leaves them out (``roofs: false``): the archive then has none;
         # measured once, by the run that measures the plan's last cells
         wants_roofs = plan["config"].get("roofs", True) and not earlier.roofs

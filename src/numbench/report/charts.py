@@ -16,7 +16,7 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 * ``precision``: float32 time / float64 time against size (results/precision.parquet).
 * ``scaling``: speedup of the most threads over 1 thread against size (results/scaling.parquet).
 * ``roofline_{device}_{dtype}_t{threads}``: every ok cell against the roofs measured on its
-  host (results/roofs.parquet; ``numbench.report.charts_roofline``), one per group.
+  host (results/roofs.parquet; ``numbench.roofline.charts``), one per group.
 * ``versions-{environment}``: each of the config's environments against the base
   environment (results/versions.parquet; ``numbench.report.charts_versions``).
 """
@@ -32,7 +32,6 @@ import altair as alt
 import pandas as pd
 
 from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
-from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline, in_doubt
 from numbench.contract.versions import read_versions
 from numbench.formatting import series_label, series_labels
@@ -40,9 +39,10 @@ from numbench.report.chart_files import save_chart
 from numbench.report.charts_dimensions import precision_chart, scaling_chart
 from numbench.report.charts_overview import first_call_chart, heatmap_chart
 from numbench.report.charts_pipelined import pipelined_chart
-from numbench.report.charts_roofline import roofline_charts
 from numbench.report.charts_versions import versions_charts
 from numbench.report.style import HEIGHT, WIDTH, color, log_x, log_y, no_data
+from numbench.roofline.charts import roofline_charts
+from numbench.roofline.contract import read_roofs
 
 #: the charts drawn for each operation, named ``{kind}_{operation}``
 OPERATION_CHARTS = ("time", "speedup", "throughput")

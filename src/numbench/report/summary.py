@@ -24,7 +24,6 @@ import pandas as pd
 from numbench.contract import write_text_atomic
 from numbench.contract.facts import Findings
 from numbench.contract.findings import read_findings
-from numbench.contract.roofs import read_roofs
 from numbench.contract.speedups import check_baseline
 from numbench.contract.versions import read_versions
 from numbench.formatting import display
@@ -33,7 +32,6 @@ from numbench.report.gpu_text import render_gpu_notice
 from numbench.report.machine_text import machine_line, time_line
 from numbench.report.markdown import md_text
 from numbench.report.pipelining_text import pipeline_findings, pipeline_sections
-from numbench.report.roofline_text import roofline_section
 from numbench.report.sentences import (
     chart_links,
     firmness_line,
@@ -50,6 +48,8 @@ from numbench.report.tables import (
 )
 from numbench.report.time_text import run_time_section
 from numbench.report.versions_text import versions_section
+from numbench.roofline.contract import read_roofs
+from numbench.roofline.report import roofline_section
 
 METHODOLOGY = """\
 Every (library, device, operation, size) cell ran in several fresh processes (replicates), one

@@ -10,7 +10,7 @@ that host's roofline (a GPU's among them: its device memory, FMA peak and transf
   the same plan is kept.
 * The archive carries them as ``ROOFS_MEMBER`` (and their log as ``ROOFS_LOG``), with their
   size and checksum in the manifest.
-* ``offsite import`` reads them as a roofs table (``numbench.contract.roofs.read_roofs``
+* ``offsite import`` reads them as a roofs table (``numbench.roofline.contract.read_roofs``
   refuses anything else), checks that every row is of the archive's host and of a
   (device, dtype, threads) of the plan, and merges them into results/roofs.parquet: the
   rows of that host are replaced, every other host's kept.
@@ -29,9 +29,9 @@ from numbench.offsite.common import OffsiteError, cell_of, file_sha256
 ROOFS_MEMBER = "results/roofs.parquet"
 #: where the workflow's rule roofs writes the start's rows when the config measures the roofs
 #: again at the end (``roofs_at_end``; workflow/rules/common.smk): an import merges the
-#: archive's roofs there too and dates both files after the cells (``importer``), so the next
-#: run here finds them newer than the cells and measures no roofs of its own over the
-#: imported ones
+#: archive's roofs there too and dates both files after the cells
+#: (``numbench.offsite.importer``), so the next run here finds them newer than the cells and
+#: measures no roofs of its own over the imported ones
 ROOFS_START_FILE = "results/roofs_start.parquet"
 ROOFS_LOG = "logs/roofs.log"
 ROOFS_MEMBERS = (ROOFS_MEMBER, ROOFS_LOG)
@@ -49,9 +49,9 @@ def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], Non
     and return the manifest's entry for them."""
     import contextlib
 
-    from numbench.contract.roofs import read_roofs
     from numbench.errors import CorruptFile
-    from numbench.measure.roofs import measure_roofs
+    from numbench.roofline.contract import read_roofs
+    from numbench.roofline.measure import measure_roofs
 
     path, log = work / ROOFS_MEMBER, work / ROOFS_LOG
     kept = False
@@ -93,8 +93,8 @@ def staged_roofs(members: dict, manifest: dict, plan: dict, archive) -> pa.Table
 def check_staged(staged_path: Path, recorded: dict | None, plan: dict, host, archive) -> pa.Table:
     """The archive's roofs, once they are a roofs table of the archive's host and of the
     plan's (device, dtype, threads), as the manifest records them."""
-    from numbench.contract.roofs import read_roofs
     from numbench.errors import CorruptFile
+    from numbench.roofline.contract import read_roofs
 
     if not isinstance(recorded, dict) or recorded.get("sha256") != file_sha256(staged_path):
         raise OffsiteError(f"{archive}: {ROOFS_MEMBER} is not the file its manifest records")
@@ -130,8 +130,8 @@ def merge_into(table: pa.Table, host, destination: str | os.PathLike) -> None:
     """Write ``table`` (one host's roofs) into ``destination``: that host's rows replaced,
     every other host's kept (a roofs file here that cannot be read is replaced whole)."""
     from numbench.contract import write_atomic
-    from numbench.contract.roofs import read_roofs
     from numbench.errors import CorruptFile
+    from numbench.roofline.contract import read_roofs
 
     destination = Path(destination)
     parts = [table]

@@ -1,7 +1,7 @@
 """The kernels that measure a roof, run in a fresh worker process of their own.
 
-``python -m numbench.measure.roofs.kernels JOB RESULT`` reads one job (JSON) and writes its
-result (JSON). The process that starts it (``numbench.measure.roofs.jobs``, through the
+``python -m numbench.roofline.measure.kernels JOB RESULT`` reads one job (JSON) and writes its
+result (JSON). The process that starts it (``numbench.roofline.measure.jobs``, through the
 cells' process machinery) has set the threads' environment and the allocator's before this
 interpreter started; here the process pins itself to its CPUs, as a cell's worker does,
 before any numerical library is imported.
@@ -249,7 +249,7 @@ def measure_gemm(job: dict) -> dict:
         return {"status": "unavailable", "error": str(exc)}
     before = {}
     if device == "gpu":
-        from numbench.measure.roofs import gpu
+        from numbench.roofline.measure import gpu
 
         before = gpu.vector_precision(library, adapter)
     rng = np.random.default_rng(0)
@@ -296,7 +296,7 @@ def run(job: dict) -> dict:
     elif job["kind"] == "gemm":
         out = measure_gemm(job)
     elif job["kind"] == "gpu":
-        from numbench.measure.roofs import gpu
+        from numbench.roofline.measure import gpu
 
         out = gpu.measure(job)
     else:

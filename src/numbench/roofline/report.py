@@ -1,6 +1,6 @@
 """The summary's "Roofline" section: the roofs measured on each host, and per operation the
 fastest library's share of its roof at the largest size, and what bounds it (the findings
-``numbench.analyse.roofline_findings`` decided, read back from results/findings.parquet).
+``numbench.roofline.analyse`` decided, read back from results/findings.parquet).
 
 Every value from the tables enters through ``md_text`` or a table cell (``md_table``), as
 in the rest of the summary.
@@ -12,18 +12,19 @@ import pandas as pd
 
 from numbench.cells import SETTING
 from numbench.contract.facts import LOW_DRAM_SHARE, RoofFinding
-from numbench.contract.roofline import (
+from numbench.formatting import display, format_size
+from numbench.report.markdown import Markdown, md_table, md_text
+from numbench.report.sentences import md_link
+from numbench.roofline.charts import roofline_chart_names
+from numbench.roofline.contract import (
+    BANDWIDTH_ROOFS,
+    COMPUTE_ROOF,
     COST_MODEL_ERROR,
     PLACED_BY_BYTES,
     ROOF_MEASURED_LOW,
     ROOF_NOISE_FACTOR,
     STREAMS_LIKE_COPY,
 )
-from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
-from numbench.formatting import display, format_size
-from numbench.report.charts_roofline import roofline_chart_names
-from numbench.report.markdown import Markdown, md_table, md_text
-from numbench.report.sentences import md_link
 
 ROOF_NAMES = {"l2": "L2", "l3": "L3", "dram": "DRAM", "compute": "compute"}
 

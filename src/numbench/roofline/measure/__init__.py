@@ -1,7 +1,7 @@
 """results/roofs.parquet: what this host can do, measured per (device, dtype, threads) of
 the grid before the cells and, unless the config says otherwise (``roofs_at_end``), again
 after every cell (the ``round`` column), so that every cell can be held against it
-(``numbench.analyse.roofline``: each roof at its best, with its spread across the run).
+(``numbench.roofline.analyse``: each roof at its best, with its spread across the run).
 
 One row per roof: ``dram``, ``l3`` and ``l2`` (bandwidth, GB/s), ``compute`` (GFLOP/s), and
 on a GPU ``h2d`` and ``d2h`` (pinned copies, GB/s). Each says how it was measured (kernel,
@@ -58,8 +58,8 @@ from numbench.measure.apart import take_workflow_affinity
 from numbench.measure.busy_now import busy_now as look
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.process import WorkerJob
-from numbench.measure.roofs import host
-from numbench.measure.roofs.jobs import RoofJobs, run_job
+from numbench.roofline.measure import host
+from numbench.roofline.measure.jobs import RoofJobs, run_job
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -109,7 +109,7 @@ def measure_group(
     """The rows of one (device, threads) and its dtypes: each library's GEMM, then the
     memory job (CPU) or the GPU job, each a worker (``jobs``). Neither takes the host's
     timing lock nor writes anything: the caller holds the lock, and may measure again."""
-    from numbench.measure.roofs import rows
+    from numbench.roofline.measure import rows
 
     t0 = time.perf_counter()
     facts = host.host_facts(threads)
@@ -176,7 +176,7 @@ def measure_roofs(
     import pyarrow as pa
 
     from numbench.contract import write_atomic
-    from numbench.contract.roofs import ROOFS_SCHEMA, ROUNDS, read_roofs
+    from numbench.roofline.contract import ROOFS_SCHEMA, ROUNDS, read_roofs
 
     if round_name not in ROUNDS:
         raise ValueError(f"a roofs round is one of {ROUNDS}, not {round_name!r}")

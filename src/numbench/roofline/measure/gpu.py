@@ -1,4 +1,4 @@
-"""A GPU's roofs, measured in a worker process (``numbench.measure.roofs.kernels``, job kind
+"""A GPU's roofs, measured in a worker process (``numbench.roofline.measure.kernels``, job kind
 ``gpu``), and the float32 precision mode of each library.
 
 What is measured, with PyTorch (or CuPy where PyTorch has no GPU):

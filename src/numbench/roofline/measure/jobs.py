@@ -1,5 +1,5 @@
 """A roof's jobs: each runs in a fresh worker process (``python -m
-numbench.measure.roofs.kernels JOB RESULT``), made, started and watched by the cells' own
+numbench.roofline.measure.kernels JOB RESULT``), made, started and watched by the cells' own
 process machinery (``numbench.measure.process``: the same threads' limits, allocator,
 library variables, interpreter, private temporary folder, time limit and kill of the whole
 session), and measured again when other programs disturbed it, by the rule a cell's round
@@ -28,7 +28,7 @@ from numbench.measure.disturbed import QUIETEST, STILL_BUSY, undisturbed
 from numbench.spec import ProcessReport
 
 #: the module a roof's worker runs
-KERNELS_MODULE = "numbench.measure.roofs.kernels"
+KERNELS_MODULE = "numbench.roofline.measure.kernels"
 #: a roof's worker process still running after this long is killed (status ``timeout``)
 ROOF_JOB_TIMEOUT_S = 300.0
 #: how the time limit is named in a killed job's error

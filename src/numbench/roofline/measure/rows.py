@@ -1,4 +1,4 @@
-"""The rows of the roofs table (``numbench.contract.roofs.ROOFS_SCHEMA``): the working sets a
+"""The rows of the roofs table (``numbench.roofline.contract.ROOFS_SCHEMA``): the working sets a
 roof is measured at, the cache a working set fits in, and how a roof worker's timings become
 rows (bandwidth, compute, a GPU's, and the host's columns). Pure functions: the tests drive
 them with synthetic timings.
@@ -15,14 +15,14 @@ from __future__ import annotations
 import json
 
 from numbench import libraries
-from numbench.contract.roofs import (
+from numbench.roofline.contract import (
     BANDWIDTH_ROOFS,
     COMPUTE_ROOF,
     ITEMSIZE,
     TRANSFER_ROOFS,
 )
-from numbench.measure.roofs.host import HostFacts, peak_check, theoretical_peak
-from numbench.measure.roofs.kernels import STREAM_ARRAYS, WRITE_ALLOCATE_ARRAYS
+from numbench.roofline.measure.host import HostFacts, peak_check, theoretical_peak
+from numbench.roofline.measure.kernels import STREAM_ARRAYS, WRITE_ALLOCATE_ARRAYS
 
 #: share of its cache a cache-resident triad fills (the rest: code, stack, the other data)
 CACHE_FILL = 0.5
@@ -190,7 +190,7 @@ def note_missing_plateaus(by_level: dict[str, dict]) -> None:
 def gpu_rows(dtypes, gpu: dict, gemms: dict[str, dict[str, dict]]) -> list[dict]:
     """A GPU's roofs of each dtype: the copies and the fastest GEMM or FMA kernel, with the
     memory's peak from NVML and the clocks; ``unavailable`` rows where there is no GPU."""
-    from numbench.measure.roofs.gpu import peak_bandwidth_gb_per_s
+    from numbench.roofline.measure.gpu import peak_bandwidth_gb_per_s
 
     roofs = ("dram", *TRANSFER_ROOFS)
     if gpu.get("status") != "ok":

@@ -6,7 +6,7 @@ into the compute roof at its ridge point (``compute / GB/s``, marked); the roofs
 stacked at the left edge far enough apart not to overlap. Every ok cell is a point, coloured
 by library and shaped by operation (``SHAPES``: each operation its own, up to that many). A
 cell past its roof is never drawn as a win: it is an open point, and its tooltip gives its
-note (``numbench.analyse.roofline``). An operation without a flop count (a sort) has no
+note (``numbench.roofline.analyse``). An operation without a flop count (a sort) has no
 intensity: it is left off, and the chart's subtitle names it.
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from numbench.cells import SETTING
-from numbench.contract.roofs import BANDWIDTH_ROOFS, COMPUTE_ROOF
 from numbench.formatting import series_labels
 from numbench.report.style import HEIGHT, WIDTH
+from numbench.roofline.contract import BANDWIDTH_ROOFS, COMPUTE_ROOF
 
 #: points along each roof line (it is straight on log-log axes, bent once at the ridge)
 ROOF_LINE_POINTS = 60
