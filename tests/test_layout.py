@@ -35,6 +35,11 @@ FLOORS = {
     "roofline.report": 3,
     "roofline.charts": 3,
     "roofline.offsite": 4,
+    # the machine's state, one package over the floors: each module on the floor of what it serves
+    "machine.contract": 0,
+    "machine.system": 0,
+    "machine.analyse": 3,
+    "machine.report": 3,
     "cli": 5,
     "__main__": 5,
 }
@@ -107,6 +112,9 @@ STAGES = {
     "roofline.analyse": "analyse",
     "roofline.report": "report",
     "roofline.charts": "report",
+    # the machine's state: its analysis and its words are parts of the stages they serve
+    "machine.analyse": "analyse",
+    "machine.report": "report",
 }
 
 

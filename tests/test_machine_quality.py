@@ -1,5 +1,5 @@
 """The run's headline: quiet or busy, decided from the cells' records of the machine
-(``numbench.analyse.machine``), kept in the findings table and worded as the summary's
+(``numbench.machine.analyse``), kept in the findings table and worded as the summary's
 first line."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from conftest import MARGIN, constructed_results
 from summarise import summarise, through_table
 
 from numbench.analyse.findings import decide
-from numbench.analyse.machine import machine_quality
-from numbench.contract.machine import BUSY_MACHINE_SHARE, MachineQuality
+from numbench.machine.analyse import machine_quality
+from numbench.machine.contract import BUSY_MACHINE_SHARE, MachineQuality
 
 
 def with_machine(busy_fraction: float, other_busy=0.45, other_quiet=0.02):
@@ -209,7 +209,7 @@ def test_the_waits_for_quiet_are_reported():
 
 
 def test_one_of_anything_is_said_in_the_singular():
-    from numbench.report.machine_text import machine_line
+    from numbench.machine.report import machine_line
 
     m = MachineQuality(False, 1, 1, 0.86, 0.0, 0.86, 1, 1, 1, 1, 1, 0)
     line = machine_line(m)

@@ -1,7 +1,7 @@
 """A run with no other programs is called quiet only when the machine was steady too: the
-sentinel's middle spread (``numbench.contract.machine.UNSTEADY_SENTINEL_SPREAD``) and the
-share of unstable cells (``UNSTABLE_RUN_FRACTION``) decide it, in ``numbench.analyse.machine``;
-``numbench.report.machine_text`` words it. Every table here is made by hand."""
+sentinel's middle spread (``numbench.machine.contract.UNSTEADY_SENTINEL_SPREAD``) and the
+share of unstable cells (``UNSTABLE_RUN_FRACTION``) decide it, in ``numbench.machine.analyse``;
+``numbench.machine.report`` words it. Every table here is made by hand."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from summarise import through_table
 
-from numbench.analyse.machine import machine_quality
 from numbench.cells import KEY_WITH_HOST
 from numbench.contract.facts import Findings
-from numbench.report.machine_text import machine_line
+from numbench.machine.analyse import machine_quality
+from numbench.machine.report import machine_line
 
 
 def cells(sentinel_ms: list[float], unstable: int = 0, other: float = 0.01) -> pd.DataFrame:

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from summarise import through_table
 
-from numbench.analyse.machine import run_time
 from numbench.analyse.timeline import timeline
 from numbench.contract.facts import Findings
-from numbench.report.machine_text import time_line
+from numbench.machine.analyse import run_time
+from numbench.machine.report import time_line
 from numbench.report.time_text import run_time_section
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC).timestamp()

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from numbench import cli, system
-from numbench.system import OK, UNKNOWN, UNSTABLE, short_form, system_report
+from numbench import cli
+from numbench.machine import system
+from numbench.machine.system import OK, UNKNOWN, UNSTABLE, short_form, system_report
 
 #: /proc/stat's cpu line: user nice system idle iowait irq softirq steal guest guest_nice
 QUIET = ("cpu  1000 0 500 10000 100 0 0 0 0 0", "cpu  1009 0 505 10186 100 0 0 0 0 0")

@@ -73,7 +73,7 @@ def _site(args: argparse.Namespace) -> int:
 def _system(args: argparse.Namespace) -> int:
     import json
 
-    from numbench.system import long_form, system_report
+    from numbench.machine.system import long_form, system_report
 
     if not 0 < args.seconds <= 60:  # nan fails this too
         say = f"system: --seconds must be above 0 and at most 60, not {args.seconds}"

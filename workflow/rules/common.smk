@@ -221,6 +221,6 @@ wildcard_constraints:
 # run's log before any job: a run whose timings drift can be read against it.
 onstart:
     from snakemake.logging import logger
-    from numbench.system import short_form, system_report
+    from numbench.machine.system import short_form, system_report
 
     logger.info(short_form(system_report()))

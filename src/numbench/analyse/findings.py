@@ -24,7 +24,6 @@ import pandas as pd
 from numbench.analyse.crossovers import GROUP_COLUMNS
 from numbench.analyse.dimensions import precision_gaps, scaling_gaps, settings
 from numbench.analyse.gpu_report import gpu_notice
-from numbench.analyse.machine import capped_cells, machine_quality, run_time
 from numbench.analyse.pipelining import pipeline_facts
 from numbench.cells import SORT_BY_SIZE
 from numbench.contract.facts import (
@@ -56,6 +55,7 @@ from numbench.contract.facts import (
 from numbench.contract.findings import write_findings as write_findings_table
 from numbench.contract.speedups import check_baseline, in_doubt
 from numbench.formatting import missing
+from numbench.machine.analyse import capped_cells, machine_quality, run_time
 from numbench.roofline.analyse import roofline_findings
 from numbench.roofline.contract import read_roofs
 from numbench.stats import FASTER, SLOWER

@@ -1,4 +1,4 @@
-"""Where a run's wall time went (``numbench.contract.machine.TimeLine``), from the records
+"""Where a run's wall time went (``numbench.machine.contract.TimeLine``), from the records
 the cells and the roofs keep: nothing is measured here.
 
 The run's wall runs from its first record to its findings. Timing jobs hold the host's lock
@@ -17,7 +17,7 @@ import datetime as dt
 import pandas as pd
 
 from numbench.cells import KEY_WITH_HOST
-from numbench.contract.machine import TimeLine
+from numbench.machine.contract import TimeLine
 
 #: ``started_at`` is written to the whole second, cut short: a wait for the lock shorter
 #: than that cannot be told from it, and only what lies past it counts

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from numbench.contract.machine import CappedCell, MachineQuality, RunTime  # noqa: F401
+from numbench.machine.contract import CappedCell, MachineQuality, RunTime  # noqa: F401
 
 # the roofline's facts live beside its notes; here they are facts like the others
 from numbench.roofline.contract import LOW_DRAM_SHARE, FirstTouch, RoofFinding  # noqa: F401

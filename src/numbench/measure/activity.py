@@ -53,8 +53,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from numbench.measure.cpu_taken import children
-from numbench.system import (
+from numbench.machine.system import (
     CSTIME,
     CUTIME,
     IDLE,
@@ -68,6 +67,7 @@ from numbench.system import (
     pid_stat,
     read_cpu_lines,
 )
+from numbench.measure.cpu_taken import children
 
 
 def own_cpu_s() -> float:
@@ -77,7 +77,7 @@ def own_cpu_s() -> float:
 
 
 def read_cpu_ticks(root: str | os.PathLike = "/") -> list[int] | None:
-    """The aggregate ``cpu`` line of ``/proc/stat`` (``numbench.system.cpu_lines``)."""
+    """The aggregate ``cpu`` line of ``/proc/stat`` (``numbench.machine.system.cpu_lines``)."""
     lines = read_cpu_lines(root)
     return None if lines is None else lines.get("cpu")
 

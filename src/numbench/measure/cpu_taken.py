@@ -34,7 +34,16 @@ import os
 import time
 from collections.abc import Callable
 
-from numbench.system import CSTIME, CUTIME, IDLE, IOWAIT, STIME, UTIME, pid_stat, read_cpu_lines
+from numbench.machine.system import (
+    CSTIME,
+    CUTIME,
+    IDLE,
+    IOWAIT,
+    STIME,
+    UTIME,
+    pid_stat,
+    read_cpu_lines,
+)
 
 
 def children(pid: int | str, proc: str | os.PathLike = "/proc") -> list[int]:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from numbench.system import PPID, pid_stat
+from numbench.machine.system import PPID, pid_stat
 
 
 def lock_files(workdir: str | os.PathLike) -> list[Path]:

@@ -11,7 +11,7 @@ calls are timed after one untimed call and the fastest counts (``sentinel_s``): 
 another program interrupted is left out, and what stays is how fast this machine runs the same
 work now. A machine slowing down through the run (its clock, a neighbour on the memory bus, a
 host under load) shows as ``sentinel_s`` drifting; the run's spread (slowest cell's sentinel
-over the fastest's) is in the headline (``numbench.analyse.machine``).
+over the fastest's) is in the headline (``numbench.machine.analyse``).
 
 Where NumPy cannot be imported the sentinel is not timed (None).
 """

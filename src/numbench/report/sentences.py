@@ -37,8 +37,8 @@ from numbench.formatting import (
     slowdown,
     who,
 )
+from numbench.machine.report import capped_lines
 from numbench.report.charts import OPERATION_CHARTS, chart_names, operation_chart
-from numbench.report.machine_text import capped_lines
 from numbench.report.markdown import md_code, md_text
 
 

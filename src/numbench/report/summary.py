@@ -27,9 +27,9 @@ from numbench.contract.findings import read_findings
 from numbench.contract.speedups import check_baseline
 from numbench.contract.versions import read_versions
 from numbench.formatting import display
+from numbench.machine.report import machine_line, time_line
 from numbench.report.dimensions_text import dimension_findings, dimension_sections
 from numbench.report.gpu_text import render_gpu_notice
-from numbench.report.machine_text import machine_line, time_line
 from numbench.report.markdown import md_text
 from numbench.report.pipelining_text import pipeline_findings, pipeline_sections
 from numbench.report.sentences import (

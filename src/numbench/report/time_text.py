@@ -1,10 +1,10 @@
 """The summary's "Run time" section: where the run's wall time went, part by part
-(``numbench.contract.machine.TimeLine``, decided by analyse), the parts summing to the wall."""
+(``numbench.machine.contract.TimeLine``, decided by analyse), the parts summing to the wall."""
 
 from __future__ import annotations
 
-from numbench.contract.machine import RunTime, TimeLine
-from numbench.report.machine_text import duration
+from numbench.machine.contract import RunTime, TimeLine
+from numbench.machine.report import duration
 
 
 def measured_share(t: TimeLine) -> float:

@@ -1,9 +1,10 @@
 """The summary's first line: how quiet the machine was, with the figures behind it and what
-it means for the verdicts (``numbench.contract.machine.MachineQuality``, decided by analyse)."""
+it means for the verdicts (``numbench.machine.contract.MachineQuality``, decided by analyse)."""
 
 from __future__ import annotations
 
-from numbench.contract.machine import (
+from numbench.formatting import format_seconds, format_size
+from numbench.machine.contract import (
     BUSY_MACHINE_SHARE,
     BUSY_RUN_FRACTION,
     SENTINEL_QUANTILES,
@@ -13,7 +14,6 @@ from numbench.contract.machine import (
     MachineQuality,
     RunTime,
 )
-from numbench.formatting import format_seconds, format_size
 from numbench.report.markdown import md_text
 
 

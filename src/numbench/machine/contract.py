@@ -1,5 +1,5 @@
 """The run's headline facts: how quiet the machine was while the cells measured
-(``MachineQuality``), decided by ``numbench.analyse.machine`` from the cells' records, kept in
+(``MachineQuality``), decided by ``numbench.machine.analyse`` from the cells' records, kept in
 results/findings.parquet (topic ``machine``, one row, for a later run to be compared with) and
 worded as the summary's first line.
 
@@ -99,7 +99,7 @@ class MachineQuality:
 @dataclass(frozen=True)
 class RunTime:
     """How long the run's cells took and where the time went, from the cells' records
-    (``numbench.analyse.machine.run_time``). ``total_s``: the sum of the cells' ``wall_s``
+    (``numbench.machine.analyse.run_time``). ``total_s``: the sum of the cells' ``wall_s``
     (their early rounds' jobs included; cells take the host's timing lock one at a time, so
     this is the run's measuring time). ``rounds``: the rounds kept, ``added_rounds`` of them
     added by the stopping rule beyond ``replicates.min``; ``retries``: rounds measured again

@@ -1,5 +1,5 @@
 """How quiet the machine was while the run measured, from the cells' own records: the run's
-headline (``numbench.contract.machine``, where the rule and its thresholds are).
+headline (``numbench.machine.contract``, where the rule and its thresholds are).
 
 Every figure comes from benchmarks.parquet (each cell's ``other_cpu_share``, ``steal_share``,
 ``workflow_cpu_share``, ``sentinel_s`` and ``unstable``; a table from before a column reads
@@ -14,7 +14,8 @@ import pandas as pd
 
 from numbench.analyse.timeline import timeline
 from numbench.cells import KEY_WITH_HOST
-from numbench.contract.machine import (
+from numbench.contract.speedups import in_doubt
+from numbench.machine.contract import (
     BUSY_MACHINE_SHARE,
     BUSY_RUN_FRACTION,
     SENTINEL_QUANTILES,
@@ -24,7 +25,6 @@ from numbench.contract.machine import (
     MachineQuality,
     RunTime,
 )
-from numbench.contract.speedups import in_doubt
 
 
 def disturbance(bench: pd.DataFrame) -> pd.Series:
