@@ -6,7 +6,7 @@ On a host without a GPU the GPU cells are ``unavailable``, which is all these sc
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, copy_workflow
+from test_offsite import archive_json
 
 from numbench.offsite import write_plan
 
@@ -31,8 +32,6 @@ CELLS = 4
 
 
 def bash(*args: str | Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    import os
-
     environ = {**os.environ, "PYTHON": sys.executable, **(env or {})}
     return subprocess.run(
         ["bash", *map(str, args)], capture_output=True, text=True, env=environ, timeout=600
@@ -40,8 +39,7 @@ def bash(*args: str | Path, env: dict | None = None) -> subprocess.CompletedProc
 
 
 def manifest(part: Path) -> dict:
-    with tarfile.open(part) as tar:
-        return json.load(tar.extractfile("manifest.json"))
+    return archive_json(part, "manifest.json")
 
 
 @pytest.fixture
