@@ -25,3 +25,13 @@ rule all:
         "results/summary.md",
         VERSIONS_INPUT,
         HISTORY_INPUT,
+
+
+# The processes the cells' workers were forked from (worker_start: fork) end with the run;
+# left alone, each would end after a minute with nothing to do.
+onsuccess:
+    stop_zygotes()
+
+
+onerror:
+    stop_zygotes()

@@ -36,10 +36,11 @@ from numbench.timing import TimingSettings
 #: measured, ``sentinel_s``; 9: the share of the CPUs' time the workflow's own processes took,
 #: Snakemake's scheduler above all, ``workflow_cpu_share``, no longer counted in
 #: ``other_cpu_share``; 10: those processes kept off the CPUs the workers are timed on while
-#: the cell measures, ``workflow_moved``). It is
+#: the cell measures, ``workflow_moved``; 11: how each worker started, ``worker_start``, and
+#: the import it paid itself, ``import_paid_s``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 10
+CELL_CONTRACT = 11
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -120,6 +121,9 @@ class CellSpec:
     #: the compile options the config gives the baseline library paired beside this cell
     #: (its ``paired_spec``'s ``options``, where that is another library)
     paired_options: dict[str, Any] = field(default_factory=dict)
+    #: how its workers start (``worker_start``): "fork" from a process that has imported the
+    #: library (``numbench.measure.zygote``), or "exec", a fresh interpreter each
+    worker_start: str = "exec"
 
     @property
     def adapter_name(self) -> str:
@@ -205,6 +209,13 @@ class ProcessReport:
     status: str
     error: str | None = None
     import_s: float | None = None
+    #: the part of ``import_s`` this process paid itself: all of it in a fresh process; in
+    #: one forked from a zygote, its own rest of the import (and the zygote's import for the
+    #: zygote's first worker)
+    import_paid_s: float | None = None
+    #: how the process started (``worker_start``): "fork" from a zygote that had imported
+    #: the library, or "exec", a fresh interpreter ("exec: why" where a fork was asked for)
+    worker_start: str | None = None
     first_call_s: float | None = None
     #: seconds the worker spent calibrating and sampling per call (latency)
     sampling_s: float | None = None

@@ -36,11 +36,14 @@ from numbench.roofline.contract import read_roofs
 from numbench.stats import ratio_ci, summarize
 
 #: How a per-process figure becomes the cell's: typical (median) for what each process pays,
-#: total for the time spent, worst for errors and memory; the threads a library ran with: the
+#: total for the time spent (the import its processes paid themselves included: a zygote's
+#: import is paid by its first worker alone), how they started as the first one says, worst for errors and memory; the threads a library ran with: the
 #: most any process saw, and the first note saying it differed from those asked; the CPU
 #: time other programs took: the most from any kept process, and the attempts set aside.
 PROCESS_REDUCERS = {
     "import_s": "median",
+    "import_paid_s": "sum",
+    "worker_start": "first",
     "first_call_s": "median",
     "sampling_s": "sum",
     "pipelined_sampling_s": "sum",

@@ -83,6 +83,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         timeout_s=float(cfg["cell_timeout_s"]),
         memory_limit_mb=cfg["cell_memory_limit_mb"],
         allocator=cfg["allocator"],
+        worker_start=cfg["worker_start"],
         replicates=ReplicateSettings(
             min=reps["min"],
             max=reps["max"],

@@ -67,13 +67,15 @@ from numbench.machine.system import (
     pid_stat,
     read_cpu_lines,
 )
+from numbench.measure import zygote
 from numbench.measure.cpu_taken import children
 
 
 def own_cpu_s() -> float:
-    """CPU seconds of this process and of every child it has waited for (the workers)."""
+    """CPU seconds of this process and of every child it has waited for (the workers), and
+    of the workers zygotes forked for it (``zygote.relayed_cpu_s``: theirs, not its children)."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system + t.children_user + t.children_system + zygote.relayed_cpu_s()
 
 
 def read_cpu_ticks(root: str | os.PathLike = "/") -> list[int] | None:

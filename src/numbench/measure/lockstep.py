@@ -212,6 +212,8 @@ class _Partner:
     #: the last word it said (``ready``, ``more``, ``enough``); None once it has ended
     said: str | None = None
     report: ProcessReport | None = None
+    #: how it started (``process.spawn``)
+    start: str = "exec"
 
 
 def _start_partner(spec: CellSpec, tmp: str) -> _Partner:
@@ -223,16 +225,17 @@ def _start_partner(spec: CellSpec, tmp: str) -> _Partner:
     started = time.time()
     try:
         with machinery("the worker cannot start"):
-            proc = subprocess.Popen(
-                cmd, env=env, start_new_session=True, pass_fds=(to_worker_r, from_worker_w)
-            )
+            job = process.cell_job(spec, process.worker_interpreter(spec))
+            proc, how = process.spawn(job, cmd, env, pass_fds=(to_worker_r, from_worker_w))
     except BaseException:
         for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
             os.close(fd)
         raise
     os.close(to_worker_r)
     os.close(from_worker_w)
-    return _Partner(spec, proc, LineChannel(from_worker_r, to_worker_w), result_path, started)
+    return _Partner(
+        spec, proc, LineChannel(from_worker_r, to_worker_w), result_path, started, start=how
+    )
 
 
 def _hear(partner: _Partner) -> str | None:
@@ -309,4 +312,6 @@ def run_lockstep(specs: list[CellSpec], seed: int) -> list[tuple[float, ProcessR
         finally:
             for partner in partners:
                 partner.channel.close()
+    for partner in partners:
+        partner.report.worker_start = partner.start
     return [(p.started_unix, p.report) for p in partners]

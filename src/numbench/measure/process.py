@@ -36,6 +36,7 @@ from typing import TypeVar
 
 from numbench import libraries
 from numbench.errors import MachineryFault, machinery
+from numbench.measure import zygote
 from numbench.measure.cpu_taken import children
 from numbench.spec import MACHINERY_FAULT_EXIT, STATUSES, SUPERVISOR_ENV, CellSpec, ProcessReport
 
@@ -75,6 +76,9 @@ class WorkerJob:
     interpreter: str | None = None
     #: how its temporary folder's name begins
     scratch_prefix: str = "numbench-worker-"
+    #: "fork": from a zygote that has imported ``library`` (``numbench.measure.zygote``),
+    #: where it can; "exec": a fresh interpreter
+    start: str = "exec"
 
 
 def job_environment(job: WorkerJob) -> dict[str, str]:
@@ -112,6 +116,7 @@ def cell_job(spec: CellSpec, interpreter: str | None = None) -> WorkerJob:
         variables=spec.environment.variables if spec.environment is not None else {},
         interpreter=interpreter,
         scratch_prefix="numbench-cell-",
+        start=spec.worker_start,
     )
 
 
@@ -255,6 +260,20 @@ def scratch_folder(stack: contextlib.ExitStack, prefix: str = "numbench-cell-") 
         return stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
 
 
+def spawn(
+    job: WorkerJob, cmd: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
+) -> tuple[subprocess.Popen | zygote.ForkedWorker, str]:
+    """Start a prepared worker in a session of its own: (the process, how it started:
+    "fork", "exec", or "exec: why" where a fork was asked for and cannot be had)."""
+    how = "exec"
+    if job.start == "fork" and job.library is not None and job.module == "numbench.measure.worker":
+        forked, how = zygote.fork_worker(job.library, cmd, env, pass_fds, job.timeout_s)
+        if forked is not None:
+            return forked, how
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, pass_fds=pass_fds)
+    return proc, how
+
+
 def run_job(job: WorkerJob, read: Callable[[int, Path], T]) -> T | ProcessReport:
     """Run one worker of any kind in its own session, under its time and memory limits:
     the status of a kill (a ``ProcessReport``), or what ``read`` makes of how it ended (its
@@ -263,15 +282,16 @@ def run_job(job: WorkerJob, read: Callable[[int, Path], T]) -> T | ProcessReport
         tmp = scratch_folder(stack, job.scratch_prefix)
         with machinery("the worker cannot start"):
             cmd, env, result_path = prepare(job, tmp)
-            proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+            proc, how = spawn(job, cmd, env)
         try:
             killed = supervise(proc, job.timeout_s, job.memory_limit_mb, job.limit_name)
         except BaseException:
             kill_group(proc)  # the supervisor itself is stopped: take the worker along
             raise
-        if killed is not None:
-            return killed
-        return read(proc.returncode, result_path)
+        out = killed if killed is not None else read(proc.returncode, result_path)
+        if isinstance(out, ProcessReport):
+            out.worker_start = how
+        return out
 
 
 def run_worker(spec: CellSpec) -> ProcessReport:

@@ -38,6 +38,21 @@ import traceback
 from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 
+class Forked:
+    """How a worker forked from a zygote (``numbench.measure.zygote``) came to be: the
+    zygote's import of the library, and whether this worker is its first (whose supervisor
+    started the zygote and waited for that import)."""
+
+    def __init__(self, import_s: float, first: bool, keep=None):
+        self.import_s, self.first = import_s, first
+        #: the layout this process drew (``zygote.vary_layout``), kept for its life
+        self.keep = keep
+
+
+#: set in a worker forked from a zygote; None in a fresh one
+FORKED: Forked | None = None
+
+
 def die_with_supervisor() -> None:
     """Ask Linux to SIGKILL this process when its parent dies (a killed run or job)."""
     if not sys.platform.startswith("linux"):
@@ -51,7 +66,7 @@ def die_with_supervisor() -> None:
     except (OSError, AttributeError):
         return
     expected = os.environ.get(SUPERVISOR_ENV)
-    if expected and os.getppid() != int(expected):
+    if FORKED is None and expected and os.getppid() != int(expected):
         os._exit(1)  # the supervisor died before the request took effect
 
 
@@ -83,7 +98,12 @@ def _peak_rss_mb() -> float:
 def import_library(spec: CellSpec):
     """(the cell's library adapter, the report begun): the library imported first, in a fresh
     interpreter, so that ``import_s`` is the whole import (NumPy included) as a user's
-    script would pay it. A library that is missing here gives an ``unavailable`` report."""
+    script would pay it. A library that is missing here gives an ``unavailable`` report.
+
+    A worker forked from a zygote finds the library's modules imported already: its
+    ``import_s`` is the zygote's import and its own rest of it (the device asked for, the
+    settings made), what a user's script pays all the same, and ``import_paid_s`` the part
+    this process paid (the zygote's import too for its first worker, which waited for it)."""
     from numbench.libraries import Unavailable, get
     from numbench.libraries.slowed import slowed_if_asked
 
@@ -97,7 +117,15 @@ def import_library(spec: CellSpec):
         return adapter, ProcessReport(
             status="unavailable", error=f"{adapter.module} cannot be imported: {exc}"
         )
-    return adapter, ProcessReport(status="failed", import_s=time.perf_counter() - t0)
+    own = time.perf_counter() - t0
+    if FORKED is None:
+        return adapter, ProcessReport(status="failed", import_s=own, import_paid_s=own)
+    shared = FORKED.import_s
+    return adapter, ProcessReport(
+        status="failed",
+        import_s=shared + own,
+        import_paid_s=own + (shared if FORKED.first else 0.0),
+    )
 
 
 def load_operation(spec: CellSpec, adapter, out: ProcessReport):

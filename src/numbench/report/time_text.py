@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from numbench.machine.contract import RunTime, TimeLine
 from numbench.machine.report import duration
 
@@ -14,7 +16,11 @@ def measured_share(t: TimeLine) -> float:
 
 def _rows(t: TimeLine) -> list[tuple[str, float]]:
     return [
-        ("Library imports, in every worker process (the paired baseline's too)", t.imports_s),
+        (
+            "Library imports: each worker's own (the paired baseline's too), and each "
+            "zygote's once",
+            t.imports_s,
+        ),
         ("First calls (tracing, compiling, warming up), timed apart", t.first_calls_s),
         ("Sampling: calibration and the samples, the measurement itself", t.sampling_s),
         ("Waits for quiet (`wait_for_quiet`)", t.quiet_waits_s),
@@ -49,3 +55,29 @@ def run_time_section(r: RunTime | None) -> list[str]:
     lines += [f"| {what} | {duration(s)} | {share(s)} |" for what, s in _rows(t)]
     lines += [f"| **the run's wall** | **{duration(t.wall_s)}** | **100%** |", ""]
     return lines
+
+
+def worker_start_lines(bench: pd.DataFrame) -> list[str]:
+    """How each library's workers started (``worker_start``): forked from a zygote that
+    had imported the library, or fresh, and why a fork asked for was not had. None where
+    no cell says (cells from before the column)."""
+    if "worker_start" not in bench:
+        return []
+    ways: dict[str, set[str]] = {}
+    for library, how in zip(bench["library"], bench["worker_start"]):
+        if isinstance(how, str) and how:
+            ways.setdefault(how, set()).add(str(library))
+    if not ways:
+        return []
+    said = []
+    for how in sorted(ways):
+        names = ", ".join(sorted(ways[how]))
+        if how == "fork":
+            said.append(f"forked from a process that had imported the library: {names}")
+        elif how == "exec":
+            said.append(f"fresh interpreters: {names}")
+        else:
+            said.append(
+                f"fresh interpreters, a fork refused ({how.removeprefix('exec: ')}): {names}"
+            )
+    return ["Worker processes (`worker_start`): " + "; ".join(said) + ".", ""]

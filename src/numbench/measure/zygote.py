@@ -1,0 +1,568 @@
+"""Workers forked from a process that has imported their library: ``worker_start: fork``
+(config/README.md), where ``exec`` starts a fresh interpreter for every worker.
+
+Most of a fresh worker's life is not measurement: the interpreter starts and the library is
+imported (TensorFlow takes seconds) in every round of every cell. A zygote is a process that
+has imported one library, with the environment its workers get, and nothing else: it asks for
+no device, makes no thread pool and compiles no kernel. Each worker is forked from it, so the
+import is paid once per zygote instead of once per process. Everything after the import
+happens in the worker, as it did in a fresh one: the library asked for its device
+(``Adapter.load``), the operation loaded, the inputs read, the kernel compiled, the first call
+timed, the samples taken. Each worker is still a process of its own, with its own heap from
+the fork on and its own JIT state, ended after its cell's round.
+
+What a fork would share that fresh processes draw anew is the address space's layout: every
+child of one zygote starts with its parent's heap and maps. Each child therefore draws a layout
+of its own before it loads anything (``vary_layout``): a random number of pages mapped and
+kept, and a random number of small blocks of random sizes kept, so its inputs and its
+kernel's buffers land at other addresses than its siblings'. The interpreter's hash seed
+(``PYTHONHASHSEED``) is the zygote's for all its children.
+
+A library whose import leaves a thread running (other than jemalloc's background thread,
+which jemalloc makes safe across a fork itself) is not forked from: a thread that holds a lock
+when the process forks leaves it held for ever in the child. Its zygote says why, and its
+workers start fresh (``exec``), as each report's ``worker_start`` says.
+
+One zygote serves one key: the worker's interpreter, its library, device, dtype and threads,
+its environment's variables and the folder the workflow runs in. Its address is an abstract
+Unix socket named by the key (``socket_name``; Linux only: elsewhere every worker starts
+fresh); it answers only its own user (``SO_PEERCRED``). The first worker that needs it starts
+it (``launch``); it detaches, imports, and then serves until no worker has asked for
+``IDLE_S`` seconds, or until it is told to stop (``stop_all``: the workflow's end).
+
+Each worker is the zygote's child, not its supervisor's: the zygote sends back the worker's
+pid, and at its end its exit status and the CPU time it took (its rusage), with the zygote's
+own CPU time meanwhile. The supervisor sees it through ``ForkedWorker``, as it sees a child
+through ``subprocess.Popen``, and counts the CPU time relayed as its own (``relayed_cpu_s``;
+``numbench.measure.activity``), as it counts a fresh worker it waited for. A worker whose
+supervisor goes away (its connection closes) is killed by the zygote; one whose zygote dies is
+killed by the kernel (``PR_SET_PDEATHSIG``).
+
+This module's server side imports nothing of numbench's before the fork: a worker imports
+numbench's modules itself, from the files as they are when it starts.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: a zygote ends after this many seconds with no worker and no request
+IDLE_S = 60.0
+#: the environment variable that sets ``IDLE_S`` (tests shorten it)
+IDLE_ENV = "NUMBENCH_ZYGOTE_IDLE_S"
+#: how the abstract socket's name begins
+PREFIX = "numbench-zygote"
+#: variables that differ from worker to worker and are set in each child, not in the key
+VOLATILE = frozenset(
+    {"NUMBENCH_SUPERVISOR", "NUMBENCH_TURNS", "TMPDIR", "_", "OLDPWD", "PWD", "SHLVL"}
+)
+#: threads a library may leave running at import that are safe across a fork
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+#: the modules imported in a zygote, per library adapter (its ``module`` where not listed)
+PRELOAD = {
+    "jax": ("jax", "jax.numpy"),
+    "numba": ("numpy", "numba"),
+    "numpy": ("numpy",),
+    "torch": ("numpy", "torch"),
+    "tensorflow": ("numpy", "tensorflow"),
+    "cupy": ("numpy", "cupy"),
+}
+#: the exit status of a child whose set-up failed before the worker ran
+SETUP_FAULT_EXIT = 70
+MAX_FDS = 16
+PAGE = 4096
+
+_relayed_cpu_s = 0.0
+#: per socket name: why this process starts that key's workers fresh (learnt once)
+_refused: dict[str, str] = {}
+
+
+def relayed_cpu_s() -> float:
+    """CPU seconds of the workers this process had forked by zygotes (and of the zygotes'
+    own work for them and their imports), counted as this process's own."""
+    return _relayed_cpu_s
+
+
+def _relay(seconds: float) -> None:
+    global _relayed_cpu_s
+    _relayed_cpu_s += max(0.0, float(seconds))
+
+
+def supported() -> bool:
+    """Whether workers can be forked here: Linux (abstract sockets, ``PR_SET_PDEATHSIG``)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "AF_UNIX")
+
+
+def socket_name(library: str, python: str, env: dict[str, str], cwd: str | None = None) -> str:
+    """The zygote's address for a worker of ``library`` run by ``python`` with ``env``: the
+    user, the folder, and a digest of everything a worker's import depends on."""
+    cwd = os.getcwd() if cwd is None else cwd
+    stable = sorted((k, v) for k, v in env.items() if k not in VOLATILE)
+    here = Path(__file__)
+    code = f"{here.stat().st_mtime_ns}:{here.stat().st_size}"
+    key = json.dumps([os.path.realpath(python), library, stable, code], separators=(",", ":"))
+    folder = hashlib.sha256(cwd.encode()).hexdigest()[:8]
+    return f"{PREFIX}-{os.getuid()}-{folder}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+
+
+def _address(name: str) -> bytes:
+    return b"\0" + name.encode()
+
+
+# -- the supervisor's side ---------------------------------------------------------------
+class ForkedWorker:
+    """A worker a zygote forked, seen as ``subprocess.Popen`` sees a child: ``pid`` (its
+    process group's too), ``poll()``, ``wait(timeout)``, ``returncode``."""
+
+    def __init__(self, conn: socket.socket, pid: int, args: list[str]):
+        self.conn, self.pid, self.args = conn, pid, args
+        self.returncode: int | None = None
+        self._buffer = b""
+
+    def _read(self, timeout: float | None) -> None:
+        readable, _, _ = select.select([self.conn], [], [], timeout)
+        if not readable:
+            return
+        data = self.conn.recv(65536)
+        if not data:
+            self.conn.close()
+            from numbench.errors import MachineryFault
+
+            raise MachineryFault(f"the zygote of worker {self.pid} ended before it")
+        self._buffer += data
+        if b"\n" in self._buffer:
+            message = json.loads(self._buffer.split(b"\n", 1)[0])
+            _relay(message.get("cpu_s", 0.0))
+            self.returncode = int(message["exit"])
+            self.conn.close()
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            self._read(left)
+        return self.returncode
+
+
+def _connect(name: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(_address(name))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _read_line(stream, timeout_s: float) -> bytes:
+    """One line from a pipe or socket (bytes up to and without the newline), or what came
+    before its end or ``timeout_s``."""
+    fd = stream.fileno()
+    data, deadline = b"", time.monotonic() + timeout_s
+    while b"\n" not in data:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 65536) if not isinstance(stream, socket.socket) else stream.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data.split(b"\n", 1)[0]
+
+
+def log_path(library: str, name: str) -> Path:
+    """Where a zygote writes what it says: ``logs/zygotes/`` of the folder it serves."""
+    return Path("logs", "zygotes", f"{library}-{name.rsplit('-', 1)[-1]}.log")
+
+
+def launch(
+    library: str, python: str, env: dict[str, str], name: str, timeout_s: float
+) -> str | None:
+    """Start the zygote ``name`` and wait until it serves; None once it does (or another
+    one took the name first), else why not."""
+    log = log_path(library, name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    zygote_env = {k: v for k, v in env.items() if k not in VOLATILE or k == "PWD"}
+    idle = os.environ.get(IDLE_ENV, str(IDLE_S))
+    cmd = [python, "-m", __name__, "serve", name, library, idle]
+    with open(log, "ab") as err:
+        proc = subprocess.Popen(
+            cmd,
+            env=zygote_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+        )
+    try:
+        line = _read_line(proc.stdout, timeout_s)
+    finally:
+        proc.stdout.close()
+    proc.wait()  # the launcher leaves at once; the zygote is its child, detached
+    if not line:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        return f"its zygote did not start within {timeout_s:g} s (see {log})"
+    said = json.loads(line)
+    _relay(said.get("cpu_s", 0.0))
+    return said.get("refused")
+
+
+def _send_request(sock: socket.socket, request: dict, fds: list[int]) -> None:
+    payload = json.dumps(request).encode() + b"\n"
+    fd_array = array.array("i", fds)
+    sent = sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd_array)])
+    if sent < len(payload):
+        sock.sendall(payload[sent:])
+
+
+def fork_worker(
+    library: str,
+    cmd: list[str],
+    env: dict[str, str],
+    pass_fds: tuple[int, ...] = (),
+    timeout_s: float = 600.0,
+) -> tuple[ForkedWorker | None, str]:
+    """Have a zygote fork the worker that ``cmd`` (``python -m numbench.measure.worker SPEC
+    RESULT``) would start, with ``env``, this process's stdout and stderr, and ``pass_fds``
+    at their numbers. (the worker, "fork"), or (None, "exec: why") where it must start fresh.
+    ``timeout_s`` bounds the wait for a zygote that is starting."""
+    if not supported():
+        return None, "exec: forking workers needs Linux"
+    if len(pass_fds) + 2 > MAX_FDS:
+        return None, f"exec: more than {MAX_FDS} descriptors to pass"
+    python, argv = cmd[0], cmd[3:]
+    name = socket_name(library, python, env)
+    if name in _refused:
+        return None, _refused[name]
+    sock = _connect(name)
+    if sock is None:
+        refused = launch(library, python, env, name, timeout_s)
+        if refused:
+            _refused[name] = f"exec: {refused}"
+            return None, _refused[name]
+        sock = _connect(name)
+        if sock is None:
+            return None, "exec: its zygote could not be reached"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    targets = [1, 2, *pass_fds]
+    request = {"argv": argv, "env": env, "cwd": os.getcwd(), "fds": targets}
+    try:
+        _send_request(sock, request, [1, 2, *pass_fds])
+        reply = _read_line(sock, timeout_s)
+    except OSError as exc:
+        sock.close()
+        return None, f"exec: its zygote could not be asked ({exc})"
+    said = json.loads(reply) if reply else {"refused": "its zygote did not answer"}
+    if "pid" not in said:
+        sock.close()
+        why = f"exec: {said.get('refused')}"
+        _refused[name] = why
+        return None, why
+    return ForkedWorker(sock, int(said["pid"]), cmd), "fork"
+
+
+def stop_all(cwd: str | None = None) -> int:
+    """Tell every zygote of this user serving ``cwd`` (default: here) to end; how many were
+    told. They are found in ``/proc/net/unix``."""
+    cwd = os.getcwd() if cwd is None else cwd
+    folder = hashlib.sha256(cwd.encode()).hexdigest()[:8]
+    begins = f"@{PREFIX}-{os.getuid()}-{folder}-"
+    try:
+        lines = Path("/proc/net/unix").read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return 0
+    names = {line.split()[-1][1:] for line in lines[1:] if line.split()[-1].startswith(begins)}
+    told = 0
+    for name in sorted(names):
+        sock = _connect(name)
+        if sock is None:
+            continue
+        with sock:
+            with contextlib.suppress(OSError):
+                _send_request(sock, {"stop": True}, [])
+                told += 1
+    return told
+
+
+# -- the zygote's side -------------------------------------------------------------------
+def thread_names() -> list[str]:
+    """The names of this process's threads but the calling one's (``/proc/self/task``)."""
+    names = []
+    me = str(threading_native_id())
+    for tid in os.listdir("/proc/self/task"):
+        if tid == me:
+            continue
+        try:
+            names.append(Path("/proc/self/task", tid, "comm").read_text().strip())
+        except OSError:
+            continue
+    return names
+
+
+def threading_native_id() -> int:
+    import threading
+
+    return threading.get_native_id()
+
+
+def preload(library: str) -> str | None:
+    """Import the library's modules; None, or why its workers must start fresh."""
+    import importlib
+
+    for module in PRELOAD.get(library, (library,)):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - a fresh worker reports it as it should
+            return f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
+    running = [n for n in thread_names() if n not in FORK_SAFE_THREADS]
+    if running:
+        return f"its import leaves {len(running)} thread(s) running ({', '.join(sorted(running))})"
+    return None
+
+
+def vary_layout(seed: bytes | None = None) -> tuple:
+    """Draw this child's own address-space layout: pages mapped and small blocks allocated
+    in random numbers and sizes, kept for the process's life (returned; the caller keeps
+    them), so that what it allocates next lands where its siblings' does not."""
+    import mmap
+    import random
+
+    rng = random.Random(seed if seed is not None else os.urandom(16))
+    pages = mmap.mmap(-1, PAGE * rng.randint(1, 512))
+    blocks = [bytearray(rng.randint(16, 4096)) for _ in range(rng.randint(0, 256))]
+    return pages, blocks
+
+
+def _set_pdeathsig() -> None:
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
+
+
+class Zygote:
+    """The serving loop: requests in, workers forked, their ends sent back."""
+
+    def __init__(self, listener: socket.socket, idle_s: float, import_s: float):
+        self.listener, self.idle_s, self.import_s = listener, idle_s, import_s
+        self.forks = 0
+        self.conns: dict[socket.socket, dict] = {}  # buffer, fds, child pid, cpu at start
+        self.children: dict[int, socket.socket] = {}
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.stopping = False
+
+    def serve(self) -> None:
+        last = time.monotonic()
+        while not (self.stopping and not self.children):
+            busy = self.children or self.conns
+            timeout = None if busy else self.idle_s - (time.monotonic() - last)
+            if timeout is not None and timeout <= 0:
+                break
+            if self.stopping:
+                timeout = 0.1
+            ready, _, _ = select.select([self.listener, self.wake_r, *self.conns], [], [], timeout)
+            for sock in ready:
+                if sock is self.listener:
+                    self._accept()
+                elif sock == self.wake_r:
+                    with contextlib.suppress(BlockingIOError, InterruptedError):
+                        os.read(self.wake_r, 4096)
+                else:
+                    self._receive(sock)
+            self._reap()
+            last = time.monotonic() if self.children or self.conns else last
+
+    def _accept(self) -> None:
+        conn, _ = self.listener.accept()
+        creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        uid = array.array("i", creds)[1]
+        if uid != os.getuid():
+            conn.close()
+            return
+        self.conns[conn] = {"buffer": b"", "fds": [], "pid": None, "cpu": 0.0}
+
+    def _receive(self, conn: socket.socket) -> None:
+        state = self.conns[conn]
+        size = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
+        try:
+            data, ancillary, _, _ = conn.recvmsg(65536, size)
+        except OSError:
+            data, ancillary = b"", []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds = array.array("i")
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+                state["fds"].extend(fds)
+        if not data:  # its supervisor is gone: so goes its worker
+            self._drop(conn, kill=True)
+            return
+        state["buffer"] += data
+        if b"\n" in state["buffer"] and state["pid"] is None:
+            request = json.loads(state["buffer"].split(b"\n", 1)[0])
+            if request.get("stop"):
+                self.stopping = True
+                self._drop(conn, kill=False)
+                return
+            self._fork(conn, state, request)
+
+    def _drop(self, conn: socket.socket, kill: bool) -> None:
+        state = self.conns.pop(conn)
+        for fd in state["fds"]:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        state["fds"] = []
+        if kill and state["pid"] is not None and state["pid"] in self.children:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(state["pid"], signal.SIGKILL)
+        conn.close()
+
+    def _fork(self, conn: socket.socket, state: dict, request: dict) -> None:
+        received, targets = state["fds"], request["fds"]
+        if len(received) != len(targets):
+            conn.sendall(json.dumps({"refused": "descriptors lost on the way"}).encode() + b"\n")
+            self._drop(conn, kill=False)
+            return
+        state["cpu"] = time.process_time()
+        first = self.forks == 0
+        self.forks += 1
+        pid = os.fork()
+        if pid == 0:
+            self._child(request, received, targets, first)  # never returns
+        for fd in received:
+            os.close(fd)
+        state["fds"], state["pid"] = [], pid
+        self.children[pid] = conn
+        conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+
+    def _child(self, request: dict, received: list[int], targets: list[int], first: bool) -> None:
+        code = SETUP_FAULT_EXIT
+        try:
+            os.setsid()
+            _set_pdeathsig()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for sock in (self.listener, *self.conns):
+                sock.close()
+            os.close(self.wake_r)
+            os.close(self.wake_w)
+            import fcntl
+
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in received]
+            for fd in received:
+                os.close(fd)
+            for fd, target in zip(high, targets):
+                os.dup2(fd, target)
+                os.close(fd)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.close(null)
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            import tempfile
+
+            tempfile.tempdir = None
+            keep = vary_layout()
+            from numbench.measure import worker
+
+            worker.FORKED = worker.Forked(self.import_s, first, keep)
+            code = worker.main(request["argv"])
+            worker.leave(code)
+        except BaseException:  # noqa: BLE001 - the set-up failed: say why, and go
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is None or conn not in self.conns:
+                continue
+            state = self.conns[conn]
+            message = {
+                "exit": os.waitstatus_to_exitcode(status),
+                "cpu_s": usage.ru_utime + usage.ru_stime + time.process_time() - state["cpu"],
+            }
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps(message).encode() + b"\n")
+            self._drop(conn, kill=False)
+
+
+def _say(message: dict) -> None:
+    os.write(1, json.dumps(message).encode() + b"\n")
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
+
+
+def serve(name: str, library: str, idle_s: float) -> int:
+    """The zygote: detach from its launcher, import, bind its name, say it serves (or why it
+    refuses), then serve until idle or told to stop."""
+    if os.fork() != 0:
+        os._exit(0)  # the launcher waits for this one; the zygote goes on detached
+    t0 = time.perf_counter()
+    refused = preload(library)
+    import_s = time.perf_counter() - t0
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(_address(name))
+    except OSError:
+        _say({"cpu_s": time.process_time()})  # another zygote took the name first
+        return 0
+    listener.listen(64)
+    print(f"zygote {name}: {library} imported in {import_s:.2f} s", file=sys.stderr, flush=True)
+    if refused:
+        print(f"zygote {name}: refuses to fork: {refused}", file=sys.stderr, flush=True)
+    _say({"cpu_s": time.process_time(), "import_s": import_s, "refused": refused})
+    if refused:
+        _refuse(listener, refused, idle_s)
+        return 0
+    Zygote(listener, idle_s, import_s).serve()
+    return 0
+
+
+def _refuse(listener: socket.socket, why: str, idle_s: float) -> None:
+    """Answer every request with the refusal until idle, so later jobs learn it at once."""
+    while select.select([listener], [], [], idle_s)[0]:
+        conn, _ = listener.accept()
+        with conn:
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps({"refused": why}).encode() + b"\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "serve":
+        sys.exit(serve(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+    print(f"usage: python -m {__name__} serve NAME LIBRARY IDLE_S", file=sys.stderr)
+    sys.exit(2)
