@@ -97,6 +97,18 @@ def test_the_parts_are_the_records_summed_by_hand_and_sum_to_the_wall():
     assert sum(parts) == pytest.approx(t.wall_s, abs=1e-9)
 
 
+def test_a_zygotes_import_counts_once_where_the_cells_say_what_they_paid():
+    """Workers forked from a zygote (``import_paid_s``): torch's 3 processes paid 2.3 s of
+    import in all (the zygote's 2.0 s in the first, 0.1 s each of their own), not 3 x 2.0;
+    its baseline's 2 processes 0.6 s, so 0.3 s each beside torch's 3 rounds."""
+    bench, roofs = records()
+    bench["import_paid_s"] = [0.6, 2.3]
+    t = timeline(bench, roofs, finished_unix=T0 + 60)
+    assert t.imports_s == pytest.approx(0.6 + 2.3 + 0.3 * 3)
+    bench["import_paid_s"] = [None, 2.3]  # a cell that does not say: its import_s per round
+    assert timeline(bench, roofs, finished_unix=T0 + 60).imports_s == pytest.approx(1.0 + 2.3 + 1.5)
+
+
 def test_without_the_findings_time_the_wall_ends_at_the_last_record():
     bench, roofs = records()
     t = timeline(bench, roofs)

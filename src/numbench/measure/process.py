@@ -22,6 +22,7 @@ them at import while they use little memory.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -260,6 +261,17 @@ def scratch_folder(stack: contextlib.ExitStack, prefix: str = "numbench-cell-") 
         return stack.enter_context(tempfile.TemporaryDirectory(prefix=prefix))
 
 
+@functools.cache
+def run_pid() -> int:
+    """The process of the run this one measures for, which a zygote it starts ends with:
+    the Snakemake above this job (``activity.workflow_pids``), or, with none (``numbench
+    offsite run``, a test), this process."""
+    from numbench.measure.activity import workflow_pids
+
+    found = workflow_pids(os.getppid())
+    return found[-1] if found else os.getpid()
+
+
 def spawn(
     job: WorkerJob, cmd: list[str], env: dict[str, str], pass_fds: tuple[int, ...] = ()
 ) -> tuple[subprocess.Popen | zygote.ForkedWorker, str]:
@@ -267,7 +279,9 @@ def spawn(
     "fork", "exec", or "exec: why" where a fork was asked for and cannot be had)."""
     how = "exec"
     if job.start == "fork" and job.library is not None and job.module == "numbench.measure.worker":
-        forked, how = zygote.fork_worker(job.library, cmd, env, pass_fds, job.timeout_s)
+        forked, how = zygote.fork_worker(
+            job.library, cmd, env, pass_fds, job.timeout_s, watch=run_pid()
+        )
         if forked is not None:
             return forked, how
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, pass_fds=pass_fds)

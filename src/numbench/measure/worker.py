@@ -43,10 +43,19 @@ class Forked:
     zygote's import of the library, and whether this worker is its first (whose supervisor
     started the zygote and waited for that import)."""
 
-    def __init__(self, import_s: float, first: bool, keep=None):
+    def __init__(
+        self,
+        import_s: float,
+        first: bool,
+        keep=None,
+        import_rss_mb: float | None = None,
+        start_rss_mb: float | None = None,
+    ):
         self.import_s, self.first = import_s, first
         #: the layout this process drew (``zygote.vary_layout``), kept for its life
         self.keep = keep
+        #: the zygote's resident memory once imported, and this worker's just after the fork
+        self.import_rss_mb, self.start_rss_mb = import_rss_mb, start_rss_mb
 
 
 #: set in a worker forked from a zygote; None in a fresh one
@@ -90,9 +99,17 @@ def _write_json(obj: dict, path: str) -> None:
 
 
 def _peak_rss_mb() -> float:
+    """The process's peak resident memory, in MB. A forked worker's own peak counts only
+    the pages it touched (the zygote's import mapped the rest, and a page is counted in a
+    child once touched): its peak is the zygote's resident memory after the import plus
+    what the worker grew past its state at the fork, what a fresh process that imported
+    the library and then ran the cell would hold at its peak."""
     import resource
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    if FORKED is None or FORKED.import_rss_mb is None or FORKED.start_rss_mb is None:
+        return own
+    return max(own, FORKED.import_rss_mb + own - FORKED.start_rss_mb)
 
 
 def import_library(spec: CellSpec):

@@ -111,7 +111,9 @@ def socket_name(library: str, python: str, env: dict[str, str], cwd: str | None 
     stable = sorted((k, v) for k, v in env.items() if k not in VOLATILE)
     here = Path(__file__)
     code = f"{here.stat().st_mtime_ns}:{here.stat().st_size}"
-    key = json.dumps([os.path.realpath(python), library, stable, code], separators=(",", ":"))
+    # the interpreter as named, not resolved: a virtual environment's python links to its
+    # base's, and its packages are its own
+    key = json.dumps([os.path.abspath(python), library, stable, code], separators=(",", ":"))
     folder = hashlib.sha256(cwd.encode()).hexdigest()[:8]
     return f"{PREFIX}-{os.getuid()}-{folder}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
 
@@ -194,15 +196,22 @@ def log_path(library: str, name: str) -> Path:
 
 
 def launch(
-    library: str, python: str, env: dict[str, str], name: str, timeout_s: float
+    library: str,
+    python: str,
+    env: dict[str, str],
+    name: str,
+    timeout_s: float,
+    watch: int | None = None,
 ) -> str | None:
     """Start the zygote ``name`` and wait until it serves; None once it does (or another
-    one took the name first), else why not."""
+    one took the name first), else why not. It ends when the process ``watch`` ends (the
+    run it serves; default: this one)."""
     log = log_path(library, name)
     log.parent.mkdir(parents=True, exist_ok=True)
     zygote_env = {k: v for k, v in env.items() if k not in VOLATILE or k == "PWD"}
     idle = os.environ.get(IDLE_ENV, str(IDLE_S))
-    cmd = [python, "-m", __name__, "serve", name, library, idle]
+    watch = os.getpid() if watch is None else watch
+    cmd = [python, "-m", __name__, "serve", name, library, idle, str(watch)]
     with open(log, "ab") as err:
         proc = subprocess.Popen(
             cmd,
@@ -240,11 +249,13 @@ def fork_worker(
     env: dict[str, str],
     pass_fds: tuple[int, ...] = (),
     timeout_s: float = 600.0,
+    watch: int | None = None,
 ) -> tuple[ForkedWorker | None, str]:
     """Have a zygote fork the worker that ``cmd`` (``python -m numbench.measure.worker SPEC
     RESULT``) would start, with ``env``, this process's stdout and stderr, and ``pass_fds``
     at their numbers. (the worker, "fork"), or (None, "exec: why") where it must start fresh.
-    ``timeout_s`` bounds the wait for a zygote that is starting."""
+    ``timeout_s`` bounds the wait for a zygote that is starting; a zygote started here ends
+    with the process ``watch`` (the run; default: this process)."""
     if not supported():
         return None, "exec: forking workers needs Linux"
     if len(pass_fds) + 2 > MAX_FDS:
@@ -255,7 +266,7 @@ def fork_worker(
         return None, _refused[name]
     sock = _connect(name)
     if sock is None:
-        refused = launch(library, python, env, name, timeout_s)
+        refused = launch(library, python, env, name, timeout_s, watch)
         if refused:
             _refused[name] = f"exec: {refused}"
             return None, _refused[name]
@@ -266,12 +277,18 @@ def fork_worker(
     sys.stderr.flush()
     targets = [1, 2, *pass_fds]
     request = {"argv": argv, "env": env, "cwd": os.getcwd(), "fds": targets}
+    sent: OSError | None = None
     try:
         _send_request(sock, request, [1, 2, *pass_fds])
+    except OSError as exc:  # a refusing zygote answers before it reads: its answer waits
+        sent = exc
+    try:
         reply = _read_line(sock, timeout_s)
-    except OSError as exc:
+    except OSError:
+        reply = b""
+    if not reply and sent is not None:
         sock.close()
-        return None, f"exec: its zygote could not be asked ({exc})"
+        return None, f"exec: its zygote could not be asked ({sent})"
     said = json.loads(reply) if reply else {"refused": "its zygote did not answer"}
     if "pid" not in said:
         sock.close()
@@ -353,6 +370,17 @@ def vary_layout(seed: bytes | None = None) -> tuple:
     return pages, blocks
 
 
+def rss_mb() -> float | None:
+    """This process's resident memory now (``VmRSS``), in MB; None where unknown."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _set_pdeathsig() -> None:
     import ctypes
 
@@ -360,11 +388,41 @@ def _set_pdeathsig() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
 
 
+class Watch:
+    """Whether the process a zygote serves (its run) still runs: a pidfd that becomes
+    readable when it ends, or, where there is none, a look every second."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        try:
+            self.fd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def files(self) -> list[int]:
+        return [] if self.fd is None else [self.fd]
+
+    def timeout(self, timeout: float | None) -> float | None:
+        return timeout if self.fd is not None else min(1.0, 1.0 if timeout is None else timeout)
+
+    def gone(self) -> bool:
+        if self.fd is not None:
+            return bool(select.select([self.fd], [], [], 0)[0])
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
 class Zygote:
     """The serving loop: requests in, workers forked, their ends sent back."""
 
-    def __init__(self, listener: socket.socket, idle_s: float, import_s: float):
-        self.listener, self.idle_s, self.import_s = listener, idle_s, import_s
+    def __init__(self, listener: socket.socket, idle_s: float, import_s: float, watch: Watch):
+        self.listener, self.idle_s, self.import_s, self.watch = listener, idle_s, import_s, watch
+        self.import_rss = rss_mb()
         self.forks = 0
         self.conns: dict[socket.socket, dict] = {}  # buffer, fds, child pid, cpu at start
         self.children: dict[int, socket.socket] = {}
@@ -383,8 +441,16 @@ class Zygote:
                 break
             if self.stopping:
                 timeout = 0.1
-            ready, _, _ = select.select([self.listener, self.wake_r, *self.conns], [], [], timeout)
+            files = [self.listener, self.wake_r, *self.conns, *self.watch.files()]
+            ready, _, _ = select.select(files, [], [], self.watch.timeout(timeout))
+            if self.watch.gone():  # its run ended (or was killed): so do its workers
+                for pid in list(self.children):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGKILL)
+                return
             for sock in ready:
+                if isinstance(sock, int) and sock != self.wake_r:
+                    continue  # the watch, looked at above
                 if sock is self.listener:
                     self._accept()
                 elif sock == self.wake_r:
@@ -466,8 +532,8 @@ class Zygote:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             for sock in (self.listener, *self.conns):
                 sock.close()
-            os.close(self.wake_r)
-            os.close(self.wake_w)
+            for fd in (self.wake_r, self.wake_w, *self.watch.files()):
+                os.close(fd)
             import fcntl
 
             high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 256) for fd in received]
@@ -480,15 +546,21 @@ class Zygote:
             os.dup2(null, 0)
             os.close(null)
             os.chdir(request["cwd"])
-            os.environ.clear()
-            os.environ.update(request["env"])
+            # the rest of its environment is the zygote's own, the same by its key, with
+            # what the interpreter's start added to it (a wrapper script's variables)
+            for variable in VOLATILE:
+                if variable in request["env"]:
+                    os.environ[variable] = request["env"][variable]
+                else:
+                    os.environ.pop(variable, None)
             import tempfile
 
             tempfile.tempdir = None
+            start_rss = rss_mb()
             keep = vary_layout()
             from numbench.measure import worker
 
-            worker.FORKED = worker.Forked(self.import_s, first, keep)
+            worker.FORKED = worker.Forked(self.import_s, first, keep, self.import_rss, start_rss)
             code = worker.main(request["argv"])
             worker.leave(code)
         except BaseException:  # noqa: BLE001 - the set-up failed: say why, and go
@@ -526,11 +598,13 @@ def _say(message: dict) -> None:
     os.close(null)
 
 
-def serve(name: str, library: str, idle_s: float) -> int:
+def serve(name: str, library: str, idle_s: float, watch_pid: int) -> int:
     """The zygote: detach from its launcher, import, bind its name, say it serves (or why it
-    refuses), then serve until idle or told to stop."""
+    refuses), then serve until idle, told to stop, or the process ``watch_pid`` (its run)
+    has ended."""
     if os.fork() != 0:
         os._exit(0)  # the launcher waits for this one; the zygote goes on detached
+    watch = Watch(watch_pid)
     t0 = time.perf_counter()
     refused = preload(library)
     import_s = time.perf_counter() - t0
@@ -546,15 +620,22 @@ def serve(name: str, library: str, idle_s: float) -> int:
         print(f"zygote {name}: refuses to fork: {refused}", file=sys.stderr, flush=True)
     _say({"cpu_s": time.process_time(), "import_s": import_s, "refused": refused})
     if refused:
-        _refuse(listener, refused, idle_s)
+        _refuse(listener, refused, idle_s, watch)
         return 0
-    Zygote(listener, idle_s, import_s).serve()
+    Zygote(listener, idle_s, import_s, watch).serve()
     return 0
 
 
-def _refuse(listener: socket.socket, why: str, idle_s: float) -> None:
-    """Answer every request with the refusal until idle, so later jobs learn it at once."""
-    while select.select([listener], [], [], idle_s)[0]:
+def _refuse(listener: socket.socket, why: str, idle_s: float, watch: Watch) -> None:
+    """Answer every request with the refusal until idle or its run's end, so later jobs
+    learn it at once."""
+    while True:
+        files = [listener, *watch.files()]
+        ready = select.select(files, [], [], watch.timeout(idle_s))[0]
+        if not ready or watch.gone():
+            return
+        if listener not in ready:
+            continue
         conn, _ = listener.accept()
         with conn:
             with contextlib.suppress(OSError):
@@ -562,7 +643,7 @@ def _refuse(listener: socket.socket, why: str, idle_s: float) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "serve":
-        sys.exit(serve(sys.argv[2], sys.argv[3], float(sys.argv[4])))
-    print(f"usage: python -m {__name__} serve NAME LIBRARY IDLE_S", file=sys.stderr)
+    if len(sys.argv) == 6 and sys.argv[1] == "serve":
+        sys.exit(serve(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])))
+    print(f"usage: python -m {__name__} serve NAME LIBRARY IDLE_S WATCH_PID", file=sys.stderr)
     sys.exit(2)

@@ -38,11 +38,16 @@ from numbench.roofline.offsite import ROOFS_LOG, ROOFS_MEMBER, measure_there
 # -- step 2: run (there) -------------------------------------------------------------------------
 @contextlib.contextmanager
 def _working_in(folder: Path):
+    """Work in ``folder``; on the way out, end the zygotes its workers were forked from
+    (``worker_start: fork``), as the workflow's end does."""
     before = Path.cwd()
     os.chdir(folder)
     try:
         yield
     finally:
+        from numbench.measure.zygote import stop_all
+
+        stop_all()
         os.chdir(before)
 
 
