@@ -229,13 +229,13 @@ def test_what_differs_from_worker_to_worker_is_left_out_of_the_key():
 def test_a_forked_workers_peak_memory_counts_the_zygotes_import(monkeypatch):
     """A forked worker's own peak counts only the pages it touched after the fork; its
     reported peak adds what the zygote held once imported, less what the worker held at
-    the fork: 500 MB imported, 10 MB at the fork, so at least 490 MB."""
+    the fork: 50 GB imported, 10 MB at the fork, so at least 49,990 MB."""
     from numbench.measure import worker
 
-    monkeypatch.setattr(worker, "FORKED", worker.Forked(1.0, False, None, 500.0, 10.0))
-    assert worker._peak_rss_mb() >= 490.0
+    monkeypatch.setattr(worker, "FORKED", worker.Forked(1.0, False, None, 50_000.0, 10.0))
+    assert worker._peak_rss_mb() >= 49_990.0
     monkeypatch.setattr(worker, "FORKED", None)
-    assert worker._peak_rss_mb() < 490.0  # this test process is far smaller
+    assert worker._peak_rss_mb() < 49_990.0  # this test process is far smaller
 
 
 def test_a_zygote_ends_with_the_run_it_serves(here):
