@@ -232,7 +232,7 @@ def test_a_forked_workers_peak_memory_counts_the_zygotes_import(monkeypatch):
     the fork: 50 GB imported, 10 MB at the fork, so at least 49,990 MB."""
     from numbench.measure import worker
 
-    monkeypatch.setattr(worker, "FORKED", worker.Forked(1.0, False, None, 50_000.0, 10.0))
+    monkeypatch.setattr(worker, "FORKED", worker.Forked(1.0, False, 50_000.0, 10.0))
     assert worker._peak_rss_mb() >= 49_990.0
     monkeypatch.setattr(worker, "FORKED", None)
     assert worker._peak_rss_mb() < 49_990.0  # this test process is far smaller

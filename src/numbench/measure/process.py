@@ -278,7 +278,7 @@ def spawn(
     """Start a prepared worker in a session of its own: (the process, how it started:
     "fork", "exec", or "exec: why" where a fork was asked for and cannot be had)."""
     how = "exec"
-    if job.start == "fork" and job.library is not None and job.module == "numbench.measure.worker":
+    if job.start == "fork" and job.library is not None and job.module == zygote.WORKER_MODULE:
         forked, how = zygote.fork_worker(
             job.library, cmd, env, pass_fds, job.timeout_s, watch=run_pid()
         )

@@ -34,32 +34,35 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 
 from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 
+@dataclass(frozen=True)
 class Forked:
-    """How a worker forked from a zygote (``numbench.measure.zygote``) came to be: the
-    zygote's import of the library, and whether this worker is its first (whose supervisor
-    started the zygote and waited for that import)."""
+    """How a worker forked from a zygote (``numbench.measure.zygote``) came to be, as the
+    zygote tells it in ``zygote.FORKED_ENV``: the zygote's import of the library, whether
+    this worker is its first (whose supervisor started the zygote and waited for that
+    import), the zygote's resident memory once imported and this worker's just after the
+    fork."""
 
-    def __init__(
-        self,
-        import_s: float,
-        first: bool,
-        keep=None,
-        import_rss_mb: float | None = None,
-        start_rss_mb: float | None = None,
-    ):
-        self.import_s, self.first = import_s, first
-        #: the layout this process drew (``zygote.vary_layout``), kept for its life
-        self.keep = keep
-        #: the zygote's resident memory once imported, and this worker's just after the fork
-        self.import_rss_mb, self.start_rss_mb = import_rss_mb, start_rss_mb
+    import_s: float
+    first: bool
+    import_rss_mb: float | None = None
+    start_rss_mb: float | None = None
+
+
+def forked_from_environment() -> Forked | None:
+    """The worker's ``Forked``, where a zygote forked it; None in a fresh one."""
+    from numbench.measure.zygote import FORKED_ENV
+
+    text = os.environ.get(FORKED_ENV)
+    return Forked(**json.loads(text)) if text else None
 
 
 #: set in a worker forked from a zygote; None in a fresh one
-FORKED: Forked | None = None
+FORKED: Forked | None = forked_from_environment()
 
 
 def die_with_supervisor() -> None:

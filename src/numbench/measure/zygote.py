@@ -80,6 +80,12 @@ PRELOAD = {
 }
 #: the exit status of a child whose set-up failed before the worker ran
 SETUP_FAULT_EXIT = 70
+#: the module a forked child runs, as a fresh worker does with ``python -m``
+WORKER_MODULE = "numbench.measure.worker"
+#: how a forked worker learns what its zygote did for it (``worker.Forked``, as JSON)
+FORKED_ENV = "NUMBENCH_FORKED"
+#: the layout a forked child drew (``vary_layout``), kept for its life
+_layout = None
 MAX_FDS = 16
 PAGE = 4096
 
@@ -557,12 +563,20 @@ class Zygote:
 
             tempfile.tempdir = None
             start_rss = rss_mb()
-            keep = vary_layout()
-            from numbench.measure import worker
+            global _layout
+            _layout = vary_layout()  # kept for the worker's life
+            told = {
+                "import_s": self.import_s,
+                "first": first,
+                "import_rss_mb": self.import_rss,
+                "start_rss_mb": start_rss,
+            }
+            os.environ[FORKED_ENV] = json.dumps(told)
+            # the worker as ``python -m`` runs it: it leaves by itself (worker.leave)
+            import runpy
 
-            worker.FORKED = worker.Forked(self.import_s, first, keep, self.import_rss, start_rss)
-            code = worker.main(request["argv"])
-            worker.leave(code)
+            sys.argv = [WORKER_MODULE, *request["argv"]]
+            runpy.run_module(WORKER_MODULE, run_name="__main__", alter_sys=True)
         except BaseException:  # noqa: BLE001 - the set-up failed: say why, and go
             import traceback
 
