@@ -507,8 +507,9 @@ class Zygote:
                 os.close(fd)
         state["fds"] = []
         if kill and state["pid"] is not None and state["pid"] in self.children:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(state["pid"], signal.SIGKILL)
+            for kill_it in (os.killpg, os.kill):  # its group, and it, whatever became of it
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill_it(state["pid"], signal.SIGKILL)
         conn.close()
 
     def _fork(self, conn: socket.socket, state: dict, request: dict) -> None:
@@ -520,19 +521,31 @@ class Zygote:
         state["cpu"] = time.process_time()
         first = self.forks == 0
         self.forks += 1
+        # the pid is told only once the child leads its own group (os.setsid): a kill of
+        # the group that came sooner would find no such group, and miss the worker
+        led_r, led_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            self._child(request, received, targets, first)  # never returns
+            os.close(led_r)
+            self._child(request, received, targets, first, led_w)  # never returns
+        os.close(led_w)
+        with contextlib.suppress(OSError):
+            os.read(led_r, 1)  # the child's word, or its end
+        os.close(led_r)
         for fd in received:
             os.close(fd)
         state["fds"], state["pid"] = [], pid
         self.children[pid] = conn
         conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
 
-    def _child(self, request: dict, received: list[int], targets: list[int], first: bool) -> None:
+    def _child(
+        self, request: dict, received: list[int], targets: list[int], first: bool, led: int
+    ) -> None:
         code = SETUP_FAULT_EXIT
         try:
             os.setsid()
+            os.write(led, b"1")
+            os.close(led)
             _set_pdeathsig()
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
