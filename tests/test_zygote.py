@@ -67,7 +67,8 @@ def test_forked_workers_measure_and_pay_the_import_once(here):
     # the zygote's import is in every forked worker's import_s, and paid by the first alone
     assert first.import_paid_s == pytest.approx(first.import_s)
     assert second.import_paid_s < first.import_paid_s
-    assert second.import_s >= first.import_s - second.import_paid_s
+    shared = second.import_s - second.import_paid_s  # the zygote's import, in every one
+    assert shared > 0 and first.import_paid_s >= shared
     assert fresh.import_paid_s == fresh.import_s
     assert len(served(here)) == 1
 

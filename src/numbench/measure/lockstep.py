@@ -11,8 +11,8 @@ then the samples are taken in turns, one of each side per turn in a seeded rando
 each side's samples lie milliseconds from the other's; then each process in turn finishes alone
 (its pipelined loop and transfers, its output check). Exactly one of the two runs at any
 moment; the other waits on a pipe (at more than one thread, a library's idle thread pools may
-spin for a moment after its turn). Each library is still alone in its own fresh process, with
-its own import, first call and calibration.
+spin for a moment after its turn). Each library is still alone in a process of its own, with
+its own first call and calibration.
 
 The protocol, one line per message over two pipes whose descriptors the worker finds in
 ``TURNS_ENV`` ("read,write"):
