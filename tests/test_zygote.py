@@ -7,7 +7,6 @@ a folder end when told. NumPy only: its import is the cheapest. No time is asser
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import signal
@@ -47,11 +46,8 @@ def spec(tmp_path: Path, how: str = "fork", **timing):
 
 
 def served(folder: Path) -> list[str]:
-    """The zygotes listening for ``folder`` (``/proc/net/unix``)."""
-    digest = hashlib.sha256(str(Path(folder).resolve()).encode()).hexdigest()[:8]
-    mark = f"@{zygote.PREFIX}-{os.getuid()}-{digest}-"
-    lines = Path("/proc/net/unix").read_text().splitlines()[1:]
-    return sorted({line.split()[-1] for line in lines if line.split()[-1].startswith(mark)})
+    """The zygotes listening for ``folder``."""
+    return zygote.serving(str(Path(folder).resolve()))
 
 
 def test_forked_workers_measure_and_pay_the_import_once(here):

@@ -147,14 +147,7 @@ def _signal_name(returncode: int) -> str:
 
 
 def _rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0  # kB
-    except (OSError, ValueError):
-        pass
-    return 0.0
+    return zygote.rss_mb(pid) or 0.0
 
 
 def tree_rss_mb(pid: int) -> float:

@@ -113,15 +113,32 @@ def supported() -> bool:
 def socket_name(library: str, python: str, env: dict[str, str], cwd: str | None = None) -> str:
     """The zygote's address for a worker of ``library`` run by ``python`` with ``env``: the
     user, the folder, and a digest of everything a worker's import depends on."""
-    cwd = os.getcwd() if cwd is None else cwd
     stable = sorted((k, v) for k, v in env.items() if k not in VOLATILE)
     here = Path(__file__)
     code = f"{here.stat().st_mtime_ns}:{here.stat().st_size}"
     # the interpreter as named, not resolved: a virtual environment's python links to its
     # base's, and its packages are its own
     key = json.dumps([os.path.abspath(python), library, stable, code], separators=(",", ":"))
-    folder = hashlib.sha256(cwd.encode()).hexdigest()[:8]
-    return f"{PREFIX}-{os.getuid()}-{folder}-{hashlib.sha256(key.encode()).hexdigest()[:20]}"
+    return _names_begin(cwd) + hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def _names_begin(cwd: str | None = None) -> str:
+    """How the names of this user's zygotes serving ``cwd`` (default: here) begin."""
+    cwd = os.getcwd() if cwd is None else cwd
+    return f"{PREFIX}-{os.getuid()}-{hashlib.sha256(cwd.encode()).hexdigest()[:8]}-"
+
+
+def serving(cwd: str | None = None) -> list[str]:
+    """The names of this user's zygotes serving ``cwd`` (default: here) that listen now,
+    sorted (``/proc/net/unix``, where an abstract name is written with ``@``)."""
+    begins = "@" + _names_begin(cwd)
+    try:
+        lines = Path("/proc/net/unix").read_text(encoding="ascii", errors="replace").splitlines()
+    except OSError:
+        return []
+    return sorted(
+        {line.split()[-1][1:] for line in lines[1:] if line.split()[-1].startswith(begins)}
+    )
 
 
 def _address(name: str) -> bytes:
@@ -306,17 +323,9 @@ def fork_worker(
 
 def stop_all(cwd: str | None = None) -> int:
     """Tell every zygote of this user serving ``cwd`` (default: here) to end; how many were
-    told. They are found in ``/proc/net/unix``."""
-    cwd = os.getcwd() if cwd is None else cwd
-    folder = hashlib.sha256(cwd.encode()).hexdigest()[:8]
-    begins = f"@{PREFIX}-{os.getuid()}-{folder}-"
-    try:
-        lines = Path("/proc/net/unix").read_text(encoding="ascii", errors="replace").splitlines()
-    except OSError:
-        return 0
-    names = {line.split()[-1][1:] for line in lines[1:] if line.split()[-1].startswith(begins)}
+    told (``serving``)."""
     told = 0
-    for name in sorted(names):
+    for name in serving(cwd):
         sock = _connect(name)
         if sock is None:
             continue
@@ -376,10 +385,11 @@ def vary_layout(seed: bytes | None = None) -> tuple:
     return pages, blocks
 
 
-def rss_mb() -> float | None:
-    """This process's resident memory now (``VmRSS``), in MB; None where unknown."""
+def rss_mb(pid: int | str = "self") -> float | None:
+    """A process's resident memory now (``VmRSS``; this one's by default), in MB; None
+    where unknown (ended, or no ``/proc``)."""
     try:
-        for line in Path("/proc/self/status").read_text().splitlines():
+        for line in Path("/proc", str(pid), "status").read_text().splitlines():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024.0
     except (OSError, ValueError, IndexError):
