@@ -28,10 +28,13 @@ rule all:
 
 
 # The processes the cells' workers were forked from (worker_start: fork) end with the run;
-# left alone, each would end after a minute with nothing to do.
+# left alone, each would end after a minute with nothing to do. The cells' shared
+# compilations (compile_cache: cell) last one run too.
 onsuccess:
     stop_zygotes()
+    clear_compile_caches()
 
 
 onerror:
     stop_zygotes()
+    clear_compile_caches()

@@ -37,10 +37,11 @@ from numbench.timing import TimingSettings
 #: Snakemake's scheduler above all, ``workflow_cpu_share``, no longer counted in
 #: ``other_cpu_share``; 10: those processes kept off the CPUs the workers are timed on while
 #: the cell measures, ``workflow_moved``; 11: how each worker started, ``worker_start``, and
-#: the import it paid itself, ``import_paid_s``). It is
+#: the import it paid itself, ``import_paid_s``; 12: whether a process compiled for its cell or
+#: loaded what an earlier round compiled, ``compile_cache``). It is
 #: part of the spec, so the rule's parameters change with it and Snakemake remeasures cells
 #: an older numbench wrote.
-CELL_CONTRACT = 11
+CELL_CONTRACT = 12
 
 STATUSES = ("ok", "mismatch", "unsupported", "unavailable", "failed", "timeout", "crashed")
 
@@ -124,6 +125,10 @@ class CellSpec:
     #: how its workers start (``worker_start``): "fork" from a process that has imported the
     #: library (``numbench.measure.zygote``), or "exec", a fresh interpreter each
     worker_start: str = "exec"
+    #: whether its processes share their library's compilations (``compile_cache``): "none",
+    #: or "cell", a persistent compilation cache per cell and run
+    #: (``numbench.measure.compile_cache``)
+    compile_cache: str = "none"
 
     @property
     def adapter_name(self) -> str:
@@ -216,6 +221,10 @@ class ProcessReport:
     #: how the process started (``worker_start``): "fork" from a zygote that had imported
     #: the library, or "exec", a fresh interpreter ("exec: why" where a fork was asked for)
     worker_start: str | None = None
+    #: where the cell's compilations are shared (``compile_cache: cell``) and its library
+    #: compiles: "cold" (this process compiled them, into the cell's empty folder) or "warm"
+    #: (it loaded an earlier process's); None where nothing is shared
+    compile_cache: str | None = None
     first_call_s: float | None = None
     #: seconds the worker spent calibrating and sampling per call (latency)
     sampling_s: float | None = None

@@ -38,6 +38,7 @@ from numbench.config import (  # noqa: E402
     snakemake_runs_cells_here,
 )
 from numbench.config import environments  # noqa: E402
+from numbench.measure.compile_cache import clear as clear_compile_caches  # noqa: E402
 from numbench.measure.zygote import stop_all as stop_zygotes  # noqa: E402
 from numbench.roofline.contract import ROOFS_VERSION  # noqa: E402
 

@@ -44,6 +44,7 @@ PROCESS_REDUCERS = {
     "import_s": "median",
     "import_paid_s": "sum",
     "worker_start": "first",
+    "compile_cache": "tally",
     "first_call_s": "median",
     "sampling_s": "sum",
     "pipelined_sampling_s": "sum",
@@ -66,6 +67,9 @@ def _reduce(values: list, how: str):
     values = [v for v in values if v is not None]
     if not values:
         return None
+    if how == "tally":  # a text column: how many processes said each thing
+        counts = {v: values.count(v) for v in sorted(set(values))}
+        return ", ".join(f"{n} {v}" for v, n in counts.items())
     if how == "first":  # a text column: the first process that said something
         return next((v for v in values if v), None)
     if how == "most":  # a count: the largest, kept whole
@@ -138,6 +142,16 @@ def pipelined_row(
     return row
 
 
+def _first_call(own: pa.Table, starts, typical: float | None) -> float | None:
+    """The cell's first call: its processes' median, or, where they shared their
+    compilations (``compile_cache``), the median of those that compiled (``cold``), what a
+    user's first call costs; the others' loaded what those compiled."""
+    caches = own.column("compile_cache").to_pylist()
+    calls = own.column("first_call_s").to_pylist()
+    cold = [calls[i] for i in starts if caches[i] == "cold" and calls[i] is not None]
+    return float(np.median(cold)) if cold else typical
+
+
 def end_to_end_s(first: dict, median_s: float | None) -> float | None:
     """Placing the inputs, one call and reading the result back; None where nothing moves."""
     parts = (first.get("h2d_s"), median_s, first.get("d2h_s"))
@@ -160,6 +174,7 @@ def cell_row(table: pa.Table, pooled: list[list[float]] = ()) -> dict:
     for name, how in PROCESS_REDUCERS.items():
         values = own.column(name).to_pylist()
         first[name] = _reduce([values[i] for i in starts], how)
+    first["first_call_s"] = _first_call(own, starts, first["first_call_s"])
     groups = measured_groups(table)
     ok = first["status"] == "ok"
     everything = groups + [list(g) for g in pooled] if groups and ok else groups

@@ -84,6 +84,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         memory_limit_mb=cfg["cell_memory_limit_mb"],
         allocator=cfg["allocator"],
         worker_start=cfg["worker_start"],
+        compile_cache=cfg["compile_cache"],
         replicates=ReplicateSettings(
             min=reps["min"],
             max=reps["max"],

@@ -315,6 +315,8 @@ LATER_COLUMNS = {
     # whole import (read as unknown: the time line counts ``import_s`` for it)
     "import_paid_s": None,
     "worker_start": None,
+    # a cell from before contract 12: every process compiled afresh
+    "compile_cache": None,
     "set_aside": None,
     "cpus_allowed": None,
     "timing_settings": None,

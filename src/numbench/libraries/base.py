@@ -47,10 +47,16 @@ class Adapter:
     #: kernel handed over as it is (``numbench.as_is``), which comes compiled already
     variant: bool = False
 
+    #: it can keep its compilations in a folder for later processes (``compile_cache``)
+    caches_compiles: bool = False
+
     def __init__(self, device: str, dtype: str, threads: int):
         self.device = device
         self.dtype = dtype
         self.threads = threads
+        #: the cell's compilation cache (``numbench.measure.compile_cache``), set before
+        #: ``load`` where the cell shares one; None: compile afresh
+        self.compile_folder: str | None = None
 
     # -- before import ---------------------------------------------------------------
     def environment(self) -> dict[str, str]:

@@ -38,6 +38,7 @@ class JaxAdapter(Adapter):
     module = "jax"
     devices = ("cpu", "gpu")
     description = "JAX, jax.jit"
+    caches_compiles = True
 
     def environment(self) -> dict[str, str]:
         env = {
@@ -60,6 +61,12 @@ class JaxAdapter(Adapter):
             raise Unavailable(f"jax cannot be imported: {exc}") from exc
         jax.config.update("jax_enable_x64", self.dtype == "float64")
         jax.config.update("jax_default_matmul_precision", "highest")
+        if self.compile_folder:
+            # before anything compiles: JAX decides once per process whether it caches.
+            # Every compilation is kept, however quick (XLA's GPU autotuning results too).
+            jax.config.update("jax_compilation_cache_dir", self.compile_folder)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         if self.device == "gpu":
             try:
                 devices = jax.devices("cuda")
@@ -132,6 +139,7 @@ class JaxEagerAdapter(JaxAdapter):
     name = "jax-eager"
     variant = True
     description = "JAX without jit: op-by-op dispatch"
+    caches_compiles = False
 
     def compile(self, fn, **options):
         no_options(self, options)

@@ -37,7 +37,7 @@ from typing import TypeVar
 
 from numbench import libraries
 from numbench.errors import MachineryFault, machinery
-from numbench.measure import zygote
+from numbench.measure import compile_cache, zygote
 from numbench.measure.cpu_taken import children
 from numbench.spec import MACHINERY_FAULT_EXIT, STATUSES, SUPERVISOR_ENV, CellSpec, ProcessReport
 
@@ -80,6 +80,8 @@ class WorkerJob:
     #: "fork": from a zygote that has imported ``library`` (``numbench.measure.zygote``),
     #: where it can; "exec": a fresh interpreter
     start: str = "exec"
+    #: the cell's compilation cache (``numbench.measure.compile_cache``), or None
+    compile_folder: str | None = None
 
 
 def job_environment(job: WorkerJob) -> dict[str, str]:
@@ -93,6 +95,9 @@ def job_environment(job: WorkerJob) -> dict[str, str]:
         adapter = libraries.get(job.library)(job.device, job.dtype, job.threads)
         env.update(adapter.environment())
     env.update(job.variables)
+    env.pop(compile_cache.FOLDER_ENV, None)
+    if job.compile_folder is not None:
+        env[compile_cache.FOLDER_ENV] = job.compile_folder
     env["PYTHONUNBUFFERED"] = "1"
     env[SUPERVISOR_ENV] = str(os.getpid())
     src = str(Path(__file__).resolve().parents[2])
@@ -118,7 +123,16 @@ def cell_job(spec: CellSpec, interpreter: str | None = None) -> WorkerJob:
         interpreter=interpreter,
         scratch_prefix="numbench-cell-",
         start=spec.worker_start,
+        compile_folder=cell_compile_folder(spec),
     )
+
+
+def cell_compile_folder(spec: CellSpec) -> str | None:
+    """The folder a cell's processes share their compilations in, for this run, where the
+    cell asks for one (``compile_cache: cell``) and its library can keep them."""
+    if spec.compile_cache != "cell" or not libraries.get(spec.adapter_name).caches_compiles:
+        return None
+    return str(compile_cache.folder_for(spec, run_pid()))
 
 
 def worker_environment(spec: CellSpec) -> dict[str, str]:

@@ -193,6 +193,7 @@ def measure_round(
 
     def again(runs: list[ProcessRun]) -> None:
         say(runs, "measuring the round again")
+        forget_compiled(runs, spec, paired)
 
     look_now = None if busy_now is None else functools.partial(busy_now, spec.threads)
     runs, set_aside = undisturbed(
@@ -201,6 +202,22 @@ def measure_round(
     for run in runs:
         run.report.set_aside = set_aside
     return runs
+
+
+def forget_compiled(runs: list[ProcessRun], spec: CellSpec, paired: CellSpec | None) -> None:
+    """An attempt set aside that compiled for its cell (``compile_cache``: ``cold``) takes
+    its compilations with it: the next attempt compiles again, so that the cell's first
+    call is still measured in a process it keeps."""
+    import shutil
+
+    from numbench.measure.process import cell_compile_folder
+
+    for run in runs:
+        if run.report.compile_cache != "cold":
+            continue
+        folder = cell_compile_folder(spec if run.role == MEASURED else paired)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shares(runs: list[ProcessRun]) -> list[float | None]:

@@ -36,6 +36,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from numbench.measure import compile_cache
 from numbench.spec import MACHINERY_FAULT_EXIT, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 
@@ -128,6 +129,10 @@ def import_library(spec: CellSpec):
     from numbench.libraries.slowed import slowed_if_asked
 
     adapter = slowed_if_asked(get(spec.adapter_name)(spec.device, spec.dtype, spec.threads))
+    cache = None
+    if adapter.caches_compiles and os.environ.get(compile_cache.FOLDER_ENV):
+        adapter.compile_folder = os.environ[compile_cache.FOLDER_ENV]
+        cache = compile_cache.open_folder(adapter.compile_folder)
     t0 = time.perf_counter()
     try:
         adapter.load()
@@ -139,13 +144,16 @@ def import_library(spec: CellSpec):
         )
     own = time.perf_counter() - t0
     if FORKED is None:
-        return adapter, ProcessReport(status="failed", import_s=own, import_paid_s=own)
-    shared = FORKED.import_s
-    return adapter, ProcessReport(
-        status="failed",
-        import_s=shared + own,
-        import_paid_s=own + (shared if FORKED.first else 0.0),
-    )
+        out = ProcessReport(status="failed", import_s=own, import_paid_s=own)
+    else:
+        shared = FORKED.import_s
+        out = ProcessReport(
+            status="failed",
+            import_s=shared + own,
+            import_paid_s=own + (shared if FORKED.first else 0.0),
+        )
+    out.compile_cache = cache
+    return adapter, out
 
 
 def load_operation(spec: CellSpec, adapter, out: ProcessReport):

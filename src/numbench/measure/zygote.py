@@ -65,7 +65,16 @@ IDLE_ENV = "NUMBENCH_ZYGOTE_IDLE_S"
 PREFIX = "numbench-zygote"
 #: variables that differ from worker to worker and are set in each child, not in the key
 VOLATILE = frozenset(
-    {"NUMBENCH_SUPERVISOR_PID", "NUMBENCH_TURNS", "TMPDIR", "_", "OLDPWD", "PWD", "SHLVL"}
+    {
+        "NUMBENCH_SUPERVISOR_PID",
+        "NUMBENCH_TURNS",
+        "NUMBENCH_COMPILE_CACHE",
+        "TMPDIR",
+        "_",
+        "OLDPWD",
+        "PWD",
+        "SHLVL",
+    }
 )
 #: threads a library may leave running at import that are safe across a fork
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})

@@ -39,15 +39,18 @@ from numbench.roofline.offsite import ROOFS_LOG, ROOFS_MEMBER, measure_there
 @contextlib.contextmanager
 def _working_in(folder: Path):
     """Work in ``folder``; on the way out, end the zygotes its workers were forked from
-    (``worker_start: fork``), as the workflow's end does."""
+    (``worker_start: fork``) and remove the cells' shared compilations (``compile_cache:
+    cell``), as the workflow's end does."""
     before = Path.cwd()
     os.chdir(folder)
     try:
         yield
     finally:
+        from numbench.measure.compile_cache import clear
         from numbench.measure.zygote import stop_all
 
         stop_all()
+        clear()
         os.chdir(before)
 
 

@@ -46,7 +46,11 @@ from numbench.report.tables import (
     every_cell_table,
     operation_tables,
 )
-from numbench.report.time_text import run_time_section, worker_start_lines
+from numbench.report.time_text import (
+    compile_cache_lines,
+    run_time_section,
+    worker_start_lines,
+)
 from numbench.report.versions_text import versions_section
 from numbench.roofline.contract import read_roofs
 from numbench.roofline.report import roofline_section
@@ -163,6 +167,7 @@ def render(
     parts += roofline_section(bench, roofs, charts_dir, f.roofline)
     parts += versions_section(versions, margin, charts_dir)
     parts += run_time_section(f.run_time) + worker_start_lines(bench)
+    parts += compile_cache_lines(bench)
     parts += [
         "## Crossovers",
         "",

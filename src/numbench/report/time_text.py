@@ -81,3 +81,30 @@ def worker_start_lines(bench: pd.DataFrame) -> list[str]:
                 f"fresh interpreters, a fork refused ({how.removeprefix('exec: ')}): {names}"
             )
     return ["Worker processes (`worker_start`): " + "; ".join(said) + ".", ""]
+
+
+def compile_cache_lines(bench: pd.DataFrame) -> list[str]:
+    """Which libraries' cells shared their compilations between processes
+    (``compile_cache: cell``), and how many processes compiled and how many loaded: their
+    first calls after the first are not the compiler's. None where no cell shared."""
+    if "compile_cache" not in bench:
+        return []
+    cells: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for library, tally in zip(bench["library"], bench["compile_cache"]):
+        if not isinstance(tally, str) or not tally:
+            continue
+        cells[str(library)] = cells.get(str(library), 0) + 1
+        for part in tally.split(", "):
+            n, what = part.split(" ", 1)
+            counts[what] = counts.get(what, 0) + int(n)
+    if not cells:
+        return []
+    names = ", ".join(f"{lib} ({n} cells)" for lib, n in sorted(cells.items()))
+    return [
+        f"Compilations shared within each cell (`compile_cache`): {names}; "
+        f"{counts.get('cold', 0)} processes compiled, {counts.get('warm', 0)} loaded what "
+        "their cell's first had compiled. Those cells' first calls are the compiling "
+        "processes' alone.",
+        "",
+    ]

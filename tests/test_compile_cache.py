@@ -1,0 +1,155 @@
+"""A cell's compilations shared between its processes (``compile_cache: cell``,
+``numbench.measure.compile_cache``): the first JAX process of a cell compiles into the cell's
+empty folder and says ``cold``, the later ones load from it and say ``warm``; another cell,
+or the same cell in another run, gets a folder of its own; a library that cannot keep its
+compilations is given none; the cell's ``first_call_s`` is its cold processes' alone; the
+folders go when the run ends. No time is asserted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import make_spec
+
+from numbench.analyse.aggregate import cell_row
+from numbench.measure import compile_cache, inputs, process
+
+TIMING = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 5, "budget_s": 0.01}
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch):
+    """A folder of its own to work in (the caches are per folder), with its inputs, and a
+    temporary folder of its own, so that what the test leaves there is its own."""
+    monkeypatch.chdir(tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    inputs.write("matmul", 24, 1, tmp_path / "in.npz")
+    return tmp_path
+
+
+def spec(folder: Path, library: str = "jax", cache: str = "cell", size: int = 24):
+    return make_spec(library, "cpu", "matmul", size, folder / "in.npz", TIMING).replace(
+        compile_cache=cache, worker_start="exec"
+    )
+
+
+def test_the_first_process_compiles_and_the_later_ones_load(here):
+    pytest.importorskip("jax")
+    reports = [process.run_worker(spec(here)) for _ in range(3)]
+    for report in reports:
+        assert report.status == "ok", report.error
+    assert [r.compile_cache for r in reports] == ["cold", "warm", "warm"]
+    folder = Path(process.cell_compile_folder(spec(here)))
+    assert folder.is_dir() and any(folder.iterdir())  # what the first process wrote
+
+
+def test_without_it_every_process_compiles_and_nothing_is_kept(here):
+    pytest.importorskip("jax")
+    report = process.run_worker(spec(here, cache="none"))
+    assert report.status == "ok", report.error
+    assert report.compile_cache is None
+    assert process.cell_compile_folder(spec(here, cache="none")) is None
+    assert not list((here / "temp").glob("numbench-compile-*"))
+
+
+def test_a_library_that_keeps_no_compilations_gets_no_folder(here):
+    assert process.cell_compile_folder(spec(here, "numpy")) is None
+    assert process.cell_compile_folder(spec(here, "jax-eager")) is None
+    env = process.worker_environment(spec(here, "numpy"))
+    assert compile_cache.FOLDER_ENV not in env
+    assert compile_cache.FOLDER_ENV in process.worker_environment(spec(here))
+
+
+def test_each_cell_and_each_run_has_a_folder_of_its_own(here):
+    one, other = spec(here), spec(here, size=32)
+    assert compile_cache.folder_for(one, 10) != compile_cache.folder_for(other, 10)
+    assert compile_cache.folder_for(one, 10) != compile_cache.folder_for(one, 11)
+    assert compile_cache.folder_for(one, 10) == compile_cache.folder_for(one, 10)
+    # the same cell measured from another folder is another run's
+    assert compile_cache.folder_for(one, 10, cwd="/elsewhere") != compile_cache.folder_for(one, 10)
+
+
+def test_the_runs_folders_go_at_its_end_and_a_dead_runs_at_the_next_start(here):
+    dead = compile_cache.folder_for(spec(here), 2**22 + 12345)  # no such process
+    alive = compile_cache.folder_for(spec(here), os.getpid())
+    for folder in (dead, alive):
+        folder.mkdir(parents=True)
+        (folder / "entry").write_text("x")
+    newer = compile_cache.folder_for(spec(here, size=32), os.getppid())
+    assert compile_cache.open_folder(str(newer)) == "cold"
+    assert not dead.parent.exists() and alive.exists()
+    assert compile_cache.open_folder(str(alive)) == "warm"
+    assert compile_cache.clear() == 2
+    assert not alive.parent.exists() and not newer.parent.exists()
+
+
+def _cell_table(first_calls: list[float], caches: list[str | None]) -> pa.Table:
+    """A cell file's rows as aggregation reads them: two samples per process."""
+    from numbench.contract import LATENCY, MEASURED
+
+    rows = []
+    for rep, (first, cache) in enumerate(zip(first_calls, caches, strict=True)):
+        for seconds in (1e-3, 1.1e-3):
+            rows.append(
+                dict(
+                    library="jax",
+                    device="cpu",
+                    operation="matmul",
+                    size=24,
+                    dtype="float64",
+                    threads=1,
+                    role=MEASURED,
+                    replicate=rep,
+                    mode=LATENCY,
+                    seconds=seconds,
+                    status="ok",
+                    first_call_s=first,
+                    compile_cache=cache,
+                )
+            )
+    return pa.Table.from_pylist(rows)
+
+
+def test_a_cells_first_call_is_that_of_the_processes_that_compiled(monkeypatch):
+    from numbench.analyse import aggregate
+
+    # only the columns this test gives: the rest of the reducers' columns are not read
+    monkeypatch.setattr(
+        aggregate,
+        "PROCESS_REDUCERS",
+        {"first_call_s": "median", "compile_cache": "tally"},
+    )
+    monkeypatch.setattr(aggregate, "META_COLUMNS", ["status", "dispatch"])
+    table = _cell_table([2.0, 0.1, 0.2, 0.3], ["cold", "warm", "warm", "warm"])
+    table = table.append_column("dispatch", pa.array(["synchronous"] * table.num_rows))
+    row = cell_row(table)
+    assert row["first_call_s"] == 2.0
+    assert row["compile_cache"] == "1 cold, 3 warm"
+    unshared = _cell_table([2.0, 0.1, 0.3], [None, None, None])
+    unshared = unshared.append_column("dispatch", pa.array(["synchronous"] * unshared.num_rows))
+    row = cell_row(unshared)
+    assert row["first_call_s"] == 0.3 and row["compile_cache"] is None
+
+
+def test_a_round_set_aside_that_compiled_takes_its_compilations_with_it(here):
+    from numbench.measure.replicates import BASELINE, MEASURED, ProcessRun, forget_compiled
+    from numbench.spec import ProcessReport
+
+    own = spec(here)
+    folder = Path(process.cell_compile_folder(own))
+    folder.mkdir(parents=True)
+    (folder / "entry").write_text("x")
+    warm = ProcessRun(MEASURED, 0, 0.0, ProcessReport(status="ok", compile_cache="warm"))
+    partner = ProcessRun(BASELINE, 0, 0.0, ProcessReport(status="ok"))
+    forget_compiled([warm, partner], own, spec(here, "numpy"))
+    assert (folder / "entry").exists()  # what a kept earlier process compiled stays
+    cold = ProcessRun(MEASURED, 0, 0.0, ProcessReport(status="ok", compile_cache="cold"))
+    forget_compiled([partner, cold], own, spec(here, "numpy"))
+    assert not folder.exists()
+    assert compile_cache.open_folder(str(folder)) == "cold"  # the next attempt compiles
