@@ -14,7 +14,8 @@
 # LEASE  a folder made here: bundle-SWEEP.tar.gz for each sweep, parts-SWEEP/ with its earlier
 #        parts (may be empty), .gpu-wheels beside the repository root as gpu_env.sh expects
 # SWEEP  the sweeps in the order to run (default: batched_matmul mlp)
-# Steps 2 and 3 are skipped with NO_WORKFLOW=1. The host's own python3 runs the sweeps, as the
+# Steps 2 and 3 are skipped with NO_WORKFLOW=1. SWEEP_S caps each sweep's budget, so that
+# one sweep leaves time for the next (engine-after, then engine-before: engine.yaml). The host's own python3 runs the sweeps, as the
 # earlier leases did; the workflow runs in the venv.
 set -u
 [ $# -ge 3 ] || { echo "usage: lease.sh LEASE OUT DEADLINE_S [SWEEP ...]" >&2; exit 2; }
@@ -66,6 +67,7 @@ fi
 for sweep in "${sweeps[@]}"; do
     # 60 s kept for a cell's overrun and the packing of this part
     budget=$(($(left) - 60))
+    [ -z "${SWEEP_S:-}" ] || [ "$budget" -le "$SWEEP_S" ] || budget=$SWEEP_S
     if [ "$budget" -lt 30 ]; then
         say "no time left for $sweep"
         continue
