@@ -1,6 +1,7 @@
 """A cell's compilations shared between its processes (``compile_cache: cell``,
 ``numbench.measure.compile_cache``): the first JAX process of a cell compiles into the cell's
-empty folder and says ``cold``, the later ones load from it and say ``warm``; another cell,
+empty folder and says ``cold``, the later ones load from it and say ``warm`` (Numba's
+``njit`` on the CPU likewise); another cell,
 or the same cell in another run, gets a folder of its own; a library that cannot keep its
 compilations is given none; the cell's ``first_call_s`` is its cold processes' alone; the
 folders go when the run ends. No time is asserted."""
@@ -47,6 +48,18 @@ def test_the_first_process_compiles_and_the_later_ones_load(here):
     assert [r.compile_cache for r in reports] == ["cold", "warm", "warm"]
     folder = Path(process.cell_compile_folder(spec(here)))
     assert folder.is_dir() and any(folder.iterdir())  # what the first process wrote
+
+
+def test_numba_keeps_its_compilations_on_the_cpu_alone(here):
+    pytest.importorskip("numba")
+    reports = [process.run_worker(spec(here, "numba")) for _ in range(2)]
+    for report in reports:
+        assert report.status == "ok", report.error
+    assert [r.compile_cache for r in reports] == ["cold", "warm"]
+    folder = Path(process.cell_compile_folder(spec(here, "numba")))
+    assert any(folder.rglob("*.nbi"))  # njit's index, written by the first process
+    on_gpu = spec(here, "numba").replace(device="gpu")
+    assert process.cell_compile_folder(on_gpu) is None  # a CUDA kernel compiles at launch
 
 
 def test_without_it_every_process_compiles_and_nothing_is_kept(here):

@@ -47,6 +47,8 @@ class NumbaAdapter(Adapter):
     def __init__(self, device: str, dtype: str, threads: int):
         super().__init__(device, dtype, threads)
         self.family = "numba-cuda" if device == "gpu" else "numba"
+        # njit's on-disk cache (``compile_cache``); a CUDA kernel compiles at each launch
+        self.caches_compiles = device == "cpu"
 
     def environment(self) -> dict[str, str]:
         return {"NUMBA_NUM_THREADS": str(self.threads)}
@@ -102,6 +104,13 @@ class NumbaAdapter(Adapter):
         if self.device == "gpu":
             no_options(self, options)
             return fn
+        if self.compile_folder:
+            # the cell's folder (``compile_cache``): njit's cache, keyed by the function's
+            # code, its closure's values and the types it is called with
+            from numba.core import config
+
+            config.CACHE_DIR = self.compile_folder
+            options = {"cache": True, **options}
         return self._numba.njit(fn, **options)
 
     @property

@@ -1,7 +1,7 @@
 """A cell's compilations shared between its rounds: ``compile_cache: cell``.
 
 A library that compiles for the cell (JAX's XLA: tracing, lowering and, on a GPU, choosing
-kernels by timing them) pays it again in every round, since every round is a process of its
+kernels by timing them; Numba's njit on the CPU) pays it again in every round, since every round is a process of its
 own. On a GPU that is most of a cell's cost (docs/gpu.md, "What a GPU cell costs"). With
 ``compile_cache: cell`` each cell gets a folder of its own for the library's persistent
 compilation cache, for the length of one run: the cell's first process compiles and writes

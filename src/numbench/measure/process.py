@@ -130,7 +130,10 @@ def cell_job(spec: CellSpec, interpreter: str | None = None) -> WorkerJob:
 def cell_compile_folder(spec: CellSpec) -> str | None:
     """The folder a cell's processes share their compilations in, for this run, where the
     cell asks for one (``compile_cache: cell``) and its library can keep them."""
-    if spec.compile_cache != "cell" or not libraries.get(spec.adapter_name).caches_compiles:
+    if spec.compile_cache != "cell":
+        return None
+    adapter = libraries.get(spec.adapter_name)(spec.device, spec.dtype, spec.threads)
+    if not adapter.caches_compiles:
         return None
     return str(compile_cache.folder_for(spec, run_pid()))
 
