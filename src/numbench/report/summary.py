@@ -166,8 +166,7 @@ def render(
     parts += pipeline_sections(bench)
     parts += roofline_section(bench, roofs, charts_dir, f.roofline)
     parts += versions_section(versions, margin, charts_dir)
-    parts += run_time_section(f.run_time) + worker_start_lines(bench)
-    parts += compile_cache_lines(bench)
+    parts += run_time_section(f.run_time) + worker_start_lines(bench) + compile_cache_lines(bench)
     parts += [
         "## Crossovers",
         "",
