@@ -143,6 +143,7 @@ def test_a_cells_first_call_is_that_of_the_processes_that_compiled(monkeypatch):
     table = table.append_column("dispatch", pa.array(["synchronous"] * table.num_rows))
     row = cell_row(table)
     assert row["first_call_s"] == 2.0
+    assert row["first_call_paid_s"] == pytest.approx(2.6)  # what the four processes paid
     assert row["compile_cache"] == "1 cold, 3 warm"
     unshared = _cell_table([2.0, 0.1, 0.3], [None, None, None])
     unshared = unshared.append_column("dispatch", pa.array(["synchronous"] * unshared.num_rows))

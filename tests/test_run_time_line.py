@@ -109,6 +109,21 @@ def test_a_zygotes_import_counts_once_where_the_cells_say_what_they_paid():
     assert timeline(bench, roofs, finished_unix=T0 + 60).imports_s == pytest.approx(1.0 + 2.3 + 1.5)
 
 
+def test_first_calls_count_what_the_processes_paid_where_they_shared_compilations():
+    """A cell whose processes shared their compilations (``compile_cache``): torch's cell
+    says its first call costs a user 0.5 s (its first, compiling process), while its 3
+    processes paid 0.7 s in all (0.5 + 0.1 + 0.1), not 3 x 0.5; NumPy's 2 paid 0.2."""
+    bench, roofs = records()
+    bench["first_call_paid_s"] = [0.2, 0.7]
+    t = timeline(bench, roofs, finished_unix=T0 + 60)
+    # numpy 0.2; torch 0.7; its baseline 0.1 a process beside each of 3 rounds
+    assert t.first_calls_s == pytest.approx(0.2 + 0.7 + 0.3)
+    bench["first_call_paid_s"] = [None, 0.7]  # a cell that does not say: first_call_s per round
+    assert timeline(bench, roofs, finished_unix=T0 + 60).first_calls_s == pytest.approx(
+        0.2 + 0.7 + 0.3
+    )
+
+
 def test_without_the_findings_time_the_wall_ends_at_the_last_record():
     bench, roofs = records()
     t = timeline(bench, roofs)

@@ -174,6 +174,9 @@ def cell_row(table: pa.Table, pooled: list[list[float]] = ()) -> dict:
     for name, how in PROCESS_REDUCERS.items():
         values = own.column(name).to_pylist()
         first[name] = _reduce([values[i] for i in starts], how)
+    first["first_call_paid_s"] = _reduce(
+        [own.column("first_call_s")[int(i)].as_py() for i in starts], "sum"
+    )
     first["first_call_s"] = _first_call(own, starts, first["first_call_s"])
     groups = measured_groups(table)
     ok = first["status"] == "ok"

@@ -127,6 +127,10 @@ def pipelined_cells(bench: pd.DataFrame) -> pd.DataFrame:
 #: Processes of the cell measured in other cells' jobs that its statistics pool (the
 #: baseline's, paired beside every other library's cell); 0 for every other cell.
 POOL_FIELDS = [pa.field("pooled_processes", pa.int64())]
+#: What the cell's processes paid for their first calls, summed: ``first_call_s`` is what one
+#: costs a user (the compiling processes' alone where the cell shared its compilations,
+#: ``compile_cache``), this is what the run spent on them (its time line reads it)
+PAID_FIELDS = [pa.field("first_call_paid_s", pa.float64())]
 
 #: The cell on its host's roofline (``numbench.roofline.analyse``): flops per byte of its
 #: cost model, the GFLOP/s its roof allows, the share of that it reached, the roof it was
@@ -141,7 +145,13 @@ ROOF_FIELDS = [
 
 CELL_SCHEMA = pa.schema(KEY_FIELDS + SAMPLE_FIELDS + CELL_META_FIELDS)
 BENCHMARKS_SCHEMA = pa.schema(
-    KEY_FIELDS + STAT_FIELDS + POOL_FIELDS + PIPELINE_FIELDS + CELL_META_FIELDS + ROOF_FIELDS
+    KEY_FIELDS
+    + STAT_FIELDS
+    + POOL_FIELDS
+    + PAID_FIELDS
+    + PIPELINE_FIELDS
+    + CELL_META_FIELDS
+    + ROOF_FIELDS
 )
 SPEEDUPS_SCHEMA = pa.schema(
     [
