@@ -3,8 +3,10 @@
 empty folder and says ``cold``, the later ones load from it and say ``warm`` (Numba's
 ``njit`` on the CPU likewise); another cell,
 or the same cell in another run, gets a folder of its own; a library that cannot keep its
-compilations is given none; the cell's ``first_call_s`` is its cold processes' alone; the
-folders go when the run ends. No time is asserted."""
+compilations is given none, and so is the baseline beside a cell; a folder others could
+write in is refused; the cell's ``first_call_s`` is its cold processes' alone; a cell's
+folder goes when its rounds end, the run's when it ends, and a run's whose pid a later
+process took at the next start. No time is asserted."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import pytest
 from conftest import make_spec
 
 from numbench.analyse.aggregate import cell_row
-from numbench.measure import compile_cache, inputs, process
+from numbench.measure import compile_cache, inputs, process, zygote
 
 TIMING = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 5, "budget_s": 0.01}
 
@@ -34,20 +36,38 @@ def here(tmp_path, monkeypatch):
     return tmp_path
 
 
-def spec(folder: Path, library: str = "jax", cache: str = "cell", size: int = 24):
-    return make_spec(library, "cpu", "matmul", size, folder / "in.npz", TIMING).replace(
-        compile_cache=cache, worker_start="exec"
-    )
+def spec(folder: Path, library: str = "jax", cache: str = "cell", size: int = 24, rounds=1):
+    return make_spec(
+        library, "cpu", "matmul", size, folder / "in.npz", TIMING, replicates=(rounds, rounds)
+    ).replace(compile_cache=cache, worker_start="exec")
 
 
-def test_the_first_process_compiles_and_the_later_ones_load(here):
+@pytest.mark.parametrize("start", ["exec", "fork"])
+def test_the_first_process_compiles_and_the_later_ones_load(here, start):
     pytest.importorskip("jax")
-    reports = [process.run_worker(spec(here)) for _ in range(3)]
+    reports = [process.run_worker(spec(here).replace(worker_start=start)) for _ in range(3)]
     for report in reports:
         assert report.status == "ok", report.error
     assert [r.compile_cache for r in reports] == ["cold", "warm", "warm"]
+    assert [r.worker_start for r in reports] == [start] * 3
     folder = Path(process.cell_compile_folder(spec(here)))
     assert folder.is_dir() and any(folder.iterdir())  # what the first process wrote
+    zygote.stop_all()
+
+
+def test_a_cells_folder_goes_when_its_rounds_end(here):
+    pytest.importorskip("jax")
+    from numbench.measure.supervisor import run_cell
+
+    cell = spec(here, rounds=2)
+    result = run_cell(cell, here / "cell.parquet", lock=str(here / ".lock"))
+    assert result.status == "ok", result.meta.error
+    # a round set aside (another program took the CPUs) would have compiled again: the last
+    # kept round is warm, the first kept one cold
+    caches = [r.report.compile_cache for r in result.runs]
+    assert caches[0] == "cold" and caches[-1] == "warm" and len(caches) == 2
+    folder = Path(process.cell_compile_folder(cell))
+    assert folder.parent.is_dir() and not folder.exists()
 
 
 def test_numba_keeps_its_compilations_on_the_cpu_alone(here):
@@ -71,12 +91,35 @@ def test_without_it_every_process_compiles_and_nothing_is_kept(here):
     assert not list((here / "temp").glob("numbench-compile-*"))
 
 
-def test_a_library_that_keeps_no_compilations_gets_no_folder(here):
+def test_a_library_that_keeps_no_compilations_gets_no_folder(here, monkeypatch):
     assert process.cell_compile_folder(spec(here, "numpy")) is None
     assert process.cell_compile_folder(spec(here, "jax-eager")) is None
+    # a folder the supervisor's own environment names is not handed on
+    monkeypatch.setenv(compile_cache.FOLDER_ENV, str(here / "stale"))
     env = process.worker_environment(spec(here, "numpy"))
     assert compile_cache.FOLDER_ENV not in env
-    assert compile_cache.FOLDER_ENV in process.worker_environment(spec(here))
+    own = process.worker_environment(spec(here))[compile_cache.FOLDER_ENV]
+    assert own == process.cell_compile_folder(spec(here)) != str(here / "stale")
+
+
+def test_the_baseline_beside_a_cell_compiles_afresh(here):
+    """A JAX cell's partner (an environment's JAX cell is paired with the base one) has
+    the baseline cell's identity: sharing would let it fill that cell's folder."""
+    cell = spec(here).replace(paired_with="jax/cpu")
+    assert cell.paired_spec().compile_cache == "none"
+    assert process.cell_compile_folder(cell.paired_spec()) is None
+    assert process.cell_compile_folder(cell) is not None
+
+
+def test_a_folder_another_user_could_write_in_is_not_shared(here):
+    pytest.importorskip("jax")
+    folder = Path(process.cell_compile_folder(spec(here)))
+    folder.parent.mkdir(parents=True)
+    folder.parent.chmod(0o777)
+    report = process.run_worker(spec(here))
+    assert report.status == "ok", report.error
+    assert report.compile_cache is None  # compiled afresh, nothing loaded from there
+    assert not folder.exists()
 
 
 def test_each_cell_and_each_run_has_a_folder_of_its_own(here):
@@ -86,6 +129,21 @@ def test_each_cell_and_each_run_has_a_folder_of_its_own(here):
     assert compile_cache.folder_for(one, 10) == compile_cache.folder_for(one, 10)
     # the same cell measured from another folder is another run's
     assert compile_cache.folder_for(one, 10, cwd="/elsewhere") != compile_cache.folder_for(one, 10)
+
+
+def test_a_pid_taken_again_by_a_later_process_is_not_the_run_it_was(here):
+    reused = compile_cache.folder_for(spec(here), os.getpid())
+    tag = reused.parent.name
+    host, pid, started = tag.rsplit("-", 2)
+    assert pid == str(os.getpid()) and started != "0"
+    # the same host and pid, started at another time: a run that has ended
+    older = reused.parent.with_name(f"{tag[: -len(started)]}{int(started) - 1}") / "cell"
+    older.mkdir(parents=True)
+    assert compile_cache.clear(only_dead=True) == 1 and not older.parent.exists()
+    # another host's run (a temporary folder shared between nodes) is left to that host
+    remote = reused.parent.with_name(reused.parent.name.replace(host, "otherhost", 1))
+    remote.mkdir()
+    assert compile_cache.clear(only_dead=True) == 0 and remote.exists()
 
 
 def test_the_runs_folders_go_at_its_end_and_a_dead_runs_at_the_next_start(here):

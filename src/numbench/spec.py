@@ -197,6 +197,9 @@ class CellSpec:
             adapter=self.adapter if same else None,
             options=self.options if same else self.paired_options,
             paired_options={},
+            # the partner's first call is not the cell's: it compiles afresh, and never
+            # shares the baseline cell's own folder (``compile_cache``)
+            compile_cache="none",
         )
 
     @classmethod

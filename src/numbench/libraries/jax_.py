@@ -66,7 +66,7 @@ class JaxAdapter(Adapter):
             # Every compilation is kept, however quick (XLA's GPU autotuning results too).
             jax.config.update("jax_compilation_cache_dir", self.compile_folder)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         if self.device == "gpu":
             try:
                 devices = jax.devices("cuda")

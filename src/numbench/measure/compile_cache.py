@@ -13,17 +13,23 @@ What is given up: the later rounds run the kernels the first chose, so the varia
 that choice between processes is no longer sampled. Hence ``none`` is the default.
 
 The folders live in the temporary folder, named by the user, the folder the run works in
-and the run's process (``process.run_pid``), so a run never finds another's compilations
-(a cell measured again in a later run is cold again). They are removed when the run ends
-(``clear``, beside the zygotes' end), and a run's that was killed by the next run there.
+and the run's process (``process.run_pid``: its host, pid and start time), so a run never
+finds another's compilations (a cell measured again in a later run is cold again). Each is
+made 0700 and refused unless it is this user's alone. A cell's folder goes when its last
+round ends, the run's when the run ends (``clear``, beside the zygotes' end), and a run's
+that was killed when the next run on that host starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import socket
+import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -36,6 +42,24 @@ CHOICES = ("none", "cell")
 def _prefix(cwd: str | None = None) -> str:
     here = os.path.abspath(cwd or os.getcwd())
     return f"numbench-compile-{os.getuid()}-{hashlib.sha256(here.encode()).hexdigest()[:8]}-"
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s 22nd
+    field): with the host and the pid, it names a run that a reused pid cannot take for its
+    own; None where it cannot be read (the process is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def run_tag(pid: int) -> str:
+    """The run of process ``pid``, as its folder names it: host, pid and start time."""
+    host = socket.gethostname().replace("-", "_").replace("/", "_") or "host"
+    return f"{host}-{pid}-{_started(pid) or 0}"
 
 
 def cell_name(spec) -> str:
@@ -63,23 +87,26 @@ def cell_name(spec) -> str:
 
 def folder_for(spec, run_pid: int, cwd: str | None = None) -> Path:
     """The cell's folder in the run of ``run_pid``; made later, by the worker."""
-    return Path(tempfile.gettempdir(), f"{_prefix(cwd)}{run_pid}", cell_name(spec))
+    return Path(tempfile.gettempdir(), _prefix(cwd) + run_tag(run_pid), cell_name(spec))
 
 
-def _alive(pid: int) -> bool:
+def _dead(tag: str) -> bool:
+    """Whether the run a folder names has ended: a run of this host whose process is gone,
+    or whose pid now belongs to a process started later. Another host's runs (a shared
+    temporary folder under Slurm) are left to that host."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        host, pid, started = tag.rsplit("-", 2)
+    except ValueError:
         return False
-    except PermissionError:
-        return True
-    return True
+    if host != run_tag(os.getpid()).rsplit("-", 2)[0] or not pid.isdigit():
+        return False
+    return _started(int(pid)) != started
 
 
 def clear(cwd: str | None = None, only_dead: bool = False, root: str | None = None) -> int:
     """Remove the runs' folders of this user and folder ``cwd`` (default: here) in the
     temporary folder ``root`` (default: this process's), or with ``only_dead`` those whose
-    run's process is gone; how many were removed."""
+    run has ended (``_dead``); how many were removed."""
     removed = 0
     prefix = _prefix(cwd)
     root = root or tempfile.gettempdir()
@@ -90,21 +117,52 @@ def clear(cwd: str | None = None, only_dead: bool = False, root: str | None = No
     for name in names:
         if not name.startswith(prefix):
             continue
-        pid = name[len(prefix) :]
-        if only_dead and (not pid.isdigit() or _alive(int(pid))):
+        if only_dead and not _dead(name[len(prefix) :]):
             continue
         shutil.rmtree(Path(root, name), ignore_errors=True)
         removed += 1
     return removed
 
 
-def open_folder(path: str) -> str:
-    """Make the worker's cell folder; ``cold`` where it held nothing yet (this process
-    compiles for the cell), else ``warm``. The worker's own temporary folder is not the
-    run's: the folder's path, made by its supervisor, says where that is."""
+def _ours(path: Path) -> str | None:
+    """Why ``path`` is not a folder only this user may write in, or None where it is: a
+    folder another user made first under a name anyone can work out could hand this
+    worker compiled code (a pickled index, an executable) to load."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is a link or not a folder"
+    if st.st_uid != os.getuid():
+        return f"it belongs to uid {st.st_uid}"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"its mode {stat.S_IMODE(st.st_mode):04o} lets others write in it"
+    return None
+
+
+def open_folder(path: str) -> str | None:
+    """Make the worker's cell folder (mode 0700, in a run folder of mode 0700); ``cold``
+    where it held nothing yet (this process compiles for the cell), ``warm`` where an
+    earlier process wrote it, or None where it is refused (not this user's alone): the
+    process then compiles afresh and says so on its error stream. The worker's own
+    temporary folder is not the run's: the folder's path, made by its supervisor, says
+    where that is."""
     folder = Path(path)
     if not folder.parent.exists():
         # a killed run's compilations, before this run adds its own
         clear(only_dead=True, root=str(folder.parent.parent))
-    folder.mkdir(parents=True, exist_ok=True)
+    for level in (folder.parent, folder):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(level, 0o700)
+        problem = _ours(level)
+        if problem:
+            print(f"compile_cache: not sharing {level}: {problem}", file=sys.stderr, flush=True)
+            return None
     return "warm" if any(folder.iterdir()) else "cold"
+
+
+def forget(path: str | None) -> None:
+    """Remove a cell's folder: its rounds are over, or the one that compiled was set aside."""
+    if path is not None:
+        shutil.rmtree(path, ignore_errors=True)

@@ -208,16 +208,12 @@ def forget_compiled(runs: list[ProcessRun], spec: CellSpec, paired: CellSpec | N
     """An attempt set aside that compiled for its cell (``compile_cache``: ``cold``) takes
     its compilations with it: the next attempt compiles again, so that the cell's first
     call is still measured in a process it keeps."""
-    import shutil
-
+    from numbench.measure.compile_cache import forget
     from numbench.measure.process import cell_compile_folder
 
     for run in runs:
-        if run.report.compile_cache != "cold":
-            continue
-        folder = cell_compile_folder(spec if run.role == MEASURED else paired)
-        if folder is not None:
-            shutil.rmtree(folder, ignore_errors=True)
+        if run.report.compile_cache == "cold":
+            forget(cell_compile_folder(spec if run.role == MEASURED else paired))
 
 
 def _shares(runs: list[ProcessRun]) -> list[float | None]:

@@ -31,6 +31,7 @@ from numbench.contract import cell_table, write_atomic
 from numbench.errors import MachineryFault, machinery
 from numbench.measure.activity import Activity, ActivityWatch, combined
 from numbench.measure.apart import keep_apart
+from numbench.measure.compile_cache import forget
 from numbench.measure.host_lock import cell_label, timing_lock
 from numbench.measure.job_start import (  # noqa: F401 - the entry point's, kept here too
     TERMINATED_EXIT,
@@ -40,7 +41,7 @@ from numbench.measure.job_start import (  # noqa: F401 - the entry point's, kept
 from numbench.measure.lockstep import (
     run_lockstep,
 )
-from numbench.measure.process import run_worker, worker_interpreter
+from numbench.measure.process import cell_compile_folder, run_worker, worker_interpreter
 from numbench.measure.quiet import QuietSettings
 from numbench.measure.replicates import (
     BASELINE,
@@ -236,6 +237,7 @@ def run_cell(
             runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
             own_stretch = replace(watch.stop(), workflow_moved=apart.moved)
         meta.locked_until_unix = time.time()
+    forget(cell_compile_folder(spec))  # its rounds are over (compile_cache)
     rounds = [Activity.from_dict(a) for a in rounds_activity(list(earlier))]
     activity = combined([*rounds, own_stretch])
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share

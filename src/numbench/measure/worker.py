@@ -131,8 +131,9 @@ def import_library(spec: CellSpec):
     adapter = slowed_if_asked(get(spec.adapter_name)(spec.device, spec.dtype, spec.threads))
     cache = None
     if adapter.caches_compiles and os.environ.get(compile_cache.FOLDER_ENV):
-        adapter.compile_folder = os.environ[compile_cache.FOLDER_ENV]
-        cache = compile_cache.open_folder(adapter.compile_folder)
+        cache = compile_cache.open_folder(os.environ[compile_cache.FOLDER_ENV])
+        if cache is not None:
+            adapter.compile_folder = os.environ[compile_cache.FOLDER_ENV]
     t0 = time.perf_counter()
     try:
         adapter.load()
