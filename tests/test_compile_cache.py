@@ -164,25 +164,15 @@ def _cell_table(first_calls: list[float], caches: list[str | None]) -> pa.Table:
     """A cell file's rows as aggregation reads them: two samples per process."""
     from numbench.contract import LATENCY, MEASURED
 
+    key = {"library": "jax", "device": "cpu", "operation": "matmul", "size": 24}
+    key |= {"dtype": "float64", "threads": 1, "role": MEASURED, "mode": LATENCY, "status": "ok"}
     rows = []
     for rep, (first, cache) in enumerate(zip(first_calls, caches, strict=True)):
         for seconds in (1e-3, 1.1e-3):
             rows.append(
-                dict(
-                    library="jax",
-                    device="cpu",
-                    operation="matmul",
-                    size=24,
-                    dtype="float64",
-                    threads=1,
-                    role=MEASURED,
-                    replicate=rep,
-                    mode=LATENCY,
-                    seconds=seconds,
-                    status="ok",
-                    first_call_s=first,
-                    compile_cache=cache,
-                )
+                key
+                | {"replicate": rep, "seconds": seconds, "first_call_s": first}
+                | {"compile_cache": cache}
             )
     return pa.Table.from_pylist(rows)
 
