@@ -45,14 +45,27 @@ def spec(folder: Path, library: str = "jax", cache: str = "cell", size: int = 24
 @pytest.mark.parametrize("start", ["exec", "fork"])
 def test_the_first_process_compiles_and_the_later_ones_load(here, start):
     pytest.importorskip("jax")
-    reports = [process.run_worker(spec(here).replace(worker_start=start)) for _ in range(3)]
+    folder = Path(process.cell_compile_folder(spec(here)))
+    reports = [process.run_worker(spec(here).replace(worker_start=start))]
+    written = entries(folder)
+    assert written  # what the first process compiled
+    reports += [process.run_worker(spec(here).replace(worker_start=start)) for _ in range(2)]
     for report in reports:
         assert report.status == "ok", report.error
     assert [r.compile_cache for r in reports] == ["cold", "warm", "warm"]
     assert [r.worker_start for r in reports] == [start] * 3
-    folder = Path(process.cell_compile_folder(spec(here)))
-    assert folder.is_dir() and any(folder.iterdir())  # what the first process wrote
+    assert entries(folder) == written  # the later ones loaded it: nothing compiled anew
     zygote.stop_all()
+
+
+def entries(folder: Path) -> dict[str, int]:
+    """The compilations kept in a cell's folder, each with when it was written: one
+    compiled again would be written again (JAX's access-time marks left out)."""
+    return {
+        str(p.relative_to(folder)): p.stat().st_mtime_ns
+        for p in folder.rglob("*")
+        if p.is_file() and not p.name.endswith("-atime")
+    }
 
 
 def test_a_cells_folder_goes_when_its_rounds_end(here):
@@ -72,12 +85,15 @@ def test_a_cells_folder_goes_when_its_rounds_end(here):
 
 def test_numba_keeps_its_compilations_on_the_cpu_alone(here):
     pytest.importorskip("numba")
-    reports = [process.run_worker(spec(here, "numba")) for _ in range(2)]
+    folder = Path(process.cell_compile_folder(spec(here, "numba")))
+    reports = [process.run_worker(spec(here, "numba"))]
+    written = entries(folder)
+    assert any(name.endswith(".nbi") for name in written)  # njit's index, from the first
+    reports.append(process.run_worker(spec(here, "numba")))
     for report in reports:
         assert report.status == "ok", report.error
     assert [r.compile_cache for r in reports] == ["cold", "warm"]
-    folder = Path(process.cell_compile_folder(spec(here, "numba")))
-    assert any(folder.rglob("*.nbi"))  # njit's index, written by the first process
+    assert entries(folder) == written  # the second loaded it: nothing compiled anew
     on_gpu = spec(here, "numba").replace(device="gpu")
     assert process.cell_compile_folder(on_gpu) is None  # a CUDA kernel compiles at launch
 

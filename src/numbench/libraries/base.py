@@ -87,6 +87,12 @@ class Adapter:
         no_options(self, options)
         return fn
 
+    def cache_seen(self) -> tuple[int, int] | None:
+        """(loaded, compiled): the compilations this process loaded from its cell's folder
+        and those it compiled and wrote there (``compile_cache``), as the library counts
+        them; None where it keeps none."""
+        return None
+
     def as_is(self, kernel: Callable) -> Callable:
         """A kernel handed over as it is (``numbench.as_is``), called as it is: numbench
         compiles nothing (the test-only slowdown, ``slowed``, stretches it as it stretches

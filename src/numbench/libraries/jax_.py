@@ -67,6 +67,8 @@ class JaxAdapter(Adapter):
             jax.config.update("jax_compilation_cache_dir", self.compile_folder)
             jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
             jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+            self._seen = [0, 0]
+            jax.monitoring.register_event_listener(self._count)
         if self.device == "gpu":
             try:
                 devices = jax.devices("cuda")
@@ -83,6 +85,16 @@ class JaxAdapter(Adapter):
         else:
             devices = jax.devices("cpu")
         self._jax, self._jnp, self._dev = jax, jnp, devices[0]
+
+    def _count(self, event: str, **_details) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            self._seen[0] += 1
+        elif event == "/jax/compilation_cache/cache_misses":  # compiled, and written
+            self._seen[1] += 1
+
+    def cache_seen(self) -> tuple[int, int] | None:
+        seen = getattr(self, "_seen", None)
+        return None if seen is None else (seen[0], seen[1])
 
     @property
     def xp(self):

@@ -110,8 +110,18 @@ class NumbaAdapter(Adapter):
             from numba.core import config
 
             config.CACHE_DIR = self.compile_folder
-            options = {"cache": True, **options}
+            dispatcher = self._numba.njit(fn, **{"cache": True, **options})
+            self._cached = [*getattr(self, "_cached", []), dispatcher]
+            return dispatcher
         return self._numba.njit(fn, **options)
+
+    def cache_seen(self) -> tuple[int, int] | None:
+        cached = getattr(self, "_cached", None)
+        if not cached:
+            return None
+        stats = [d.stats for d in cached]
+        loaded = sum(sum(s.cache_hits.values()) for s in stats)
+        return loaded, sum(sum(s.cache_misses.values()) for s in stats)
 
     @property
     def sync(self):  # type: ignore[override]

@@ -5,7 +5,8 @@ kernels by timing them; Numba's njit on the CPU) pays it again in every round, s
 own. On a GPU that is most of a cell's cost (docs/gpu.md, "What a GPU cell costs"). With
 ``compile_cache: cell`` each cell gets a folder of its own for the library's persistent
 compilation cache, for the length of one run: the cell's first process compiles and writes
-it (``cold``), and the later ones load what it wrote (``warm``). Each process still traces,
+it (``cold``), and the later ones load what it wrote (``warm``), each as its library counted
+(``label``). Each process still traces,
 loads and times its first call; the cell's ``first_call_s`` is its cold processes' (what a
 user's first call costs), and the report says how many loaded theirs.
 
@@ -143,8 +144,9 @@ def _ours(path: Path) -> str | None:
 
 def open_folder(path: str) -> str | None:
     """Make the worker's cell folder (mode 0700, in a run folder of mode 0700); ``cold``
-    where it held nothing yet (this process compiles for the cell), ``warm`` where an
-    earlier process wrote it, or None where it is refused (not this user's alone): the
+    where it held nothing yet (this process will compile for the cell), ``warm`` where an
+    earlier process wrote it (both until the library's own count, ``label``, says), or
+    None where it is refused (not this user's alone): the
     process then compiles afresh and says so on its error stream. The worker's own
     temporary folder is not the run's: the folder's path, made by its supervisor, says
     where that is."""
@@ -160,6 +162,16 @@ def open_folder(path: str) -> str | None:
             print(f"compile_cache: not sharing {level}: {problem}", file=sys.stderr, flush=True)
             return None
     return "warm" if any(folder.iterdir()) else "cold"
+
+
+def label(seen: tuple[int, int] | None) -> str | None:
+    """What a process did with its cell's folder, as its library counted it after its first
+    call and samples (``seen``: compilations loaded, compilations made and written):
+    ``cold`` where it compiled any, ``warm`` where it loaded all it ran, None where the
+    library counted neither (it kept nothing there)."""
+    if seen is None or seen == (0, 0):
+        return None
+    return "cold" if seen[1] > 0 else "warm"
 
 
 def forget(path: str | None) -> None:

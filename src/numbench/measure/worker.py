@@ -410,6 +410,8 @@ def _measure_pinned(spec: CellSpec, turns=None) -> ProcessReport:
         return out
 
     _report_latency(spec, adapter, op, m, reference, out)
+    if out.compile_cache is not None:
+        out.compile_cache = compile_cache.label(adapter.cache_seen())
     # The second mode and the transfers add figures; a failure in either (a device out of
     # memory with the window, say) leaves them null with a note and keeps the latency.
     notes = []
