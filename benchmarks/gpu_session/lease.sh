@@ -15,8 +15,8 @@
 #        parts (may be empty), .gpu-wheels beside the repository root as gpu_env.sh expects
 # SWEEP  the sweeps in the order to run (default: batched_matmul mlp)
 # Steps 2 and 3 are skipped with NO_WORKFLOW=1. SWEEP_S caps each sweep's budget, so that
-# one sweep leaves time for the next (engine-after, then engine-before: engine.yaml). The host's own python3 runs the sweeps, as the
-# earlier leases did; the workflow runs in the venv.
+# one sweep leaves time for the next (engine-after, then engine-before: engine.yaml). The
+# host's own python3 runs the sweeps, as the earlier leases did; the workflow runs in the venv.
 set -u
 [ $# -ge 3 ] || { echo "usage: lease.sh LEASE OUT DEADLINE_S [SWEEP ...]" >&2; exit 2; }
 lease=$(realpath "$1") out=$(realpath -m "$2") deadline=$3

@@ -40,12 +40,12 @@ from numbench.stats import ratio_ci, summarize
 #: import is paid by its first worker alone), how they started as the first one says, worst for errors and memory; the threads a library ran with: the
 #: most any process saw, and the first note saying it differed from those asked; the CPU
 #: time other programs took: the most from any kept process, and the attempts set aside.
+#: The first call (``first_call_s``, ``first_call_paid_s``) is reduced apart: ``_first_calls``.
 PROCESS_REDUCERS = {
     "import_s": "median",
     "import_paid_s": "sum",
     "worker_start": "first",
     "compile_cache": "tally",
-    "first_call_s": "median",
     "sampling_s": "sum",
     "pipelined_sampling_s": "sum",
     "rel_error": "max",
@@ -142,14 +142,17 @@ def pipelined_row(
     return row
 
 
-def _first_call(own: pa.Table, starts, typical: float | None) -> float | None:
-    """The cell's first call: its processes' median, or, where they shared their
-    compilations (``compile_cache``), the median of those that compiled (``cold``), what a
-    user's first call costs; the others' loaded what those compiled."""
+def _first_calls(own: pa.Table, starts) -> tuple[float | None, float | None]:
+    """(the cell's first call, what its processes paid for theirs): the first is its
+    processes' median, or, where they shared their compilations (``compile_cache``), the
+    median of those that compiled (``cold``), what a user's first call costs, the others
+    having loaded what those compiled; the second is their sum, what the run spent."""
     caches = own.column("compile_cache").to_pylist()
     calls = own.column("first_call_s").to_pylist()
+    each = [calls[i] for i in starts]
     cold = [calls[i] for i in starts if caches[i] == "cold" and calls[i] is not None]
-    return float(np.median(cold)) if cold else typical
+    typical = _reduce(each, "median") if not cold else float(np.median(cold))
+    return typical, _reduce(each, "sum")
 
 
 def end_to_end_s(first: dict, median_s: float | None) -> float | None:
@@ -174,10 +177,7 @@ def cell_row(table: pa.Table, pooled: list[list[float]] = ()) -> dict:
     for name, how in PROCESS_REDUCERS.items():
         values = own.column(name).to_pylist()
         first[name] = _reduce([values[i] for i in starts], how)
-    first["first_call_paid_s"] = _reduce(
-        [own.column("first_call_s")[int(i)].as_py() for i in starts], "sum"
-    )
-    first["first_call_s"] = _first_call(own, starts, first["first_call_s"])
+    first["first_call_s"], first["first_call_paid_s"] = _first_calls(own, starts)
     groups = measured_groups(table)
     ok = first["status"] == "ok"
     everything = groups + [list(g) for g in pooled] if groups and ok else groups

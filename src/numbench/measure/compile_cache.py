@@ -1,14 +1,14 @@
 """A cell's compilations shared between its rounds: ``compile_cache: cell``.
 
 A library that compiles for the cell (JAX's XLA: tracing, lowering and, on a GPU, choosing
-kernels by timing them; Numba's njit on the CPU) pays it again in every round, since every round is a process of its
-own. On a GPU that is most of a cell's cost (docs/gpu.md, "What a GPU cell costs"). With
-``compile_cache: cell`` each cell gets a folder of its own for the library's persistent
-compilation cache, for the length of one run: the cell's first process compiles and writes
-it (``cold``), and the later ones load what it wrote (``warm``), each as its library counted
-(``label``). Each process still traces,
-loads and times its first call; the cell's ``first_call_s`` is its cold processes' (what a
-user's first call costs), and the report says how many loaded theirs.
+kernels by timing them; Numba's njit on the CPU) pays it again in every round, since every
+round is a process of its own. On a GPU that is most of a cell's cost (docs/gpu.md, "What a
+GPU cell costs"). With ``compile_cache: cell`` each cell gets a folder of its own for the
+library's persistent compilation cache, for the length of one run: the cell's first process
+compiles and writes it (``cold``), and the later ones load what it wrote (``warm``), each as
+its library counted (``label``). Each process still traces, loads and times its first call;
+the cell's ``first_call_s`` is its cold processes' (what a user's first call costs), and the
+report says how many loaded theirs.
 
 What is given up: the later rounds run the kernels the first chose, so the variation of
 that choice between processes is no longer sampled. Hence ``none`` is the default.
@@ -36,8 +36,6 @@ from pathlib import Path
 
 #: the worker's variable naming its cell's folder; unset where the cell shares nothing
 FOLDER_ENV = "NUMBENCH_COMPILE_CACHE"
-#: the two values of ``compile_cache``
-CHOICES = ("none", "cell")
 
 
 def _prefix(cwd: str | None = None) -> str:
@@ -57,10 +55,14 @@ def _started(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+def _host() -> str:
+    """This host's name as a run's folder writes it (no ``-``, which separates its parts)."""
+    return socket.gethostname().replace("-", "_").replace("/", "_") or "host"
+
+
 def run_tag(pid: int) -> str:
     """The run of process ``pid``, as its folder names it: host, pid and start time."""
-    host = socket.gethostname().replace("-", "_").replace("/", "_") or "host"
-    return f"{host}-{pid}-{_started(pid) or 0}"
+    return f"{_host()}-{pid}-{_started(pid) or 0}"
 
 
 def cell_name(spec) -> str:
@@ -99,7 +101,7 @@ def _dead(tag: str) -> bool:
         host, pid, started = tag.rsplit("-", 2)
     except ValueError:
         return False
-    if host != run_tag(os.getpid()).rsplit("-", 2)[0] or not pid.isdigit():
+    if host != _host() or not pid.isdigit():
         return False
     return _started(int(pid)) != started
 
@@ -146,10 +148,9 @@ def open_folder(path: str) -> str | None:
     """Make the worker's cell folder (mode 0700, in a run folder of mode 0700); ``cold``
     where it held nothing yet (this process will compile for the cell), ``warm`` where an
     earlier process wrote it (both until the library's own count, ``label``, says), or
-    None where it is refused (not this user's alone): the
-    process then compiles afresh and says so on its error stream. The worker's own
-    temporary folder is not the run's: the folder's path, made by its supervisor, says
-    where that is."""
+    None where it is refused (not this user's alone): the process then compiles afresh and
+    says so on its error stream. The worker's own temporary folder is not the run's: the
+    folder's path, made by its supervisor, says where that is."""
     folder = Path(path)
     if not folder.parent.exists():
         # a killed run's compilations, before this run adds its own
