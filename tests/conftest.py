@@ -467,7 +467,9 @@ class Machine:
     """For ``numbench.measure.cpu_taken.CpuTaken``: constructed readings: wall time, this process's CPU time, and the busy time of its
     CPUs (None: the OS does not tell). ``run`` moves them as a stretch of work would."""
 
-    def __init__(self, cpus: int = 1) -> None:
+    def __init__(self, cpus: int = 1, tick_s: float = 0.0) -> None:
+        #: the busy time's resolution the readings are taken to have (0: exact)
+        self.tick_s = tick_s
         self.wall = self.own = 0.0
         self.busy: float | None = 0.0
         self.cpus = list(range(cpus))
@@ -492,6 +494,7 @@ class Machine:
             own_s=lambda: self.own,
             busy=self.busy_of,
             cpus=self.cpus,
+            tick_s=self.tick_s,
         )
 
 

@@ -96,6 +96,39 @@ def test_a_busy_reading_below_the_process_s_own_time_is_0():
     assert taken.share() == 0.0
 
 
+def _turns(machine, taken, turns: int, own_s: float, others_s: float, extra_tick_in: int) -> None:
+    """``turns`` stretches of a lockstep worker, each its own ``own_s`` and others'
+    ``others_s``, the partner's turns paused; in turn ``extra_tick_in`` the busy count
+    reads one tick high, as a stretch that straddles a tick does."""
+    for turn in range(turns):
+        machine.run(wall_s=own_s + others_s, own_s=own_s, others_s=others_s)
+        if turn == extra_tick_in:
+            machine.busy += machine.tick_s
+        taken.pause()
+        machine.run(wall_s=0.004, own_s=0.0, others_s=0.004)  # the partner's turn
+        taken.resume()
+
+
+def test_a_tick_misread_over_many_short_turns_is_not_taken():
+    # twelve turns of 8 ms, nothing else running, one tick (10 ms) read high: 0.104 of the
+    # 96 ms the worker ran, over replicates.max_cpu_taken = 0.1 were it counted
+    machine = Machine(cpus=1, tick_s=0.01)
+    taken = machine.taken()
+    _turns(machine, taken, turns=12, own_s=0.008, others_s=0.0, extra_tick_in=5)
+    assert taken.stretches == 12
+    assert taken.share() == 0.0
+
+
+def test_a_program_sharing_the_cpu_over_many_short_turns_is_still_taken():
+    # another busy program takes half of each 16 ms turn: 96 ms of the 192 the worker's
+    # turns lasted; the twelve readings' error (10 ms times the square root of 12, 35 ms)
+    # leaves 61 ms, 0.32 of the CPU, far over 0.1
+    machine = Machine(cpus=1, tick_s=0.01)
+    taken = machine.taken()
+    _turns(machine, taken, turns=12, own_s=0.008, others_s=0.008, extra_tick_in=-1)
+    assert 0.3 < taken.share() < 0.33
+
+
 def test_unknown_where_the_os_does_not_tell(monkeypatch):
     machine = Machine(cpus=1)
     machine.busy = None
@@ -133,7 +166,9 @@ def test_a_child_process_s_time_is_the_process_s_own_not_taken():
         waited_s=lambda: child["waited"],
         live_s=lambda: child["live"],
     )
-    taken = CpuTaken(clock=lambda: machine.wall, own_s=own, busy=machine.busy_of, cpus=[0])
+    taken = CpuTaken(
+        clock=lambda: machine.wall, own_s=own, busy=machine.busy_of, cpus=[0], tick_s=0.0
+    )
     threads_only = machine.taken()  # the process's threads alone, as before children counted
     # the process and its live child share its one CPU, half each
     machine.run(wall_s=0.5, own_s=0.25, others_s=0.25)

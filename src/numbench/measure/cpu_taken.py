@@ -23,13 +23,21 @@ walk; one whose parent ended without waiting for it leaves the tree, its time wi
 
 Not the process's own run delay: a library's threads wait for each other on one CPU (JAX's
 dispatch and compute threads on small arrays, TensorFlow's, for a good part of the time even
-on a quiet machine), which is the library's cost, not the machine's. The busy time
-counts in clock ticks (10 ms), so a window of 0.1 s reads within about 0.02 on a quiet
-machine. Where ``/proc/stat`` is missing (not Linux), the share is unknown (None).
+on a quiet machine), which is the library's cost, not the machine's.
+
+The busy time counts in clock ticks (10 ms): each stretch read (a lockstep worker reads one
+per turn) is off by up to a tick either way, its error spread as the difference of two
+uniform phases (a standard deviation of 0.41 tick). Over n stretches the errors add up to
+about 0.41 tick times the square root of n, which on a quiet machine read as others taking
+a tenth of a short turn-by-turn window, and had the round measured again for nothing. So
+``share()`` counts only what others took beyond the readings' own error: a tick times the
+square root of n (about 2.4 standard deviations) is taken off first. Where ``/proc/stat``
+is missing (not Linux), the share is unknown (None).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -154,7 +162,8 @@ class CpuTaken:
 
     The three readings can be handed in (tests give constructed ones): ``clock`` the wall
     time, ``own_s`` the process's CPU time, ``busy`` the busy time of a list of CPUs (None:
-    unknown); ``cpus`` the CPUs (default: the process's affinity)."""
+    unknown); ``cpus`` the CPUs (default: the process's affinity); ``tick_s`` the busy
+    time's resolution (default: the system's clock tick; 0 for exact readings)."""
 
     def __init__(
         self,
@@ -163,6 +172,7 @@ class CpuTaken:
         own_s: Callable[[], float] = own_run_s,
         busy: Callable[[list[int]], float | None] | None = None,
         cpus: list[int] | None = None,
+        tick_s: float | None = None,
     ) -> None:
         if cpus is None:
             try:
@@ -173,8 +183,13 @@ class CpuTaken:
         self._clock, self._own_s = clock, own_s
         # None: the module's busy_s, looked up at each reading
         self._busy = busy
+        if tick_s is None:
+            tick_s = 1 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+        self.tick_s = tick_s
         self.wall = self.own = 0.0
         self.busy: float | None = 0.0
+        #: the stretches read so far, each off by up to a tick
+        self.stretches = 0
         self.resume()
 
     def _now(self) -> tuple[float, float, float | None]:
@@ -191,6 +206,7 @@ class CpuTaken:
         self.wall += w1 - w0
         self.own += o1 - o0
         self.busy = None if self.busy is None or b0 is None or b1 is None else self.busy + b1 - b0
+        self.stretches += 1
         self._from = None
 
     def share(self) -> float | None:
@@ -200,5 +216,6 @@ class CpuTaken:
             self.resume()
         if self.busy is None or self.wall <= 0:
             return None
-        # the tick counts read a little low or high: never below 0
-        return max(0.0, self.busy - self.own) / (self.wall * len(self.cpus))
+        # what the tick counts cannot tell from none is not counted, and never below 0
+        error_s = self.tick_s * math.sqrt(self.stretches)
+        return max(0.0, self.busy - self.own - error_s) / (self.wall * len(self.cpus))
