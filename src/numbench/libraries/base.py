@@ -14,20 +14,16 @@ import platform
 from collections.abc import Callable
 from typing import Any
 
+from numbench.machine.system import cpu_info
+
 
 class Unavailable(Exception):
     """The library or the requested device is missing here; the message says why."""
 
 
 def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """The CPU's model name (``/proc/cpuinfo``), or what the platform says where it has none."""
+    return cpu_info().get("model name") or platform.processor() or platform.machine()
 
 
 class Adapter:

@@ -85,6 +85,25 @@ def _read(root: Path, path: str) -> tuple[str | None, str]:
         return None, f"cannot read {path} ({exc.strerror or type(exc).__name__})"
 
 
+def cpu_info(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo``, their names in lower case (model
+    name, flags, cpu MHz...); none where it cannot be read."""
+    info: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return info
+    for line in text.splitlines():
+        if not line.strip():
+            if info:
+                break
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            info.setdefault(key.strip().lower(), value.strip())
+    return info
+
+
 def _unknown(name: str, why: str, meaning: str) -> Check:
     return Check(name, UNKNOWN, None, f"{why}: {meaning}")
 

@@ -34,6 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from numbench.machine.system import START_TIME, pid_stat
+
 #: the worker's variable naming its cell's folder; unset where the cell shares nothing
 FOLDER_ENV = "NUMBENCH_COMPILE_CACHE"
 
@@ -47,12 +49,8 @@ def _started(pid: int) -> str | None:
     """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s 22nd
     field): with the host and the pid, it names a run that a reused pid cannot take for its
     own; None where it cannot be read (the process is gone)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None
+    read = pid_stat(pid)
+    return read[1][START_TIME] if read is not None and len(read[1]) > START_TIME else None
 
 
 def _host() -> str:

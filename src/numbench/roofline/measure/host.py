@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from numbench.machine.system import cpu_info
+
 SYS_CPU = Path("/sys/devices/system/cpu")
 #: fused multiply-add units assumed per core: an upper bound (Zen 4 issues AVX-512 as two
 #: 256-bit halves, so for it the bound is twice what the core can do)
@@ -99,24 +101,6 @@ def pinned_cpus(threads: int) -> list[int]:
     """The CPUs a run of ``threads`` threads is pinned to (``libraries.pin_cpus``'s choice)."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
     return allowed[: max(1, threads)]
-
-
-def cpu_info(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
-    """The first processor's fields of /proc/cpuinfo (model name, flags, cpu MHz...)."""
-    info: dict[str, str] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return info
-    for line in text.splitlines():
-        if not line.strip():
-            if info:
-                break
-            continue
-        key, sep, value = line.partition(":")
-        if sep:
-            info.setdefault(key.strip().lower(), value.strip())
-    return info
 
 
 def cpu_flags(info: dict[str, str]) -> list[str]:
