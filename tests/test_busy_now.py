@@ -1,4 +1,4 @@
-"""The look at the machine before a retry (``numbench.measure.busy_now``), on constructed
+"""The look at the machine before a retry (``numbench.measure.quiet.busy_now``), on constructed
 readings of the ``cpu`` line, of this process's CPU time and of the workflow's processes:
 it never sleeps here, counts as others what the run's headline counts as others, and gives
 the share of the worker's CPUs that the others' demand cannot avoid (the unit of
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from numbench.measure.busy_now import BusyNow, worker_share
+from numbench.measure.quiet import BusyNow, worker_share
 
 #: /proc/stat's cpu columns: user nice system idle iowait irq softirq steal
 QUIET = [0, 0, 0, 0, 0, 0, 0, 0]

@@ -1,4 +1,4 @@
-"""The one rule for a disturbed measurement (``numbench.measure.disturbed``), driven by
+"""The one rule for a disturbed measurement (``numbench.measure.quiet.undisturbed``), driven by
 injected CPU shares: measured again while a share is over the limit, never more than
 ``CPU_TAKEN_RETRIES`` times, the last or the quietest attempt kept; and a cell's round and a
 roof job both follow it."""
@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 from conftest import make_spec
 
-from numbench.measure import disturbed
-from numbench.measure.disturbed import CPU_TAKEN_RETRIES, LAST, QUIETEST, undisturbed
+from numbench.measure import quiet
+from numbench.measure.quiet import CPU_TAKEN_RETRIES, LAST, QUIETEST, undisturbed
 from numbench.spec import ProcessReport
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
@@ -66,9 +66,9 @@ def test_without_a_limit_or_a_known_share_nothing_is_measured_again():
 
 
 def test_the_share_at_the_limit_is_not_over_it():
-    assert disturbed.taken_beyond([0.1, None, 0.11], 0.1) == [0.11]
-    assert disturbed.taken_beyond([0.9], None) == []
-    assert disturbed.disturbance([None, 0.2, 0.1]) == 0.2 and disturbed.disturbance([None]) == 0.0
+    assert quiet.taken_beyond([0.1, None, 0.11], 0.1) == [0.11]
+    assert quiet.taken_beyond([0.9], None) == []
+    assert quiet.disturbance([None, 0.2, 0.1]) == 0.2 and quiet.disturbance([None]) == 0.0
 
 
 def test_an_unknown_keep_is_refused():
@@ -78,13 +78,13 @@ def test_an_unknown_keep_is_refused():
 
 
 def test_a_cells_round_and_a_roof_job_follow_the_same_rule(monkeypatch):
-    """Both call ``disturbed.undisturbed``: a round keeps its last attempt, a roof its
+    """Both call ``quiet.undisturbed``: a round keeps its last attempt, a roof its
     quietest; each is measured again as often as the rule says."""
     from numbench.measure import replicates
     from numbench.roofline.measure import jobs
 
     seen = []
-    real = disturbed.undisturbed
+    real = quiet.undisturbed
 
     def spy(measure, shares, limit, again, keep=LAST, **look):
         seen.append(keep)

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from numbench.measure import process
-from numbench.measure.disturbed import CPU_TAKEN_RETRIES
+from numbench.measure.quiet import CPU_TAKEN_RETRIES
 from numbench.roofline import contract as roofs_table
 from numbench.roofline import measure as roofs
 from numbench.roofline.measure import gpu as roofs_gpu

@@ -15,7 +15,7 @@ never an error: the command runs wherever Python does.
 
 Its readers of ``/proc/stat`` (``cpu_lines``), ``/proc/loadavg`` (``load_averages``) and
 ``/proc/PID/stat`` (``pid_stat``) are the package's only ones: what ``numbench.measure``
-watches while a cell measures (``activity``, ``busy_now``, ``quiet``, ``cpu_taken``) is read
+watches while a cell measures (``activity``, ``quiet``, ``cpu_taken``) is read
 through them, so every part of numbench reads those files alike.
 """
 

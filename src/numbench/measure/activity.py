@@ -409,7 +409,7 @@ def sample_shares(
     from now (``shares``: this process's CPU time and the workflow's processes' taken out of
     the others); None where the ``cpu`` line cannot be read. One sample of the machine, for
     the wait for quiet (``numbench.measure.quiet``) and the look before a retry
-    (``numbench.measure.busy_now``)."""
+    (``numbench.measure.quiet.busy_now``)."""
     before, own0, workflow0 = ticks(), own_s(), workflow()
     if before is None:
         return None

@@ -64,8 +64,8 @@ import numpy as np
 
 from numbench.contract import BASELINE, MEASURED, write_text_atomic
 from numbench.measure.activity import Activity
-from numbench.measure.busy_now import busy_now as look
-from numbench.measure.disturbed import LAST, STILL_BUSY, taken_beyond, undisturbed
+from numbench.measure.quiet import LAST, STILL_BUSY, taken_beyond, undisturbed
+from numbench.measure.quiet import busy_now as look
 from numbench.spec import CellSpec, ProcessReport
 from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
 
@@ -167,7 +167,7 @@ def measure_round(
     A round in which something else took more than ``replicates.max_cpu_taken`` of a
     process's CPUs while it measured (another program, or the host of a virtual machine:
     ``numbench.measure.cpu_taken``) is measured again, both processes, up to ``CPU_TAKEN_RETRIES``
-    times (the rule the roofs follow too: ``numbench.measure.disturbed``): its samples timed
+    times (the rule the roofs follow too: ``numbench.measure.quiet.undisturbed``): its samples timed
     the other program too, and would weigh on one side of the ratio only. The attempt kept
     says how many were set aside (``ProcessReport.set_aside``); the last is kept, busy or not.
     Before a retry the machine is looked at (``busy_now(spec.threads)``; None: no look):

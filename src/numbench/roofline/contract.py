@@ -89,7 +89,7 @@ ROOFS_SCHEMA = pa.schema(
         pa.field("tf32", pa.string()),
         pa.field("measured_at", pa.string()),
         # the share of the CPUs' time other programs took while the job that made the row
-        # ran (as a cell's), and the attempts set aside for it (``numbench.measure.disturbed``)
+        # ran (as a cell's), and the attempts set aside for it (``numbench.measure.quiet.undisturbed``)
         pa.field("cpu_taken", pa.float64()),
         pa.field("set_aside", pa.int64()),
         # wall seconds of measuring this (device, threads), every dtype and library

@@ -34,7 +34,7 @@ How, and why so (the rules STREAM, the Empirical Roofline Toolkit and likwid-ben
   roofs are measured on every CPU.
 * **Each job is a worker process of the cells' kind** (``jobs``, through
   ``numbench.measure.process``), and one that other programs disturbed is measured again
-  by the cells' rule (``numbench.measure.disturbed``).
+  by the cells' rule (``numbench.measure.quiet.undisturbed``).
 
 The modules: ``host`` (caches, flags, clock), ``kernels`` (the worker and its CPU kernels),
 ``gpu`` (a GPU's kernels), ``jobs`` (how a job runs), ``rows`` (the table's rows). This one
@@ -55,9 +55,9 @@ from numbench import libraries
 from numbench.cells import roof_dims
 from numbench.measure.activity import workflow_pids
 from numbench.measure.apart import take_workflow_affinity
-from numbench.measure.busy_now import busy_now as look
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.process import WorkerJob
+from numbench.measure.quiet import busy_now as look
 from numbench.roofline.measure import host
 from numbench.roofline.measure.jobs import RoofJobs, run_job
 

@@ -3,7 +3,7 @@ numbench.roofline.measure.kernels JOB RESULT``), made, started and watched by th
 process machinery (``numbench.measure.process``: the same threads' limits, allocator,
 library variables, interpreter, private temporary folder, time limit and kill of the whole
 session), and measured again when other programs disturbed it, by the rule a cell's round
-follows (``numbench.measure.disturbed``).
+follows (``numbench.measure.quiet.undisturbed``).
 
 A job is a mapping, written to the worker as JSON: its ``kind`` (``memory``, ``gemm`` or
 ``gpu``), its ``threads`` and what the kind needs (a GEMM's ``library``, ``device``,
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from numbench.errors import MachineryFault
 from numbench.measure import process
-from numbench.measure.disturbed import QUIETEST, STILL_BUSY, undisturbed
+from numbench.measure.quiet import QUIETEST, STILL_BUSY, undisturbed
 from numbench.spec import ProcessReport
 
 #: the module a roof's worker runs
@@ -86,7 +86,7 @@ class RoofJobs:
     """How the roof jobs of one measurement run: the config's ``allocator``, its
     ``replicates.max_cpu_taken`` (None: every job once), where progress is said, the
     runner (``run_job``; the tests give their own) and the look at the machine before a
-    retry (``busy_now``, given the job's threads: ``numbench.measure.busy_now``; None: no
+    retry (``busy_now``, given the job's threads: ``numbench.measure.quiet.busy_now``; None: no
     look)."""
 
     allocator: str
