@@ -86,7 +86,7 @@ def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
 
 
 def test_the_sentinel_is_the_fastest_of_its_timed_calls_after_an_untimed_one():
-    from numbench.measure.sentinel import (
+    from numbench.measure.activity import (
         SENTINEL_KERNEL,
         SENTINEL_SIZE,
         sentinel_kernel,

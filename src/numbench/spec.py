@@ -368,7 +368,7 @@ class CellMeta:
     #: (None: no wait asked, or the machine could not be read)
     quiet_wait_s: float | None = None
     quiet_reached: bool | None = None
-    #: the sentinel (``numbench.measure.sentinel``: a fixed sort, the same in every run),
+    #: the sentinel (``numbench.measure.activity.time_sentinel``: a fixed sort, the same in every run),
     #: fastest of its calls timed by the cell's job, lock held, just before it measured: the
     #: run's cells in ``locked_from_unix`` order are a series of the machine's speed (None:
     #: not timed, no NumPy)

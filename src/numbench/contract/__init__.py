@@ -352,7 +352,7 @@ LATER_COLUMNS = {
     # nor whether it waited for quiet (``wait_for_quiet``)
     "quiet_wait_s": None,
     "quiet_reached": None,
-    # a cell from before contract 8 did not time the sentinel (``numbench.measure.sentinel``)
+    # a cell from before contract 8 did not time the sentinel (``numbench.measure.activity.time_sentinel``)
     "sentinel_s": None,
     # nor, before contract 9, the workflow's own share apart: its other_cpu_share holds it
     "workflow_cpu_share": None,

@@ -52,7 +52,7 @@ RUNS_SCHEMA = pa.schema(
         pa.field("verdicts_in_doubt", pa.int64()),
         pa.field("predicted_repeat", pa.float64()),
         # the sentinel's spread through the run: the slowest cell's sentinel_s over the
-        # fastest's (numbench.measure.sentinel); null below two cells that timed it, and in
+        # fastest's (numbench.measure.activity.time_sentinel); null below two cells that timed it, and in
         # a run added before it was kept (ADDED_LATER)
         pa.field("sentinel_spread", pa.float64()),
     ]

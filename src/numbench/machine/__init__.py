@@ -13,7 +13,7 @@ One concern, its modules on the floors of the stages they serve:
   went, from the cells' records;
 * ``report`` (with the report stage): the summary's headline and time lines.
 
-The measuring side (``measure/{activity,quiet,cpu_taken,apart,sentinel,
+The measuring side (``measure/{activity,quiet,cpu_taken,apart,
 host_lock}.py``) stays in ``measure/`` until the measuring engine is rebuilt. Importing this
 package imports none of its modules.
 """

@@ -68,7 +68,7 @@ class MachineQuality:
     verdicts: int
     in_doubt: int
     busy_in_doubt: int
-    #: the sentinel (``numbench.measure.sentinel``, a fixed sort each cell's job timed just
+    #: the sentinel (``numbench.measure.activity.time_sentinel``, a fixed sort each cell's job timed just
     #: before it measured): how many cells timed it, the fastest and slowest of their times,
     #: and the spread, slowest over fastest (1.0: the machine ran the same work as fast
     #: throughout; None: fewer than two cells timed it)

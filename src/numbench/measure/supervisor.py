@@ -29,7 +29,7 @@ from pathlib import Path
 from numbench import libraries, operations
 from numbench.contract import cell_table, write_atomic
 from numbench.errors import MachineryFault, machinery
-from numbench.measure.activity import Activity, ActivityWatch, combined
+from numbench.measure.activity import Activity, ActivityWatch, combined, time_sentinel
 from numbench.measure.apart import keep_apart
 from numbench.measure.compile_cache import forget
 from numbench.measure.host_lock import cell_label, timing_lock
@@ -56,7 +56,6 @@ from numbench.measure.replicates import (
     rounds_quiet_wait_s,
     write_round,
 )
-from numbench.measure.sentinel import time_sentinel
 from numbench.operations.kernels import library_options, options_json
 from numbench.spec import CellMeta, CellSpec
 
