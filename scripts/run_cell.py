@@ -9,7 +9,7 @@ unwinds (the workflow's processes get their CPUs back, the lock is let go) and e
 
 The job takes the host's timing lock before it imports anything heavy (the supervisor, and
 with it pyarrow, NumPy and the operation's code): a job that waits for the lock beside a
-cell being timed sleeps in it and takes no CPU time (numbench.measure.job_start).
+cell being timed sleeps in it and takes no CPU time (numbench.measure.host_lock).
 """
 
 import argparse
@@ -19,8 +19,7 @@ import traceback
 import _path  # noqa: F401
 
 from numbench.errors import MachineryFault
-from numbench.measure.host_lock import cell_label, timing_lock
-from numbench.measure.job_start import exit_on_sigterm, keep_pandas_out
+from numbench.measure.host_lock import cell_label, exit_on_sigterm, keep_pandas_out, timing_lock
 from numbench.spec import CellSpec
 
 #: the exit status of a job that failed for the machinery or the host

@@ -272,7 +272,7 @@ def test_sigterm_ends_a_job_through_its_context_managers():
 
     code = (
         "import os, signal, time\n"
-        "from numbench.measure.supervisor import exit_on_sigterm\n"
+        "from numbench.measure.host_lock import exit_on_sigterm\n"
         "exit_on_sigterm()\n"
         "try:\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"

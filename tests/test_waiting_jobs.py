@@ -1,7 +1,7 @@
 """Jobs that run beside a timing cell (``--cores`` above 1): a job under the same Snakemake is
 the workflow's, not another program (``numbench.measure.activity.WorkflowCpu``), one started
 while the cell measured included; and a timing job waiting for the host's timing lock has
-loaded nothing heavy (``numbench.measure.job_start``): the lock is taken first, the
+loaded nothing heavy (``numbench.measure.host_lock``): the lock is taken first, the
 supervisor's own block of it enters within the entry point's."""
 
 from __future__ import annotations

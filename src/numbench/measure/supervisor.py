@@ -33,11 +33,6 @@ from numbench.measure.activity import Activity, ActivityWatch, combined, time_se
 from numbench.measure.apart import keep_apart
 from numbench.measure.compile_cache import forget
 from numbench.measure.host_lock import cell_label, timing_lock
-from numbench.measure.job_start import (  # noqa: F401 - the entry point's, kept here too
-    TERMINATED_EXIT,
-    exit_on_sigterm,
-    keep_pandas_out,
-)
 from numbench.measure.lockstep import (
     run_lockstep,
 )
