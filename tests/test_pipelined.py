@@ -22,7 +22,7 @@ from conftest import MARGIN, constructed_results, make_spec
 from numbench.analyse.aggregate import cell_row, end_to_end_s, pipelined_row, sample_rows
 from numbench.analyse.pipelining import pipeline_facts, pipeline_gaps
 from numbench.contract.facts import Findings
-from numbench.measure import inputs, transfers
+from numbench.measure import inputs, worker
 from numbench.measure.process import run_worker
 from numbench.report.pipelining_text import (
     gap_sentence,
@@ -315,7 +315,7 @@ def test_transfers_measure_places_and_reads_back_through_the_adapter():
     def clock():
         return next(clock_values) + sum(ticks)
 
-    moved = transfers.measure(Adapter(), [np.zeros(10), np.zeros(5)], fresh, 3, clock)
+    moved = worker.measure_transfers(Adapter(), [np.zeros(10), np.zeros(5)], fresh, 3, clock)
     assert calls == {"to_device": 6, "to_numpy": 3, "fresh": 3}
     assert moved.h2d_s == 1
     assert moved.d2h_s == 6  # every read-back copied: a fresh result each time
@@ -353,7 +353,6 @@ def test_a_wrong_pipelined_result_is_a_mismatch(elementwise_file, monkeypatch, c
     """A library whose queued calls go wrong (here: any call made before the previous one
     was waited for) passes the per-call check and fails the pipelined one."""
     from numbench import libraries
-    from numbench.measure import worker
 
     def off_by_one(out):
         return tuple(o + 1.0 for o in out) if isinstance(out, tuple) else out + 1.0
