@@ -4,7 +4,7 @@ import argparse
 
 import _path  # noqa: F401
 
-from numbench.analyse.crossovers import write_crossovers
+from numbench.analyse.speedups import write_crossovers
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--speedups", required=True)

@@ -7,7 +7,7 @@ import sys
 import _path  # noqa: F401
 
 from numbench.measure import inputs
-from numbench.inputs_from import InputsFileError
+from numbench.inputs_file import InputsFileError
 from numbench.operations import OperationError
 
 parser = argparse.ArgumentParser(description=__doc__)

@@ -594,8 +594,7 @@ def constructed_results(gpu: str | None = None):
     ``gpu``: None (no GPU cells), "unavailable" (every GPU cell unavailable) or "ok" (one
     GPU cell measured, the rest unavailable)."""
 
-    from numbench.analyse.crossovers import find_crossovers
-    from numbench.analyse.speedups import compute_speedups
+    from numbench.analyse.speedups import compute_speedups, find_crossovers
     from numbench.contract import BENCHMARKS_SCHEMA
 
     rng = np.random.default_rng(1)

@@ -1,13 +1,13 @@
 """The summary as the workflow makes it, for the tests: the findings decided from the tables
 (``numbench.analyse.findings.decide``), written to the findings table and read back
-(``numbench.contract.findings``), then worded (``numbench.report.summary.render``)."""
+(``numbench.contract.conclusions``), then worded (``numbench.report.summary.render``)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
 from numbench.analyse.findings import decide
-from numbench.contract.findings import findings_from_rows, findings_table
+from numbench.contract.conclusions import findings_from_rows, findings_table
 from numbench.report.summary import render
 
 

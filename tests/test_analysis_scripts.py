@@ -18,8 +18,8 @@ from numbench.cells import cell_path, inputs_path
 from numbench.contract import cell_table, write_atomic
 from numbench.measure import inputs
 from numbench.measure.replicates import MEASURED, ProcessRun
-from numbench.report.chart_files import FORMATS
 from numbench.report.charts import chart_names
+from numbench.report.drawing import FORMATS
 from numbench.spec import CellMeta, ProcessReport
 
 

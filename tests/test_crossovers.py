@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from numbench.analyse.crossovers import find_crossovers, log_crossing
+from numbench.analyse.speedups import find_crossovers, log_crossing
 from numbench.contract import CROSSOVERS_SCHEMA, SPEEDUPS_SCHEMA
 from numbench.stats import verdict
 

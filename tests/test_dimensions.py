@@ -1,5 +1,5 @@
 """numbench.analyse.dimensions on constructed samples: float32 against float64, N threads against
-1; and their words (numbench.report.dimensions_text)."""
+1; and their words (numbench.report.sections)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from numbench.analyse.dimensions import precision, precision_gaps, scaling, scaling_gaps
-from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
-from numbench.report.dimensions_text import (
+from numbench.contract.conclusions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.report.sections import (
     dimension_findings,
     dimension_sections,
     precision_sentence,

@@ -95,7 +95,7 @@ def test_crossovers_are_crossover_facts_with_their_kind(findings):
 def test_a_crossing_back_names_the_size_where_it_falls_behind():
     from test_crossovers import curve
 
-    from numbench.analyse.crossovers import find_crossovers
+    from numbench.analyse.speedups import find_crossovers
 
     speedups = curve([2.0, (1.0, 0.9, 1.1), 0.5, 3.0], sizes=[10, 100, 1000, 10_000])
     fact = crossover(next(find_crossovers(speedups).itertuples()), speedups)

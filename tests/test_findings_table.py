@@ -12,7 +12,14 @@ from summarise import summarise
 
 from numbench.analyse.findings import decide, write_findings
 from numbench.contract import BENCHMARKS_SCHEMA
-from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.contract.conclusions import (
+    FINDINGS_COLUMNS,
+    FINDINGS_SCHEMA,
+    PRECISION_COLUMNS,
+    SCALING_COLUMNS,
+    findings_table,
+    read_findings,
+)
 from numbench.contract.facts import (
     FirstTouch,
     GpuNotice,
@@ -22,12 +29,6 @@ from numbench.contract.facts import (
     RoofFinding,
     SkippedGpuCells,
     Synchronous,
-)
-from numbench.contract.findings import (
-    FINDINGS_COLUMNS,
-    FINDINGS_SCHEMA,
-    findings_table,
-    read_findings,
 )
 from numbench.errors import CorruptFile
 from numbench.report.summary import write_summary

@@ -18,11 +18,11 @@ import pytest
 from conftest import make_spec, snakemake
 
 from numbench import libraries, operations
-from numbench.analyse.gpu_report import gpu_notice
+from numbench.analyse.findings import gpu_notice
 from numbench.libraries import Unavailable
 from numbench.measure import inputs
 from numbench.measure.process import run_worker
-from numbench.report import gpu_text
+from numbench.report import sections
 from numbench.timing import EventTimer, Timer, TimingSettings
 
 GPU_LIBRARIES = ("jax", "torch", "tensorflow", "numba", "cupy")
@@ -33,11 +33,11 @@ NO_GPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "NUMBA_ENABLE_CUDASIM": "0"}
 
 def no_gpu_notice(bench) -> str | None:
     """The summary's no-GPU paragraph for these cells: decided by analyse, worded by report."""
-    return gpu_text.no_gpu_notice(gpu_notice(bench))
+    return sections.no_gpu_notice(gpu_notice(bench))
 
 
 def gpu_gaps_notice(bench) -> str | None:
-    return gpu_text.gpu_gaps_notice(gpu_notice(bench))
+    return sections.gpu_gaps_notice(gpu_notice(bench))
 
 
 # -- the workflow end to end -----------------------------------------------------------------
@@ -386,7 +386,7 @@ def test_no_gpu_notice_counts_one_cell_in_the_singular():
     def notice(gpu_cells: int, cpu_cells: int, baseline: str | None) -> str:
         skipped = (SkippedGpuCells("torch", "no CUDA", gpu_cells, (("fft", (10,)),)),)
         made = GpuNotice(True, gpu_cells, skipped, gpu_cells, ("node1",), cpu_cells, baseline)
-        return gpu_text.no_gpu_notice(made)
+        return sections.no_gpu_notice(made)
 
     one = notice(1, 1, "numpy")
     assert "The 1 GPU cell asked for (`device=gpu`) was skipped" in one

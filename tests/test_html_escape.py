@@ -251,7 +251,7 @@ def test_a_chart_page_keeps_data_as_script_text(tmp_path):
     import altair as alt
     import pandas as pd
 
-    from numbench.report.chart_files import save_chart
+    from numbench.report.drawing import save_chart
 
     hostile = "</script><img src=x onerror=alert(1)>"
     frame = pd.DataFrame({"size": [1, 2], "median_s": [3.0, 4.0], "library": [hostile, "numpy"]})
@@ -263,7 +263,7 @@ def test_a_chart_page_keeps_data_as_script_text(tmp_path):
 
 def test_sentences_built_from_data_escape_it():
     from numbench.analyse.dimensions import precision_gaps
-    from numbench.report.dimensions_text import precision_sentence
+    from numbench.report.sections import precision_sentence
 
     rows = pd.DataFrame(
         [

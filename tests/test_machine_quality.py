@@ -249,7 +249,7 @@ def test_an_older_benchmarks_table_without_the_workflow_s_share_still_reads(tmp_
     """A benchmarks.parquet from before contract 9: no ``workflow_cpu_share`` column (its
     other_cpu_share holds the workflow's share); the headline says nothing of it."""
     from numbench.analyse.findings import write_findings
-    from numbench.contract.findings import read_findings
+    from numbench.contract.conclusions import read_findings
 
     bench, speedups, crossovers, _ = with_machine(0.0)
     bench = bench.drop(columns=["workflow_cpu_share"])
@@ -265,7 +265,7 @@ def test_an_older_benchmarks_table_without_the_workflow_s_share_still_reads(tmp_
     # a findings row written before the field: read with it unknown
     import json
 
-    from numbench.contract.findings import findings_from_rows, findings_rows
+    from numbench.contract.conclusions import findings_from_rows, findings_rows
 
     rows = findings_rows(findings)
     for row in rows:

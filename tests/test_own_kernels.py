@@ -582,7 +582,7 @@ def test_inputs_read_from_npz_and_parquet_files_are_measured_and_recorded(tmp_pa
 
 
 def test_an_inputs_file_of_the_wrong_arrays_is_refused_naming_the_file_and_array(tmp_path):
-    from numbench.inputs_from import InputsFileError
+    from numbench.inputs_file import InputsFileError
     from numbench.measure import inputs
 
     path = write_op(tmp_path)

@@ -20,17 +20,17 @@ import pytest
 from conftest import MARGIN, constructed_results, make_spec
 
 from numbench.analyse.aggregate import cell_row, end_to_end_s, pipelined_row, sample_rows
-from numbench.analyse.pipelining import pipeline_facts, pipeline_gaps
+from numbench.analyse.findings import pipeline_facts, pipeline_gaps
 from numbench.contract.facts import Findings
 from numbench.measure import inputs, worker
 from numbench.measure.process import run_worker
-from numbench.report.pipelining_text import (
+from numbench.report.sections import (
     gap_sentence,
     pipeline_sections,
     pipeline_table,
     transfer_table,
 )
-from numbench.report.pipelining_text import pipeline_findings as findings_lines
+from numbench.report.sections import pipeline_findings as findings_lines
 from numbench.spec import CellMeta, ProcessReport
 from numbench.timing import Timer, TimingSettings, pipeline_window, result_nbytes
 
@@ -541,7 +541,7 @@ def test_transfer_table_on_a_gpu_grid():
 
 
 def test_pipelined_chart_has_both_modes_for_asynchronous_cells_only():
-    from numbench.report.charts_pipelined import (
+    from numbench.report.charts_overview import (
         LATENCY_LABEL,
         PIPELINED_LABEL,
         pipelined_chart,

@@ -17,10 +17,10 @@ from test_roofline import MIB, ROOFS, placed_bench, roof_table
 
 from numbench import operations
 from numbench.contract import BENCHMARKS_SCHEMA, CELL_SCHEMA, read_cell
-from numbench.contract.findings import findings_from_rows, findings_rows
+from numbench.contract.conclusions import findings_from_rows, findings_rows
 from numbench.operations.check import declared_problems
 from numbench.operations.loading import built_in
-from numbench.report.style import HEIGHT
+from numbench.report.drawing import HEIGHT
 from numbench.roofline import analyse, charts
 from numbench.roofline.analyse import place, roof_sets, roofline_findings
 from numbench.roofline.charts import SHAPES, label_ys, left_off, roofline_charts

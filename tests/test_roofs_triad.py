@@ -19,7 +19,7 @@ from test_roofline import MIB, ROOFS, poly, roof_table
 from test_roofline_exact import bench_rows, placed, section
 from test_roofs import timed
 
-from numbench.contract.findings import findings_from_rows, findings_rows
+from numbench.contract.conclusions import findings_from_rows, findings_rows
 from numbench.roofline.analyse import copy_share, place, roof_sets, roofline_findings
 from numbench.roofline.contract import (
     COST_MODEL_ERROR,

@@ -14,7 +14,7 @@ from numbench.analyse.timeline import timeline
 from numbench.contract.facts import Findings
 from numbench.machine.analyse import run_time
 from numbench.machine.report import time_line
-from numbench.report.time_text import run_time_section
+from numbench.report.sections import run_time_section
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.UTC).timestamp()
 

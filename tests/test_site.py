@@ -22,8 +22,7 @@ from conftest import REPO, made_once
 from test_history import VERSIONS, results_frame, write_results
 
 from numbench import history
-from numbench.site import SiteError, build_site
-from numbench.site.folder import MANIFEST
+from numbench.site import MANIFEST, SiteError, build_site
 from numbench.site.pages import BUNDLE, operation_file, text
 
 HOSTILE_HOST = "offsite<img src=x onerror=alert(1)>&co"

@@ -8,7 +8,7 @@ import pytest
 from conftest import MARGIN, constructed_results
 from summarise import summarise
 
-from numbench.analyse.crossovers import find_crossovers
+from numbench.analyse.speedups import find_crossovers
 from numbench.formatting import format_size
 from numbench.report.summary import to_html
 
@@ -206,8 +206,8 @@ def test_html_twin_has_the_tables(text):
 def sentence(points) -> str:
     from test_crossovers import curve
 
-    from numbench.analyse.crossovers import find_crossovers
     from numbench.analyse.findings import crossover
+    from numbench.analyse.speedups import find_crossovers
     from numbench.report.sentences import crossover_sentence
 
     speedups = curve(points, sizes=[10, 100, 1000])

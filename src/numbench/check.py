@@ -60,7 +60,7 @@ def _load(target: str, directory: str, configfiles: list[str]):
 
 def _size_and_params(found, size: int | None, configfiles: list[str]) -> tuple[int, dict]:
     from numbench import operations
-    from numbench.config.normalise import default_sizes
+    from numbench.config import default_sizes
     from numbench.config.operations import given_params
 
     entry = _config_entry(found.operation.name, configfiles)

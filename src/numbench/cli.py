@@ -59,13 +59,13 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from numbench.history.cli import run_history
+    from numbench.history.views import run_history
 
     return run_history(args, EXIT_BAD_INPUT)
 
 
 def _site(args: argparse.Namespace) -> int:
-    from numbench.site.cli import run_site
+    from numbench.site import run_site
 
     return run_site(args, EXIT_BAD_INPUT)
 

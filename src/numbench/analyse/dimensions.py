@@ -29,7 +29,7 @@ from numbench import cells
 from numbench.analyse.speedups import cell_seed
 from numbench.cells import FIELDS, SORT_BY_SIZE
 from numbench.contract import MEASURED, write_atomic
-from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
+from numbench.contract.conclusions import PRECISION_COLUMNS, SCALING_COLUMNS
 from numbench.contract.facts import PrecisionGap, ScalingGap
 from numbench.stats import FASTER, SLOWER, ratio_ci, verdict
 

@@ -8,27 +8,45 @@ kind, the warnings (``NoisyCell``, ``UnmeasuredCell``, ``NoBaseline``, ``Unstabl
 ``BusyCell``, ``DoubtfulVerdict``), the ``Firmness`` of the verdicts, the ``GpuNotice``, and,
 from the tables given, what the dtype and threads dimensions show, what queuing calls
 changes and each operation's place on the roofline. ``write_findings`` writes them to
-results/findings.parquet (``numbench.contract.findings``), which the summary words
+results/findings.parquet (``numbench.contract.conclusions``), which the summary words
 (``numbench.report.summary``): nothing here is worded.
 
 The baseline is always given: the tables are checked against it, never the other way round.
+
+What per-call timing leaves out (``pipeline_facts``) is read from results/benchmarks.parquet
+(``contract.PIPELINE_FIELDS``): ``pipelined_speedup`` is latency / pipelined time per call;
+above 1, queuing calls back to back hides part of each call's cost (dispatch behind work). A
+library whose calls finish before they return (``dispatch == "synchronous"``) has one figure
+for both, and is named as such rather than tabled.
+
+The GPU cells that could not run (``gpu_notice``): ``none_found`` when every GPU cell asked
+for was ``unavailable`` (no GPU, no CUDA build of the library); otherwise some ran and the
+notice lists the ones that did not. The skipped cells are grouped by library and reason
+(cleaned, and cut to ``MAX_REASON_CHARS``), with their operations and sizes. ``benchmarks``
+may be a pandas DataFrame or a pyarrow Table there.
+
+Both are decided here, beside the rest of ``decide``'s facts: neither has a table of its own,
+and ``decide`` is their one reader.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pandas as pd
 
-from numbench.analyse.crossovers import GROUP_COLUMNS
 from numbench.analyse.dimensions import precision_gaps, scaling_gaps, settings
-from numbench.analyse.gpu_report import gpu_notice
-from numbench.analyse.pipelining import pipeline_facts
+from numbench.analyse.speedups import GROUP_COLUMNS
 from numbench.cells import SORT_BY_SIZE
+from numbench.contract import pipelined_cells
+from numbench.contract.conclusions import check_baseline, in_doubt
+from numbench.contract.conclusions import write_findings as write_findings_table
 from numbench.contract.facts import (
     BUSY_CPU_TAKEN,
     KIND_ORDER,
+    MAX_REASON_CHARS,
     NOISY_IQR_FRACTION,
     TOP_SLOWDOWNS,
     TOP_SPEEDUPS,
@@ -39,26 +57,29 @@ from numbench.contract.facts import (
     Fastest,
     Findings,
     Firmness,
+    GpuNotice,
     LargestSlowdown,
     LargestSpeedup,
     NoBaseline,
     NoisyCell,
     NotMeasured,
+    PipelineGap,
+    QueuedSameSpeed,
+    SkippedGpuCells,
     SpeedupFact,
     SpeedupPoint,
+    Synchronous,
     Tie,
     Timed,
     UnmeasuredCell,
     UnstableCell,
     Winner,
 )
-from numbench.contract.findings import write_findings as write_findings_table
-from numbench.contract.speedups import check_baseline, in_doubt
 from numbench.formatting import missing
 from numbench.machine.analyse import capped_cells, machine_quality, run_time
 from numbench.roofline.analyse import roofline_findings
 from numbench.roofline.contract import read_roofs
-from numbench.stats import FASTER, SLOWER
+from numbench.stats import FASTER, SLOWER, verdict
 
 #: the warnings list cells by operation, size and library (a stable sort keeps the rest)
 BY_SIZE = list(SORT_BY_SIZE[:3])
@@ -262,3 +283,124 @@ def write_findings(
     )
     write_findings_table(findings, output)
     return findings
+
+
+# -- queued calls against waited-for calls ------------------------------------------------------
+def synchronous_libraries(bench: pd.DataFrame) -> list[tuple[str, str]]:
+    """(library, device) of the ok cells whose calls finish before they return."""
+    if "dispatch" not in bench:
+        return []
+    d = bench[(bench["status"] == "ok") & (bench["dispatch"] == "synchronous")]
+    return sorted(set(zip(d["library"], d["device"], strict=True)))
+
+
+def pipeline_gaps(bench: pd.DataFrame, margin: float) -> tuple[PipelineGap, ...]:
+    """One fact per library, device and direction where pipelining changes the time per
+    call beyond the margin (``stats.verdict`` on the pipelined speedup)."""
+    d = pipelined_cells(bench).copy()
+    if d.empty:
+        return ()
+    d["verdict"] = [
+        verdict(
+            r.pipelined_speedup, r.pipelined_speedup_ci_low, r.pipelined_speedup_ci_high, margin
+        )
+        for r in d.itertuples()
+    ]
+    facts = []
+    for setting, cells in settings(d):
+        facts += _gaps(cells, setting)
+    return tuple(facts)
+
+
+def _gaps(d: pd.DataFrame, setting: str) -> list[PipelineGap]:
+    facts = []
+    for (lib, dev), part in d.groupby(["library", "device"], sort=True):
+        for direction in (FASTER, SLOWER):
+            hits = part[part["verdict"] == direction]
+            if hits.empty:
+                continue
+            far = hits["pipelined_speedup"]
+            best = hits.loc[far.idxmax() if direction == FASTER else far.idxmin()]
+            facts.append(
+                PipelineGap(
+                    library=lib,
+                    device=dev,
+                    setting=setting,
+                    direction=direction,
+                    cells=len(hits),
+                    of_cells=len(part),
+                    operation=best["operation"],
+                    size=int(best["size"]),
+                    speedup=float(best["pipelined_speedup"]),
+                    ci_low=float(best["pipelined_speedup_ci_low"]),
+                    ci_high=float(best["pipelined_speedup_ci_high"]),
+                )
+            )
+    return facts
+
+
+def pipeline_facts(
+    bench: pd.DataFrame, margin: float
+) -> tuple[tuple[PipelineGap, ...], tuple[QueuedSameSpeed, ...], tuple[Synchronous, ...]]:
+    """The gaps, the libraries timed both ways without one, and the synchronous libraries;
+    nothing at all when no asynchronous library was timed both ways."""
+    timed = pipelined_cells(bench)
+    if timed.empty:
+        return (), (), ()
+    gaps = pipeline_gaps(bench, margin)
+    told = {(g.library, g.device) for g in gaps}
+    quiet = sorted(set(zip(timed["library"], timed["device"], strict=True)) - told)
+    same = tuple(QueuedSameSpeed(lib, dev) for lib, dev in quiet)
+    sync = tuple(Synchronous(lib, dev) for lib, dev in synchronous_libraries(bench))
+    return gaps, same, sync
+
+
+# -- the GPU notice -----------------------------------------------------------------------------
+def _clean_reason(reason, library: str) -> str:
+    text = re.sub(r"\s+", " ", str(reason or "no reason given")).strip()
+    text = text.replace(f" (device=gpu asked for {library})", "")
+    text = text.replace("|", "/")
+    if len(text) > MAX_REASON_CHARS:
+        text = text[: MAX_REASON_CHARS - 1].rstrip() + "…"
+    return text
+
+
+def _skipped(cells: pd.DataFrame) -> tuple[SkippedGpuCells, ...]:
+    reasons = zip(cells["error"], cells["library"], strict=True)
+    cells = cells.assign(reason=[_clean_reason(r, lib) for r, lib in reasons])
+    out = []
+    for (library, reason), group in cells.groupby(["library", "reason"], sort=True):
+        sizes = tuple(
+            (op, tuple(int(s) for s in sorted(g["size"].unique())))
+            for op, g in group.groupby("operation", sort=True)
+        )
+        out.append(SkippedGpuCells(library, reason, len(group), sizes))
+    return tuple(out)
+
+
+def _frame(benchmarks) -> pd.DataFrame:
+    if hasattr(benchmarks, "to_pandas") and not isinstance(benchmarks, pd.DataFrame):
+        return benchmarks.to_pandas()
+    return benchmarks
+
+
+def gpu_notice(
+    bench: pd.DataFrame, baseline_library: str | None = None, baseline_device: str | None = None
+) -> GpuNotice | None:
+    """GPU cells that were asked for and are ``unavailable``; None when there are none."""
+    bench = _frame(bench)
+    gpu = bench[bench["device"] == "gpu"]
+    skipped = gpu[gpu["status"] == "unavailable"]
+    if skipped.empty:
+        return None
+    cpu = bench[bench["device"] == "cpu"]
+    baseline_on_cpu = baseline_device == "cpu" and (cpu["library"] == baseline_library).any()
+    return GpuNotice(
+        none_found=len(skipped) == len(gpu),
+        gpu_cells=len(gpu),
+        skipped=_skipped(skipped),
+        skipped_cells=len(skipped),
+        hosts=tuple(sorted({str(h) for h in bench.get("host", pd.Series(dtype=str)).dropna()})),
+        cpu_cells=len(cpu),
+        cpu_baseline=baseline_library if baseline_on_cpu else None,
+    )

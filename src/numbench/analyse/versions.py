@@ -50,7 +50,7 @@ import pyarrow as pa
 from numbench.analyse.speedups import cell_seed, floored, round_floor, round_log_ratios
 from numbench.cells import KEY, Cell
 from numbench.contract import BASELINE, LATENCY, MEASURED, read_cell, write_atomic
-from numbench.contract.versions import BROKEN, NOT_COMPARABLE, VERSIONS_SCHEMA
+from numbench.contract.conclusions import BROKEN, NOT_COMPARABLE, VERSIONS_SCHEMA
 from numbench.spec import STATUSES
 from numbench.stats import SAME, check_margin, ratio_ci, summarize, verdict, verdict_settled
 

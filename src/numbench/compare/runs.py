@@ -70,7 +70,7 @@ import numpy as np
 import pandas as pd
 
 from numbench.cells import KEY
-from numbench.contract.versions import BROKEN, NOT_COMPARABLE
+from numbench.contract.conclusions import BROKEN, NOT_COMPARABLE
 from numbench.formatting import missing
 from numbench.stats import (
     FASTER,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from numbench.compare.runs import SPREAD_MEASURED, Comparison
-from numbench.contract.versions import BROKEN, NOT_COMPARABLE
+from numbench.contract.conclusions import BROKEN, NOT_COMPARABLE
 from numbench.report.markdown import md_table, md_text
 from numbench.stats import FASTER, SAME, SLOWER
 

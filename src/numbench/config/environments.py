@@ -32,7 +32,7 @@ from typing import Any
 
 from numbench import libraries
 from numbench.cells import ENVIRONMENT_PATTERN
-from numbench.config import variants
+from numbench.config import dims
 from numbench.config.dims import ConfigError
 from numbench.spec import SUPERVISOR_ENV, Environment
 
@@ -177,7 +177,7 @@ def check_environments(cfg: dict) -> None:
             seen[dist] = pin
         if entry["libraries"] is None:
             pinned = pinned_libraries(
-                entry["pins"], cfg["libraries"], lambda lib: variants.adapter_of(cfg, lib)
+                entry["pins"], cfg["libraries"], lambda lib: dims.adapter_of(cfg, lib)
             )
             entry["libraries"] = pinned or list(cfg["libraries"])
         for i, lib in enumerate(entry["libraries"]):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import random
 
-from numbench import inputs_from, libraries, operations
+from numbench import inputs_file, libraries, operations
 from numbench.cells import Cell, inputs_path
+from numbench.config.dims import adapter_of, cell_options
 from numbench.config.environments import environment
 from numbench.config.operations import (
     operation_found,
@@ -14,7 +15,6 @@ from numbench.config.operations import (
     operation_params,
     operation_seed,
 )
-from numbench.config.variants import adapter_of, cell_options
 from numbench.spec import CELL_CONTRACT, CellSpec, ReplicateSettings
 from numbench.timing import TimingSettings
 
@@ -71,7 +71,7 @@ def cell_spec(cfg: dict, cell: Cell) -> CellSpec:
         inputs=inputs_path(cell.operation, cell.size),
         params=operation_params(cfg, cell.operation),
         seed=None if from_file else operation_seed(cfg, cell.operation),
-        inputs_from=from_file and str(inputs_from.file_for(from_file, cell.size)),
+        inputs_from=from_file and str(inputs_file.file_for(from_file, cell.size)),
         adapter=None
         if adapter_of(cfg, cell.library) == cell.library
         else adapter_of(cfg, cell.library),

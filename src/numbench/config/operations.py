@@ -11,7 +11,7 @@ An entry of ``operations`` is ``{sizes: [...], module: PATH, params: {...}}``:
   than the operation's own, ``Operation.seed``); it is recorded in each cell's ``seed``.
 - ``inputs`` names a ``.npz`` or Parquet file of the operation's own inputs (``{size}`` in
   its path replaced by each size), read in place of those ``make_inputs`` draws
-  (``numbench.inputs_from``).
+  (``numbench.inputs_file``).
 - ``params`` overrides the operation's parameters (``Operation.params``). A parameter
   written directly under the entry (``operations.linreg_gd.iterations``) is the older
   spelling of the same thing and is still read; one given both ways is an error.
@@ -34,7 +34,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from numbench import inputs_from, operations
+from numbench import inputs_file, operations
 from numbench.cells import FIELD_PATTERNS
 from numbench.config.dims import ConfigError
 from numbench.operations.check import can_run, declared_problems, generator_problems
@@ -132,11 +132,11 @@ def operation_inputs_from(cfg: dict, name: str) -> str | None:
 def _inputs_files(name: str, entry: dict, workflow_dir: str | Path) -> str:
     """``inputs`` resolved against the workflow's folder; ConfigError where it is no .npz or
     Parquet file, or where a size's file is missing (its arrays are checked when the inputs
-    are made, ``numbench.inputs_from``)."""
+    are made, ``numbench.inputs_file``)."""
     pattern = str(module_file(entry["inputs"], workflow_dir))
     for size in sorted({int(s) for s in entry["sizes"]}):
-        path = inputs_from.file_for(pattern, size)
-        problem = inputs_from.suffix_problem(path)
+        path = inputs_file.file_for(pattern, size)
+        problem = inputs_file.suffix_problem(path)
         if problem is None and not path.is_file():
             problem = f"{path} (the inputs of size {size}) does not exist"
         if problem:

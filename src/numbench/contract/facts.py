@@ -1,5 +1,5 @@
 """The facts the summary tells, as typed data, no sentences: ``numbench.analyse.findings``
-decides them, ``numbench.contract.findings`` writes them to results/findings.parquet and back,
+decides them, ``numbench.contract.conclusions`` writes them to results/findings.parquet and back,
 ``numbench.report`` words them. On the ground floor, so neither stage imports the other."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The history: every finished run kept, across runs, hosts and upgrades (issue 40).
 
 ``store`` keeps the runs and their cells as an append-only Parquet dataset beside results/
-(the config's ``history.folder``); ``ingest`` makes a results folder into the store's rows;
-``changes`` finds where each cell's series stepped; ``views`` words the store for the
-``numbench history`` commands. The gate that judges two runs against each cell's own
-run-to-run spread in the store (``numbench compare --history``) is ``numbench.compare.gate``.
-It reads results through the contract's tables only, so it sits above the three stages and
-imports none of them.
+(the config's ``history.folder``), and says the two tables' columns; ``ingest`` makes a
+results folder into the store's rows; ``changes`` finds where each cell's series stepped;
+``views`` words the store for the ``numbench history`` commands and runs them. The gate that
+judges two runs against each cell's own run-to-run spread in the store (``numbench compare
+--history``) is ``numbench.compare.gate``. It reads results through the contract's tables
+only, so it sits above the three stages and imports none of them.
 """
 
 from __future__ import annotations

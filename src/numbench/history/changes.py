@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from numbench.history.schema import SERIES_KEY
+from numbench.history.store import SERIES_KEY
 from numbench.stats import Z95
 
 #: runs on each side of a step, at least: two runs out of line and back (a busy spell) are no

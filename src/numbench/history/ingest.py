@@ -27,11 +27,10 @@ import pyarrow as pa
 
 from numbench import __version__
 from numbench.cells import KEY_WITH_HOST
+from numbench.contract.conclusions import in_doubt
 from numbench.contract.facts import BUSY_CPU_TAKEN
-from numbench.contract.speedups import in_doubt
 from numbench.errors import CorruptFile
-from numbench.history.schema import CELLS_SCHEMA, RUNS_SCHEMA
-from numbench.history.store import HistoryError
+from numbench.history.store import CELLS_SCHEMA, RUNS_SCHEMA, HistoryError
 from numbench.roofline.contract import read_roofs
 
 #: hex digits of a run's id (64 bits)

@@ -1,5 +1,8 @@
-"""The store worded for the ``numbench history`` commands: a line a run (``list``), a filter
-of cells as their series (``show``, a table or JSON) and the steps found (``changes``).
+"""The store worded for the ``numbench history`` commands, and the commands themselves: a
+line a run (``list``), a filter of cells as their series (``show``, a table or JSON) and the
+steps found (``changes``); ``run_history`` does each step (``add`` too) and prints it.
+``numbench.cli`` holds the commands' arguments, and imports this only when one runs (the
+store needs pandas); ``compare --history`` is ``numbench.compare.command``'s.
 
 Everything in the store may come from another host (a store on a shared file system, an
 imported offsite run): it is printed as text, never run or used as a path.
@@ -7,13 +10,16 @@ imported offsite run): it is printed as text, never run or used as a path.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 
 import pandas as pd
 
 from numbench.formatting import format_seconds, missing
-from numbench.history.changes import numbered_runs, run_differences
-from numbench.history.schema import SERIES_KEY
+from numbench.history import HistoryError, add_results, read
+from numbench.history.changes import changes, numbered_runs, run_differences
+from numbench.history.store import SERIES_KEY
 
 #: the filters of ``history show``: a cell's key on its host
 FILTERS = tuple(SERIES_KEY)
@@ -178,3 +184,31 @@ def changes_text(found: pd.DataFrame) -> str:
     if found.empty:
         return "no step found in any cell's series"
     return _table(*changes_rows(found))
+
+
+def run_history(args: argparse.Namespace, exit_bad_input: int) -> int:
+    """``numbench history STEP``: add, list, show or changes; ``exit_bad_input`` for a bad store."""
+    try:
+        if args.step == "add":
+            for results in args.results:
+                for done in add_results(results, args.store):
+                    what = "added" if done["added"] else "already in the history"
+                    print(f"{results}: run {done['run_id']} ({done['host']}) {what}")
+            return 0
+        store = read(args.store)
+    except HistoryError as exc:
+        print(f"history {args.step}: {exc}", file=sys.stderr)
+        return exit_bad_input
+    for skipped in store.skipped:
+        print(f"history: skipped {skipped}", file=sys.stderr)
+    if args.step == "list":
+        print(list_text(store.runs))
+    elif args.step == "show":
+        frame = series_frame(store, {name: getattr(args, name) for name in FILTERS})
+        print(frame_json(frame) if args.json else show_text(frame))
+    else:
+        from numbench.config import default_margin
+
+        found = changes(store, float(args.margin or default_margin()))
+        print(frame_json(found) if args.json else changes_text(found))
+    return 0

@@ -14,7 +14,7 @@ import pandas as pd
 
 from numbench.analyse.timeline import timeline
 from numbench.cells import KEY_WITH_HOST
-from numbench.contract.speedups import in_doubt
+from numbench.contract.conclusions import in_doubt
 from numbench.machine.contract import (
     BUSY_MACHINE_SHARE,
     BUSY_RUN_FRACTION,

@@ -33,7 +33,7 @@ def make(
     inputs_from: str | None = None,
 ) -> dict[str, np.ndarray]:
     """The arrays of the inputs file: the inputs (drawn, or read from the user's file of
-    ``inputs_from``, ``numbench.inputs_from``), the float64 reference and what made
+    ``inputs_from``, ``numbench.inputs_file``), the float64 reference and what made
     them."""
     found = operations.load(operation, operation_file, operation_hash)
     op = found.operation
@@ -43,7 +43,7 @@ def make(
         arrays.update(op.make_fixed(input_rng(seed, operation, FIXED_SIZE)))
     arrays.update(op.make_inputs(size, op.inputs_source(size, seed)))
     if inputs_from is not None:  # the user's own arrays, of the shapes drawn ones have
-        from numbench import inputs_from as files
+        from numbench import inputs_file as files
 
         shapes = {n: np.shape(arrays[n]) for n in op.input_names}
         arrays = files.read(inputs_from, size, op.input_names, shapes)

@@ -29,9 +29,9 @@ DATA_DIR = "data"
 #: a data file larger than this is carried all the same, with a warning naming it: an offsite
 #: bundle, like its archive, is meant to travel by copy (``TRANSFER_LIMIT_BYTES``)
 LARGE_DATA_BYTES = TRANSFER_LIMIT_BYTES
-#: the placeholder of the size in ``operations.NAME.inputs`` (``numbench.inputs_from``)
+#: the placeholder of the size in ``operations.NAME.inputs`` (``numbench.inputs_file``)
 SIZE_FIELD = "{size}"
-#: the kinds of data file, by suffix (``numbench.inputs_from.SUFFIXES``)
+#: the kinds of data file, by suffix (``numbench.inputs_file.SUFFIXES``)
 SUFFIXES = (".npz", ".parquet")
 
 
@@ -61,7 +61,7 @@ def _places(operation: str, size: int) -> set[str]:
 def _local_file(cfg: dict, operation: str, size: int) -> Path | None:
     """This host's data file of ``operation`` at ``size``; None where its inputs are drawn."""
     from numbench.config import operation_inputs_from
-    from numbench.inputs_from import file_for
+    from numbench.inputs_file import file_for
 
     pattern = operation_inputs_from(cfg, operation)
     return None if pattern is None else file_for(pattern, size)

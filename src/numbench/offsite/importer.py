@@ -32,8 +32,8 @@ from numbench.offsite.hosts import warn_if_same_name
 from numbench.offsite.import_checks import check_against_config, check_inputs
 from numbench.offsite.parts import joined, read_part
 from numbench.offsite.plan import check_operation_code, load_config, make_plan
-from numbench.replicate_settings import STORED_NAMES
 from numbench.roofline.offsite import ROOFS_MEMBER, destinations_here, merge_into, staged_roofs
+from numbench.spec import STORED_NAMES
 
 
 def import_archive(

@@ -18,7 +18,11 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 * ``roofline_{device}_{dtype}_t{threads}``: every ok cell against the roofs measured on its
   host (results/roofs.parquet; ``numbench.roofline.charts``), one per group.
 * ``versions-{environment}``: each of the config's environments against the base
-  environment (results/versions.parquet; ``numbench.report.charts_versions``).
+  environment (results/versions.parquet).
+
+The per-operation charts are drawn here, the ones drawn once over the grid in
+``numbench.report.charts_overview``; every chart's look and files are
+``numbench.report.drawing``'s.
 """
 
 from __future__ import annotations
@@ -31,16 +35,23 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from numbench.contract.dimensions import PRECISION_COLUMNS, SCALING_COLUMNS
-from numbench.contract.speedups import check_baseline, in_doubt
-from numbench.contract.versions import read_versions
+from numbench.contract.conclusions import (
+    PRECISION_COLUMNS,
+    SCALING_COLUMNS,
+    check_baseline,
+    in_doubt,
+    read_versions,
+)
 from numbench.formatting import series_label, series_labels
-from numbench.report.chart_files import save_chart
-from numbench.report.charts_dimensions import precision_chart, scaling_chart
-from numbench.report.charts_overview import first_call_chart, heatmap_chart
-from numbench.report.charts_pipelined import pipelined_chart
-from numbench.report.charts_versions import versions_charts
-from numbench.report.style import HEIGHT, WIDTH, color, log_x, log_y, no_data
+from numbench.report.charts_overview import (
+    first_call_chart,
+    heatmap_chart,
+    pipelined_chart,
+    precision_chart,
+    scaling_chart,
+    versions_charts,
+)
+from numbench.report.drawing import HEIGHT, WIDTH, color, log_x, log_y, no_data, save_chart
 from numbench.roofline.charts import roofline_charts
 from numbench.roofline.contract import read_roofs
 

@@ -1,15 +1,36 @@
-"""The charts drawn once over every operation: the speedup heatmap and first-call costs."""
+"""The charts drawn once over the whole grid, beside the per-operation ones of
+``numbench.report.charts``, which names and writes them all:
+
+* ``speedup_heatmap`` and ``first_call``: the speedup at each operation's smallest and largest
+  size, and first-call costs against steady-state time.
+* ``pipelined``: per-call latency against pipelined time per call, against size, one facet per
+  operation, for the libraries whose calls are asynchronous (timed both ways).
+* ``precision`` and ``scaling``: the grid's dtype and threads dimensions
+  (results/precision.parquet and results/scaling.parquet), a ratio against size per library,
+  one facet per operation.
+* ``versions-{environment}`` (results/versions.parquet): one per environment, its time over
+  the base environment's against size, one panel per operation, a colour per library. A name
+  that is not an environment's (the table came from elsewhere) is replaced by a stable one
+  made of its hash, so a name from data never becomes a path of its own making.
+
+Each draws one table over every operation, so they share one module; each says ``no_data``
+where its table has nothing to draw.
+"""
 
 from __future__ import annotations
 
 import math
+import re
+import zlib
 
 import altair as alt
 import pandas as pd
 
-from numbench.contract.speedups import in_doubt
+from numbench.cells import ENVIRONMENT_PATTERN
+from numbench.contract import pipelined_cells
+from numbench.contract.conclusions import in_doubt
 from numbench.formatting import series_labels
-from numbench.report.style import color, log_y, no_data
+from numbench.report.drawing import HEIGHT, WIDTH, color, log_x, log_y, no_data
 
 
 def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
@@ -131,3 +152,189 @@ def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
             )
         )
     )
+
+
+LATENCY_LABEL = "latency (each call waited for)"
+PIPELINED_LABEL = "pipelined (calls queued, one wait)"
+
+
+def pipelined_frame(bench: pd.DataFrame) -> pd.DataFrame:
+    """Two rows per asynchronous ok cell: its latency and its pipelined time per call."""
+    d = pipelined_cells(bench).copy()
+    if d.empty:
+        return d
+    d["series"] = series_labels(d)
+    keep = ["series", "operation", "size", "pipelined_speedup"]
+    latency = d[keep].assign(
+        mode=LATENCY_LABEL, seconds=d["median_s"], ci_low=d["ci_low_s"], ci_high=d["ci_high_s"]
+    )
+    pipelined = d[keep].assign(
+        mode=PIPELINED_LABEL,
+        seconds=d["pipelined_median_s"],
+        ci_low=d["pipelined_ci_low_s"],
+        ci_high=d["pipelined_ci_high_s"],
+    )
+    out = pd.concat([latency, pipelined], ignore_index=True)
+    return out[out["seconds"] > 0]
+
+
+def pipelined_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "latency against pipelined throughput: time per call"
+    d = pipelined_frame(bench)
+    if d.empty:
+        return no_data(title, "no asynchronous library was measured (one figure per cell)")
+    domain = sorted(d["series"].unique())
+    dash = alt.StrokeDash(
+        "mode:N",
+        title=None,
+        scale=alt.Scale(domain=[LATENCY_LABEL, PIPELINED_LABEL], range=[[1, 0], [5, 3]]),
+    )
+    base = alt.Chart().encode(x=log_x(d["size"]), color=color(domain))
+    band = base.mark_area(opacity=0.12).encode(
+        y=alt.Y("ci_low:Q", scale=alt.Scale(type="log")), y2="ci_high:Q", detail="mode:N"
+    )
+    line = base.mark_line(point=True).encode(
+        y=log_y("seconds:Q", "time per call (s)", fmt="~s"),
+        strokeDash=dash,
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            "operation:N",
+            "size:Q",
+            "mode:N",
+            alt.Tooltip("seconds:Q", title="s per call", format=".3e"),
+            alt.Tooltip("pipelined_speedup:Q", title="latency / pipelined", format=".3g"),
+        ],
+    )
+    return (
+        alt.layer(band, line, data=d)
+        .properties(width=WIDTH // 2, height=HEIGHT // 2)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .properties(
+            title=alt.Title(
+                title,
+                subtitle="solid: each call waited for; dashed: calls queued back to back "
+                "(asynchronous libraries only; a synchronous library's two are one)",
+            )
+        )
+        .resolve_scale(x="independent", y="independent")
+    )
+
+
+def _ratio_chart(d: pd.DataFrame, field: str, title: str, axis: str, extra: list[str]):
+    d = d[d[field].notna() & (d[field] > 0)].copy()
+    d["series"] = series_labels(d)
+    series = sorted(d["series"].unique())
+    base = alt.Chart(d).encode(x=log_x(d["size"]), color=color(series))
+    band = base.mark_area(opacity=0.2).encode(
+        y=alt.Y("ci_low:Q", scale=alt.Scale(type="log")), y2="ci_high:Q"
+    )
+    line = base.mark_line(point=True).encode(
+        y=log_y(f"{field}:Q", axis),
+        tooltip=[alt.Tooltip("series:N", title="library"), "operation:N", "size:Q"]
+        + [alt.Tooltip(c) for c in extra]
+        + [alt.Tooltip(f"{field}:Q", format=".3g")],
+    )
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
+    return (
+        alt.layer(band, line, one, data=d)
+        .properties(width=WIDTH // 2, height=HEIGHT // 2)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .properties(title=title)
+        .resolve_scale(x="independent")
+    )
+
+
+def precision_chart(prec: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "float32 time / float64 time (below 1: float32 is faster)"
+    if prec.empty or not prec["ratio"].notna().any():
+        return no_data(title, "only one dtype was measured")
+    return _ratio_chart(prec, "ratio", title, "float32 / float64 time", ["threads:Q"])
+
+
+def scaling_chart(scal: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "speedup of the most threads over 1 thread (above 1: more threads are faster)"
+    if scal.empty or not scal["speedup"].notna().any():
+        return no_data(title, "only one thread count was measured")
+    return _ratio_chart(scal, "speedup", title, "speedup over 1 thread", ["dtype:N", "threads:Q"])
+
+
+PREFIX = "versions-"
+
+
+def versions_chart_name(environment: str) -> str:
+    """The file name (without its format) of ``environment``'s versions chart."""
+    text = str(environment)
+    if re.fullmatch(ENVIRONMENT_PATTERN, text):
+        return f"{PREFIX}{text}"
+    return f"{PREFIX}env-{zlib.crc32(text.encode()):08x}"
+
+
+def _rule(y: float, dash: list[int], colour: str, scale: alt.Scale) -> alt.Chart:
+    frame = pd.DataFrame({"y": [y]})
+    rule = alt.Chart(frame).mark_rule(strokeDash=dash, color=colour)
+    return rule.encode(y=alt.Y("y:Q", scale=scale))
+
+
+def versions_chart(versions: pd.DataFrame, environment: str) -> alt.TopLevelMixin:
+    """``environment``'s ratios (environment / base time) with their 95% intervals."""
+    title = f"{environment}: time in the environment / time in the base environment"
+    d = versions[(versions["environment"] == environment) & versions["ratio"].notna()].copy()
+    if d.empty:
+        return no_data(title, "no cell of this environment was compared with the base")
+    margin = float(d["margin"].iloc[0])
+    d["series"] = series_labels(d)
+    d["versions"] = d["base_version"].fillna("?") + " -> " + d["version"].fillna("?")
+    series = sorted(d["series"].unique())
+    lo = min(d["ratio_ci_low"].min(), d["ratio"].min(), 1 / margin)
+    hi = max(d["ratio_ci_high"].max(), d["ratio"].max(), margin)
+    yscale = alt.Scale(type="log", domain=[lo / 1.05, hi * 1.05], nice=False)
+    base = alt.Chart().encode(x=log_x(d["size"]), color=color(series))
+    band = base.mark_area(opacity=0.2).encode(
+        y=alt.Y("ratio_ci_low:Q", scale=yscale), y2="ratio_ci_high:Q"
+    )
+    bars = base.mark_rule().encode(y=alt.Y("ratio_ci_low:Q", scale=yscale), y2="ratio_ci_high:Q")
+    line = base.mark_line(point=True).encode(
+        y=alt.Y(
+            "ratio:Q",
+            scale=yscale,
+            axis=alt.Axis(title="environment / base time (above 1: slower)", tickCount=6),
+        ),
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            alt.Tooltip("versions:N", title="base -> environment"),
+            "operation:N",
+            alt.Tooltip("size:Q"),
+            alt.Tooltip("ratio:Q", format=".3g"),
+            alt.Tooltip("ratio_ci_low:Q", title="CI low", format=".3g"),
+            alt.Tooltip("ratio_ci_high:Q", title="CI high", format=".3g"),
+            alt.Tooltip("change:N"),
+        ],
+    )
+    rules = [
+        _rule(1.0, [6, 4], "black", yscale),
+        _rule(margin, [2, 3], "gray", yscale),
+        _rule(1 / margin, [2, 3], "gray", yscale),
+    ]
+    return (
+        alt.layer(band, bars, line, *rules, data=d)
+        .properties(width=WIDTH // 2, height=HEIGHT // 2)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .properties(
+            title=alt.Title(
+                title,
+                subtitle=f"above the dashed 1 line the environment is slower; dotted: the "
+                f"margin ({margin:g}x and 1/{margin:g}); band and bars: 95% CI",
+            )
+        )
+        .resolve_scale(x="independent")
+    )
+
+
+def versions_charts(versions: pd.DataFrame | None) -> dict[str, alt.TopLevelMixin]:
+    """Every environment's versions chart, by name (``versions_chart_name``)."""
+    if versions is None or versions.empty:
+        return {}
+    return {
+        versions_chart_name(env): versions_chart(versions, env)
+        for env in sorted(versions["environment"].dropna().unique(), key=str)
+    }

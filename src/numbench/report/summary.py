@@ -1,7 +1,7 @@
 """results/summary.md: the human answer, written from the data.
 
 The summary reads the findings (results/findings.parquet: what ``numbench.analyse.findings``
-decided, read back by ``numbench.contract.findings``), the tables it shows (benchmarks,
+decided, read back by ``numbench.contract.conclusions``), the tables it shows (benchmarks,
 speedups) and the optional ones it is given (precision, scaling, roofs, versions), and nothing
 else, so it can be re-rendered without re-running a cell. It decides nothing: it words the
 findings and tables the tables. ``render`` returns Markdown; ``to_html`` turns it into the standalone page the
@@ -22,16 +22,22 @@ from pathlib import Path
 import pandas as pd
 
 from numbench.contract import write_text_atomic
+from numbench.contract.conclusions import check_baseline, read_findings, read_versions
 from numbench.contract.facts import Findings
-from numbench.contract.findings import read_findings
-from numbench.contract.speedups import check_baseline
-from numbench.contract.versions import read_versions
 from numbench.formatting import display
 from numbench.machine.report import machine_line, time_line
-from numbench.report.dimensions_text import dimension_findings, dimension_sections
-from numbench.report.gpu_text import render_gpu_notice
 from numbench.report.markdown import md_text
-from numbench.report.pipelining_text import pipeline_findings, pipeline_sections
+from numbench.report.sections import (
+    compile_cache_lines,
+    dimension_findings,
+    dimension_sections,
+    pipeline_findings,
+    pipeline_sections,
+    render_gpu_notice,
+    run_time_section,
+    versions_section,
+    worker_start_lines,
+)
 from numbench.report.sentences import (
     chart_links,
     firmness_line,
@@ -46,12 +52,6 @@ from numbench.report.tables import (
     every_cell_table,
     operation_tables,
 )
-from numbench.report.time_text import (
-    compile_cache_lines,
-    run_time_section,
-    worker_start_lines,
-)
-from numbench.report.versions_text import versions_section
 from numbench.roofline.contract import read_roofs
 from numbench.roofline.report import roofline_section
 

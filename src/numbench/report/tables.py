@@ -9,8 +9,8 @@ from __future__ import annotations
 import pandas as pd
 
 from numbench.cells import SORT_BY_SIZE
+from numbench.contract.conclusions import in_doubt
 from numbench.contract.facts import Crossover
-from numbench.contract.speedups import in_doubt
 from numbench.formatting import (
     display,
     format_ci,

@@ -20,7 +20,7 @@ import pandas as pd
 
 from numbench.cells import SETTING
 from numbench.formatting import series_labels
-from numbench.report.style import HEIGHT, WIDTH
+from numbench.report.drawing import HEIGHT, WIDTH
 from numbench.roofline.contract import BANDWIDTH_ROOFS, COMPUTE_ROOF
 
 #: points along each roof line (it is straight on log-log axes, bent once at the ridge)

@@ -23,7 +23,7 @@ import altair as alt
 import pandas as pd
 
 from numbench.formatting import series_label, series_labels
-from numbench.report.style import FONT
+from numbench.report.drawing import FONT
 
 #: a panel's size (one machine's series of one chart)
 PANEL_WIDTH, PANEL_HEIGHT = 420, 240
@@ -213,6 +213,6 @@ def group_chart(cells: pd.DataFrame, steps: pd.DataFrame) -> dict:
 def chart_spec(spec: dict) -> str:
     """A Vega-Lite spec as JSON that is inert inside an HTML ``<script>``: its ``<``, ``>``
     and ``&`` written as JSON's ``\\u003c``-style escapes (as
-    ``numbench.report.chart_files.chart_page`` does), so a value holding ``</script>`` stays data."""
+    ``numbench.report.drawing.chart_page`` does), so a value holding ``</script>`` stays data."""
     spec = json.dumps(spec, separators=(",", ":"))
     return spec.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")

@@ -1,7 +1,14 @@
-"""A chart's files: ``name``.html (JavaScript inlined, opens offline), .svg and .png, all three
-drawn from one Vega-Lite spec, made once (``chart_spec``): altair makes the spec again in every
-``save`` and ``to_html`` (a schema check and a conversion of the data each time) and bundles
-the page's JavaScript again for every page, which together were most of the charts job."""
+"""What every chart shares, the summary's, the roofline's and the results site's: its look
+(sizes, font, log axes, the library colours) and its files.
+
+A chart is written as ``name``.html (JavaScript inlined, opens offline), .svg and .png, all
+three drawn from one Vega-Lite spec, made once (``chart_spec``): altair makes the spec again
+in every ``save`` and ``to_html`` (a schema check and a conversion of the data each time) and
+bundles the page's JavaScript again for every page, so both are made here once instead. The
+look and the files are one concern, kept below the charts that use them, so that
+``numbench.report.charts`` can draw the roofline's charts (``numbench.roofline.charts``)
+while those take their look from here.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +17,52 @@ import json
 from pathlib import Path
 
 import altair as alt
+import pandas as pd
 import vl_convert
 from altair.utils._importers import vl_version_for_vl_convert
 from altair.utils.html import INLINE_HTML_TEMPLATE
 from altair.utils.mimebundle import spec_to_mimebundle
 
 from numbench.contract import write_text_atomic
-from numbench.report.style import FONT
+
+WIDTH, HEIGHT = 460, 300
+FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
+
+
+def no_data(title: str, why: str) -> alt.Chart:
+    return (
+        alt.Chart(pd.DataFrame({"text": [why]}))
+        .mark_text(size=14)
+        .encode(text="text:N")
+        .properties(title=title, width=WIDTH, height=80)
+    )
+
+
+def log_x(sizes, title: str = "size (n)") -> alt.X:
+    """A log size axis fitted to the measured sizes, with a tick at each of them."""
+    sizes = sorted({int(s) for s in sizes})
+    domain = [sizes[0] / 1.25, sizes[-1] * 1.25] if sizes else None
+    return alt.X(
+        "size:Q",
+        scale=alt.Scale(type="log", domain=domain, nice=False),
+        axis=alt.Axis(title=title, values=sizes, format="~s", labelOverlap=True),
+    )
+
+
+def log_y(field: str, title: str, fmt: str = "~g") -> alt.Y:
+    return alt.Y(
+        field, scale=alt.Scale(type="log"), axis=alt.Axis(title=title, tickCount=6, format=fmt)
+    )
+
+
+def color(domain: list[str]) -> alt.Color:
+    return alt.Color(
+        "series:N",
+        title="library",
+        scale=alt.Scale(domain=domain),
+        legend=alt.Legend(symbolOpacity=1, symbolType="stroke", symbolStrokeWidth=3),
+    )
+
 
 FORMATS = ("html", "svg", "png")
 

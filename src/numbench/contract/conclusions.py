@@ -1,16 +1,33 @@
-"""The findings table (results/findings.parquet): what analyse concluded, for report to word.
+"""What analyse concludes, as the tables the stages after it read: the findings
+(results/findings.parquet), the versions table (results/versions.parquet), the columns of
+the precision and scaling tables, and how the speedups and crossovers are read. analyse
+writes each; report words and draws them, ``compare`` and the history judge with them, and
+each reads them through here alone, so no stage imports another. Kept apart from
+``numbench.contract`` itself (the cell files, benchmarks, speedups and crossovers columns,
+the atomic writes), which the cell's supervisor imports and which holds no pandas.
 
-One row per fact (``numbench.contract.facts``), in the order the summary tells them. ``topic`` names the
-part of the findings it belongs to (a field of ``Findings``: ``fastest``, ``crossovers``,
-``warnings``, ``roofline``...; ``run`` for the one row of the run's own facts: baseline,
-margin, whether several devices ran and which dimensions were compared), ``fact`` the kind of
-fact (``winner``, ``noisy_cell``...). The cell key columns (``numbench.cells.KEY_WITH_HOST``: the
-key and the host) hold the fact's fields of those names, null where it has none; ``detail`` its
-other fields as a JSON object (nested facts as nested objects).
+The findings: one row per fact (``numbench.contract.facts``), in the order the summary tells
+them. ``topic`` names the part of the findings it belongs to (a field of ``Findings``:
+``fastest``, ``crossovers``, ``warnings``, ``roofline``...; ``run`` for the one row of the
+run's own facts: baseline, margin, whether several devices ran and which dimensions were
+compared), ``fact`` the kind of fact (``winner``, ``noisy_cell``...). The cell key columns
+(``numbench.cells.KEY_WITH_HOST``: the key and the host) hold the fact's fields of those
+names, null where it has none; ``detail`` its other fields as a JSON object (nested facts as
+nested objects). ``findings_table`` makes the table of a ``Findings``, ``write_findings``
+writes it and ``read_findings`` reads it back as the same ``Findings``: a file that cannot be
+read, lacks a column or holds a fact it does not know stops the report with a
+``CorruptFile`` naming it.
 
-``findings_table`` makes the table of a ``Findings``, ``write_findings`` writes it and
-``read_findings`` reads it back as the same ``Findings``: a file that cannot be read, lacks a
-column or holds a fact it does not know stops the report with a ``CorruptFile`` naming it.
+The speedups and crossovers (``SPEEDUPS_SCHEMA`` and ``CROSSOVERS_SCHEMA``,
+``numbench.contract``) are read the same way in every stage: which verdicts are in doubt,
+and whether the tables were computed against the baseline a report is about to name.
+
+The precision and scaling tables: their columns, in their order
+(``numbench.analyse.dimensions`` writes them; the charts draw an empty frame of them).
+
+The versions table: its columns, the changes a cell of an environment can show, and its
+reader. analyse writes it (``numbench.analyse.versions``), report draws and words it;
+``compare`` judges two result sets with the same changes.
 """
 
 from __future__ import annotations
@@ -22,14 +39,16 @@ import re
 import types
 import typing
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from numbench.cells import KEY_WITH_HOST
+from numbench.contract import KEY_FIELDS, key_fields, write_atomic
 from numbench.contract import facts as F
-from numbench.contract import key_fields, write_atomic
 from numbench.errors import corrupt
 
+# -- the findings table --------------------------------------------------------------------
 FINDINGS_SCHEMA = pa.schema(
     [
         pa.field("topic", pa.string()),
@@ -202,3 +221,109 @@ def read_findings(path: str | os.PathLike) -> F.Findings:
         return findings_from_rows(rows)
     except Exception as exc:  # noqa: BLE001 - wrong types, unknown facts: unusable as well
         raise corrupt("findings", path, f"{type(exc).__name__}: {exc}") from exc
+
+
+# -- the speedups and crossovers, read alike -----------------------------------------------
+def in_doubt(speedups: pd.DataFrame) -> pd.Series:
+    """Per row, whether its verdict is in doubt (``settled`` false); nothing is in doubt in
+    speedups from before the ``settled`` column, which have nothing to say either way."""
+    if "settled" not in speedups:
+        return pd.Series(False, index=speedups.index)
+    return ~speedups["settled"].astype(bool)
+
+
+def check_baseline(baseline_library: str, baseline_device: str, *tables: pd.DataFrame) -> None:
+    """Raise ValueError unless every row of ``tables`` (speedups, crossovers) was computed
+    against this baseline: a report must not name one baseline and show another's numbers."""
+    found = set()
+    for table in tables:
+        found |= set(zip(table["baseline_library"], table["baseline_device"], strict=True))
+    if found - {(baseline_library, baseline_device)}:
+        against = ", ".join(f"{lib} on {dev}" for lib, dev in sorted(found))
+        raise ValueError(
+            f"the tables were computed against {against}, not the baseline given "
+            f"({baseline_library} on {baseline_device}): recompute them"
+        )
+
+
+# -- the precision and scaling tables ------------------------------------------------------
+PRECISION_COLUMNS = [
+    "library",
+    "device",
+    "threads",
+    "operation",
+    "size",
+    "host",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "verdict",
+    "margin",
+]
+SCALING_COLUMNS = [
+    "library",
+    "device",
+    "dtype",
+    "operation",
+    "size",
+    "host",
+    "threads",
+    "speedup",
+    "ci_low",
+    "ci_high",
+    "efficiency",
+    "verdict",
+    "margin",
+]
+
+
+# -- the versions table --------------------------------------------------------------------
+#: ``ok`` in old, another status in new: a regression, whatever the times say
+BROKEN = "broken"
+#: neither side ``ok``, or only new: no ratio, and nothing lost
+NOT_COMPARABLE = "not comparable"
+
+VERSIONS_SCHEMA = pa.schema(
+    [
+        # the environment's name in the config (the cell's folder ``LIBRARY@NAME``)
+        pa.field("environment", pa.string()),
+        *KEY_FIELDS,
+        pa.field("threads", pa.int64()),
+        pa.field("host", pa.string()),
+        # the environment's status, or the base's where the base processes did not measure
+        pa.field("status", pa.string()),
+        # the base environment's processes' status (null: unknown)
+        pa.field("base_status", pa.string()),
+        # the environment cell's error, if any (a failed pairing's reason included)
+        pa.field("error", pa.string()),
+        # library_version of the environment's processes and of the base's
+        pa.field("version", pa.string()),
+        pa.field("base_version", pa.string()),
+        pa.field("median_s", pa.float64()),
+        pa.field("base_median_s", pa.float64()),
+        # environment median / base median: above 1, the environment is slower
+        pa.field("ratio", pa.float64()),
+        pa.field("ratio_ci_low", pa.float64()),
+        pa.field("ratio_ci_high", pa.float64()),
+        # the environment's processes (one per round)
+        pa.field("rounds", pa.int64()),
+        # true when the interval drew the same rounds on both sides
+        pa.field("paired", pa.bool_()),
+        pa.field("ci_floor", pa.float64()),
+        pa.field("floored", pa.bool_()),
+        # slower / faster / same / broken / not comparable
+        pa.field("change", pa.string()),
+        pa.field("margin", pa.float64()),
+        pa.field("settled", pa.bool_()),
+    ]
+)
+VERSIONS_COLUMNS = VERSIONS_SCHEMA.names
+
+
+def read_versions(path: str | os.PathLike) -> pd.DataFrame:
+    """results/versions.parquet, every column of VERSIONS_SCHEMA present (ValueError if not)."""
+    table = pd.read_parquet(path)
+    missing = [c for c in VERSIONS_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(f"{path} lacks the columns {missing}: remake it (rule versions)")
+    return table
