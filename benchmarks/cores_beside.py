@@ -33,7 +33,8 @@ from pathlib import Path
 from _report import ROOT, machine
 from workflow_cost import PARTS, snakemake_env
 
-from numbench.measure.activity import read_argv, tree_below
+from numbench.machine.system import read_argv
+from numbench.measure.activity import tree_below
 from numbench.measure.cpu_taken import children
 
 CONFIG = {

@@ -19,7 +19,7 @@ from numbench.analyse.aggregate import aggregate
 from numbench.contract import read_cell
 from numbench.errors import CorruptFile
 from numbench.measure import inputs
-from numbench.measure.resume import snakemake_running_in, unlock_if_stale
+from numbench.measure.host_lock import snakemake_running_in, unlock_if_stale
 from numbench.measure.supervisor import CellResult, run_cell
 
 FAST = {"min_sample_time_s": 0.002, "min_samples": 3, "max_samples": 5, "budget_s": 0.05}

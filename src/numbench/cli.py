@@ -46,7 +46,7 @@ def _offsite(args: argparse.Namespace) -> int:
 
 
 def _unlock(args: argparse.Namespace) -> int:
-    from numbench.measure.resume import unlock_if_stale
+    from numbench.measure.host_lock import unlock_if_stale
 
     print(f"resume: {unlock_if_stale(args.directory)}")
     return 0

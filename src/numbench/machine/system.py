@@ -318,6 +318,15 @@ def pid_stat(pid: int | str, proc: str | os.PathLike = "/proc") -> tuple[str, li
         return None
 
 
+def read_argv(pid: int, proc: str | os.PathLike = "/proc") -> list[str]:
+    """A process's command line (``/proc/PID/cmdline``); empty where it cannot be read."""
+    try:
+        raw = (Path(proc) / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode("utf-8", errors="replace") for a in raw.split(b"\0") if a]
+
+
 def process_ticks(root: Path, own_pid: int) -> dict[int, tuple[str, int]]:
     """pid -> (name, user + system ticks) of every process ``/proc`` lists, this one left out."""
     found = {}

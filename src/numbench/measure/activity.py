@@ -84,6 +84,7 @@ from numbench.machine.system import (
     UTIME,
     load_averages,
     pid_stat,
+    read_argv,
     read_cpu_lines,
 )
 from numbench.measure import zygote
@@ -127,15 +128,6 @@ def read_process(pid: int, proc: str | os.PathLike = "/proc") -> tuple[int, int,
         return int(fields[PPID]), int(fields[START_TIME]), int(fields[UTIME]) + int(fields[STIME])
     except (ValueError, IndexError):
         return None
-
-
-def read_argv(pid: int, proc: str | os.PathLike = "/proc") -> list[str]:
-    """A process's command line (``/proc/PID/cmdline``); empty where it cannot be read."""
-    try:
-        raw = (Path(proc) / str(pid) / "cmdline").read_bytes()
-    except OSError:
-        return []
-    return [a.decode("utf-8", errors="replace") for a in raw.split(b"\0") if a]
 
 
 #: Python's options that take the next argument as their value

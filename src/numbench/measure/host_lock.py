@@ -22,6 +22,17 @@ it needs. The lock is waited for asleep: a blocking ``flock`` (``host_lock._take
 polling.
 
 This module imports nothing beyond the standard library and numbench's light modules.
+
+**A killed run's Snakemake lock** (``unlock_if_stale``): resuming a killed run: remove
+Snakemake's lock only when it is stale.
+
+A Snakemake process killed with SIGKILL (or a lost node) leaves ``.snakemake/locks`` behind,
+and the next run refuses to start until ``snakemake --unlock``. ``make run`` calls
+``unlock_if_stale`` first: when no live Snakemake process on this host works in the
+directory, the lock is stale and is removed with ``snakemake --unlock``; the run then picks
+up where it stopped (``rerun-incomplete`` in the default profile remakes the cells that were
+being written). The check sees this host only: do not start a second run from another host
+on a shared file system while one runs.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import os
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from numbench.errors import MachineryFault, os_error_reason
+from numbench.machine.system import PPID, pid_stat, read_argv
 from numbench.spec import CellSpec
 
 LOCK_ENV = "NUMBENCH_TIMING_LOCK"
@@ -352,3 +365,54 @@ def exit_on_sigterm() -> None:
     managers, which give them back and let go of the timing lock (or stop waiting for it).
     SIGKILL cannot be caught."""
     signal.signal(signal.SIGTERM, _terminated)
+
+
+# -- a killed run's stale Snakemake lock, removed before the next run ---------------------
+def lock_files(workdir: str | os.PathLike) -> list[Path]:
+    locks = Path(workdir, ".snakemake", "locks")
+    return sorted(locks.iterdir()) if locks.is_dir() else []
+
+
+def snakemake_running_in(workdir: str | os.PathLike) -> list[int]:
+    """Pids of live Snakemake processes on this host whose working directory is ``workdir``
+    (this process and its ancestors excepted)."""
+    target = Path(workdir).resolve()
+    mine = {os.getpid()}
+    pid = os.getpid()
+    while pid > 1:  # ancestors: make, a shell
+        stat = pid_stat(pid)
+        if stat is None:
+            break
+        try:
+            pid = int(stat[1][PPID])
+        except (ValueError, IndexError):
+            break
+        mine.add(pid)
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        if not any("snakemake" in arg for arg in read_argv(int(entry.name))):
+            continue
+        try:
+            if Path(os.readlink(f"{entry.path}/cwd")).resolve() == target:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def unlock_if_stale(workdir: str | os.PathLike = ".", python: str = sys.executable) -> str:
+    """Remove a stale Snakemake lock; return what was done, in one line."""
+    if not lock_files(workdir):
+        return "no lock"
+    running = snakemake_running_in(workdir)
+    if running:
+        return f"locked by a running Snakemake (pid {', '.join(map(str, running))}); left alone"
+    subprocess.run(
+        [python, "-m", "snakemake", "--unlock", "--cores", "1"],
+        cwd=workdir,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return "stale lock of a killed run removed (snakemake --unlock)"
