@@ -27,7 +27,7 @@ from numbench.offsite import (
     run_plan,
     write_plan,
 )
-from numbench.offsite import data as offsite_data
+from numbench.offsite import plan as offsite_plan
 
 CELL = "results/cells/numpy/cpu/float64/t1/sort/100.parquet"
 PLACE = "data/sort/sort_100.npz"
@@ -163,7 +163,7 @@ def test_the_bundle_carries_the_data_and_a_large_file_is_named_in_a_warning(tmp_
         assert tar.extractfile(PLACE).read() == here.read_bytes()
         assert "p.json" in tar.getnames()
 
-    monkeypatch.setattr(offsite_data, "LARGE_DATA_BYTES", 100)
+    monkeypatch.setattr(offsite_plan, "LARGE_DATA_BYTES", 100)
     write_plan(REPO, tmp_path / "p.json", [str(config)], bundle=tmp_path / "b.tgz", say=said.append)
     [warning] = said
     size = here.stat().st_size / 2**20
@@ -203,7 +203,7 @@ def test_run_refuses_a_bundled_data_file_that_does_not_hash_as_planned(tmp_path,
 
 # -- import ----------------------------------------------------------------------------------------
 def test_import_refuses_a_data_file_here_that_changed_since_the_plan(tmp_path):
-    from numbench.offsite.data import check_data_here
+    from numbench.offsite.plan import check_data_here
 
     here = data_file(tmp_path)
     cfg, plan = plan_of(tmp_path, str(tmp_path / "a_{size}.npz"))

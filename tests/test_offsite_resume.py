@@ -280,7 +280,6 @@ def test_a_batch_whose_rounds_stopped_measures_the_cells_begun_on_and_no_other(
     from types import SimpleNamespace
 
     from numbench.measure import supervisor
-    from numbench.offsite import run_cells as offsite_cells
 
     monkeypatch.chdir(tmp_path)
     clock = Clock()
@@ -299,7 +298,7 @@ def test_a_batch_whose_rounds_stopped_measures_the_cells_begun_on_and_no_other(
 
     monkeypatch.setattr(supervisor, "run_round", fake_round)
     monkeypatch.setattr(supervisor, "run_cell", fake_cell)
-    monkeypatch.setattr(offsite_cells, "time", SimpleNamespace(perf_counter=clock))
+    monkeypatch.setattr(offsite_run, "time", SimpleNamespace(perf_counter=clock))
     cells = [
         SimpleNamespace(
             path=f"cells/{n}.parquet", log=f"logs/{n}.log", round_path=lambda k, n=n: f"r/{n}{k}"
@@ -311,10 +310,10 @@ def test_a_batch_whose_rounds_stopped_measures_the_cells_begun_on_and_no_other(
         SimpleNamespace(name=n, replicates=SimpleNamespace(min=2, early_rounds=1)) for n in "abc"
     ]
     budget = Budget(120, clock)
-    rounds = offsite_cells.run_early_rounds(cells, specs, False, lambda _: None, budget)
+    rounds = offsite_run.run_early_rounds(cells, specs, False, lambda _: None, budget)
     # a: 10 s, owed 10; b: 40 s (10 + 10 + 10 <= 120 let it begin), owed 50; c: 50 + 40 + 50 > 120
     assert sorted(rounds) == ["cells/a.parquet", "cells/b.parquet"]
     assert budget.rounds_stopped and not budget.stopped
-    measured = offsite_cells.run_cells(cells, specs, rounds, False, lambda _: None, budget)
+    measured = offsite_run.run_cells(cells, specs, rounds, False, lambda _: None, budget)
     assert sorted(measured) == ["cells/a.parquet", "cells/b.parquet"]
     assert clock.now == 10 + 40 + 10 + 40 <= 120

@@ -40,7 +40,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _offsite(args: argparse.Namespace) -> int:
-    from numbench.offsite.command import run_offsite
+    from numbench.offsite import run_offsite
 
     return run_offsite(args, EXIT_INTERRUPTED, EXIT_PARTIAL)
 

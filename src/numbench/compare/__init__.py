@@ -3,11 +3,12 @@
 
 ``runs`` compares two result sets (the ratio of each cell's medians, its interval with the
 run-to-run variance, the verdict, what differs between the two sides) into a ``Comparison``;
-``text`` words it as Markdown, with ``--confirm``'s section; ``gate`` judges two runs against
-each cell's own run-to-run spread in the history store (``--history``), and ``gate_text``
-words its verdict; ``confirm`` measures the flagged cells again, old against new in lockstep
-(``--confirm``); ``command`` is the ``numbench compare`` command itself. The margin's check
-and ``CompareError`` sit on the ground floor (``numbench.stats``), for the versions' rule too.
+``gate`` judges two runs against each cell's own run-to-run spread in the history store
+(``--history``); ``confirm`` measures the flagged cells again, old against new in lockstep
+(``--confirm``); ``command`` is the ``numbench compare`` command itself, with the words of all
+three (the comparison as Markdown, the gate's verdict, ``--confirm``'s section). The margin's
+check and ``CompareError`` sit on the ground floor (``numbench.stats``), for the versions' rule
+too.
 
 It reads results through the contract's tables and measures again through ``measure``, so it
 sits above the stages, beside the history.

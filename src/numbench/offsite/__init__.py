@@ -6,7 +6,7 @@ Three steps, for a host that has the numerical libraries but not the workflow's 
 1. ``plan`` (here, in the workflow's environment) validates the config exactly as the
    workflow does and writes one JSON plan: every cell's spec and output path (in a seeded
    random order), the inputs files to make, and the config it came from; its bundle carries
-   the user's operation files and data files (``numbench.offsite.data``).
+   the user's operation files and data files (``numbench.offsite.plan``).
 2. ``run`` (there; needs numpy, pyarrow and this package from ``src/``, nothing else) makes
    the inputs files in a scratch folder, runs every cell with ``numbench.measure.supervisor.run_cell``
    (the host lock, the timeouts and the fault statuses come with it), keeps one log per
@@ -26,7 +26,16 @@ A plan and an archive are trusted in nothing (DESIGN.md, "What numbench trusts")
 that names another is refused (``check_plan``); an archive's members are checked from their
 tar headers (names, types, sizes, with the limits of ``numbench.offsite.archive``) before any
 is unpacked.
+
+The package holds the command too (``run_offsite``: each step called with the command line's
+options, its refusal printed in one line; ``numbench.cli`` holds the options themselves), beside
+the three steps it drives.
 """
+
+from __future__ import annotations
+
+import argparse
+import sys
 
 from numbench.offsite.archive import (  # noqa: F401 - the package's API
     ARCHIVE_MEMBER_COUNT_LIMIT,
@@ -55,10 +64,8 @@ from numbench.offsite.common import (  # noqa: F401 - the package's API
     plan_hash,
     sha256,
 )
-from numbench.offsite.import_checks import (  # noqa: F401 - the package's API
-    check_against_config,
-)
 from numbench.offsite.importer import (  # noqa: F401 - the package's API
+    check_against_config,
     import_archive,
 )
 from numbench.offsite.plan import (  # noqa: F401 - the package's API
@@ -75,3 +82,55 @@ from numbench.offsite.run import (  # noqa: F401 - the package's API
     pack,
     run_plan,
 )
+
+
+def run_offsite(args: argparse.Namespace, exit_interrupted: int, exit_partial: int) -> int:
+    """Run the step ``args.step`` names; the exit status."""
+    try:
+        if args.step == "plan":
+            made = write_plan(
+                args.directory, args.output, args.configfile, args.config, bundle=args.bundle
+            )
+            print(
+                f"plan {made['plan_hash'][:12]}: {len(made['cells'])} cells, "
+                f"{len(made['inputs'])} inputs files -> {args.output}"
+                + (f" (bundle: {args.bundle})" if args.bundle else "")
+            )
+        elif args.step == "run":
+
+            def say(line: str) -> None:
+                print(line, flush=True)
+
+            try:
+                manifest = run_plan(
+                    args.plan,
+                    args.output,
+                    args.workdir,
+                    args.resume,
+                    say=say,
+                    stop_after_s=args.stop_after_s,
+                    resume_from=args.resume_from or (),
+                    batch=args.batch,
+                )
+                if not manifest["part"]["complete"]:
+                    return exit_partial
+            except KeyboardInterrupt:
+                print(
+                    "interrupted: the finished cells stay in the scratch folder; run again "
+                    "with --resume to go on",
+                    file=sys.stderr,
+                )
+                return exit_interrupted
+        else:
+            import_archive(
+                args.archive,  # one archive, or every part of a run over several leases
+                args.directory,
+                args.results,
+                args.configfile,
+                args.config,
+                force=args.force,
+            )
+    except OffsiteError as exc:
+        print(f"offsite {args.step}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -23,17 +23,26 @@ member is seen; those reads go through ``_BoundedStream``, which refuses any one
 ``ARCHIVE_STREAM_LIMIT_BYTES``, so no header, however crafted, makes the reader hold more
 than that, and a gzip bomb costs a bounded amount of decompression.
 
-The limits are far above what a run makes (measured here): a cell file of the tests' small
-grid holds 16 to 21 KB and its logs under 1 KB; a cell file of 800 samples with random
-values, twice the most the default config takes (4 processes of 50 samples, and as many of
-the paired baseline), holds 185 KB. A member of 32 MiB is 150 times that; 2 GiB in all is
-ten thousand such cells.
+The limits lie far above what a run makes: a member may be many times the largest cell file
+the default config takes, and the members together as many as a grid of thousands of cells.
+
+3. **Then the contents** (``check_contents``), once unpacked: the manifest and the plan are
+   numbench's (the plan checked as ``run`` checks it, ``check_plan``, so that its paths are
+   its cells' own), the archive holds exactly its plan's cells and their logs and nothing
+   else, and each cell file is the one its manifest records (its checksum), of the cell its
+   plan names, measured with the operation's code the plan names.
+
+The three are one concern, reading back an archive that is trusted in nothing, and run in
+one place for ``import`` and for a run that goes on from earlier parts alike
+(``numbench.offsite.parts.read_part``); what is checked against this host (the config, the
+inputs files) is ``numbench.offsite.importer``'s.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import re
 import tarfile
@@ -41,13 +50,17 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from numbench.cells import CELL_FILE_RE, CELL_LOG_RE, INPUTS_LOG_RE, inputs_log_path
 from numbench.offsite.common import (
+    ARCHIVE_FORMAT,
     COPY_CHUNK_BYTES,
+    FORMAT_VERSION,
     OffsiteError,
     inside,
 )
+from numbench.offsite.plan import check_plan
 from numbench.roofline.offsite import ROOFS_MEMBERS
 
 #: the most one member (a cell file, a log, the plan, the manifest) may declare
@@ -290,3 +303,98 @@ def unpack_archive(
     if copied != checked:
         raise OffsiteError(f"{archive} changed while it was read")
     return staged
+
+
+# -- then the contents, against the manifest and the plan -----------------------------------------
+def _json_member(members: dict[str, StagedMember], name: str, archive) -> Any:
+    if name not in members:
+        raise OffsiteError(f"{archive} lacks {name}: it is not an archive made by `offsite run`")
+    try:
+        return json.loads(members[name].path.read_bytes())  # at most ARCHIVE_MEMBER_LIMIT_BYTES
+    except ValueError as exc:
+        raise OffsiteError(f"{archive}: {name} is not readable JSON: {exc}") from None
+
+
+def _check_cell_file(name: str, staged: StagedMember, spec: dict, recorded: dict | None) -> None:
+    import pyarrow.parquet as pq
+
+    if not isinstance(recorded, dict):
+        raise OffsiteError(f"the archive's manifest does not list {name}")
+    if staged.sha256 != recorded.get("sha256"):
+        raise OffsiteError(
+            f"{name} in the archive does not match its checksum in the manifest: the archive "
+            "is corrupt"
+        )
+    try:
+        table = pq.read_table(staged.path)
+        row = {k: table.column(k)[0].as_py() for k in ("library", "device", "operation", "size")}
+        status = table.column("status")[0].as_py()
+        code = table.column("operation_hash")[0].as_py()
+    except Exception as exc:  # noqa: BLE001 - any reader error means the cell is unusable
+        raise OffsiteError(f"{name} in the archive is not a readable cell file: {exc}") from None
+    want = {k: spec[k] for k in row}
+    if row != want:
+        raise OffsiteError(f"{name} in the archive holds the cell {row}, not {want}")
+    if code != spec.get("operation_hash"):
+        raise OffsiteError(
+            f"{name} in the archive was measured with the operation's code {str(code)[:12]}, "
+            f"not the code its plan names ({str(spec.get('operation_hash'))[:12]})"
+        )
+    if not status:
+        raise OffsiteError(f"{name} in the archive has no status")
+
+
+def check_contents(
+    archive, members: dict[str, StagedMember], partial: bool = False
+) -> tuple[dict, dict]:
+    """(manifest, plan) of an unpacked archive, once it holds exactly its plan's cells and
+    their logs, each cell as its manifest records it. With ``partial``, a part of a run that
+    stopped at its time budget (``numbench.offsite.parts``) passes too: it holds some of its
+    plan's cells, exactly those its manifest lists, each checked alike."""
+    manifest = _json_member(members, "manifest.json", archive)
+    plan = check_plan(_json_member(members, "plan.json", archive), f"the plan in {archive}")
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != ARCHIVE_FORMAT
+        or manifest.get("version") != FORMAT_VERSION
+    ):
+        raise OffsiteError(f"{archive}: manifest.json is not a numbench offsite manifest")
+    if manifest.get("plan_hash") != plan["plan_hash"]:
+        raise OffsiteError(
+            f"{archive}: the manifest's plan_hash {str(manifest.get('plan_hash'))[:12]} is not "
+            f"the plan's {plan['plan_hash'][:12]}: the manifest belongs to another plan"
+        )
+    if not isinstance(manifest.get("cells"), dict) or not isinstance(
+        manifest.get("inputs") or {}, dict
+    ):
+        raise OffsiteError(f"{archive}: manifest.json lists no cells")
+    # the paths of the plan are its cells' own (check_plan): the logs allowed are theirs
+    expected_cells = {c["path"]: c for c in plan["cells"]}
+    allowed_logs = {c["log"] for c in plan["cells"]} | {i["log"] for i in plan["inputs"]}
+    for name in members:
+        known = name in JSON_MEMBERS or name in ROOFS_MEMBERS
+        if not known and name not in allowed_logs and name not in expected_cells:
+            raise OffsiteError(f"{archive}: unexpected member {name!r} (not a cell of its plan)")
+    strangers = sorted(set(manifest["cells"]) - set(expected_cells))
+    if strangers:
+        raise OffsiteError(
+            f"{archive}: its manifest lists {len(strangers)} cells its plan does not have "
+            f"(first: {str(strangers[0])[:200]!r})"
+        )
+    wanted = set(manifest["cells"]) if partial else set(expected_cells)
+    missing = sorted(wanted - set(members))
+    if missing:
+        raise OffsiteError(
+            f"{archive} lacks {len(missing)} of its plan's {len(expected_cells)} cells "
+            f"(first: {missing[0]})"
+            + (
+                ", which its manifest lists: the archive is damaged"
+                if partial
+                else ": was the run interrupted? Finish it with `offsite run --resume`, or "
+                "go on with `offsite run --resume-from` and import every part"
+            )
+        )
+    for name, entry in expected_cells.items():
+        if name in members:
+            _check_cell_file(name, members[name], entry["spec"], manifest["cells"].get(name))
+    return manifest, plan

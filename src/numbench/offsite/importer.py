@@ -1,7 +1,28 @@
 """Step 3, here: check an archive and move its cells into ``results/`` as up to date.
 
-The checks themselves are ``numbench.offsite.import_checks``'s; this module orders them,
-stages the archive, moves what passed into place, and makes Snakemake take it as made here.
+``import_archive`` orders the checks, stages the archive, moves what passed into place, and
+makes Snakemake take it as made here. The archive is read back as ``run --resume-from``
+reads a part (``numbench.offsite.parts.read_part``: its members, then its contents against
+its manifest and plan, ``numbench.offsite.archive``); the checks against this host are here:
+its plan is the plan of the config here, with the same operations' code and data files
+(``check_against_config``), and the inputs files here (or made here with the plan's seed)
+hold the very arrays the cells were measured on (``check_inputs``). Each refusal is an
+``OffsiteError`` that names what differs; nothing moves into place before every check has
+passed.
+
+And what the import says where two machines share one host name: the archive's host is
+named like this one but is another. numbench keys a host's rows by its name
+(``socket.gethostname()``, the cells' and the roofs' ``host`` column): the import merges the
+archive's roofs over the rows of that name, a roofs run here replaces the rows of its own
+name, and the tables key cells by host. Two machines that share a name (both "vm", say)
+share one key, so the import warns where the archive's host has this machine's name but not
+its fingerprint (``warn_if_same_name``; a run that goes on from parts measured elsewhere
+warns alike).
+
+The fingerprint is the machine's part of the history's (``numbench.history.changes``,
+``FINGERPRINT``): CPU model, logical CPUs and memory, as every cell records them. The
+kernel, the frequency governor and the Python version, also there, change on one machine
+and tell two apart by accident only.
 """
 
 from __future__ import annotations
@@ -9,6 +30,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +38,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from numbench.cells import Cell
 from numbench.contract import replacing
@@ -23,15 +46,16 @@ from numbench.offsite.archive import JSON_MEMBERS, StagedMember
 from numbench.offsite.common import (
     COPY_CHUNK_BYTES,
     OffsiteError,
+    canonical,
+    checked_inputs_checksums,
     code_hash,
+    compare_inputs,
     file_sha256,
     inside,
+    write_inputs_file,
 )
-from numbench.offsite.data import check_data_here
-from numbench.offsite.hosts import warn_if_same_name
-from numbench.offsite.import_checks import check_against_config, check_inputs
 from numbench.offsite.parts import joined, read_part
-from numbench.offsite.plan import check_operation_code, load_config, make_plan
+from numbench.offsite.plan import check_data_here, check_operation_code, load_config, make_plan
 from numbench.roofline.offsite import ROOFS_MEMBER, destinations_here, merge_into, staged_roofs
 from numbench.spec import STORED_NAMES
 
@@ -274,3 +298,222 @@ def _forget_metadata(root: Path, results: Path, paths: list[str], say) -> bool:
         )
         return False
     return True
+
+
+# -- the checks against this host: the config, the inputs files -----------------------------------
+def _config_differences(here: Any, there: Any, where: str = "") -> list[str]:
+    if isinstance(here, dict) and isinstance(there, dict):
+        out = []
+        for key in sorted(set(here) | set(there), key=str):
+            sub = f"{where}.{key}" if where else str(key)
+            if key not in here:
+                out.append(f"{sub} is {there[key]!r} in the archive's plan and not set here")
+            elif key not in there:
+                out.append(f"{sub} is {here[key]!r} here and not in the archive's plan")
+            else:
+                out.extend(_config_differences(here[key], there[key], sub))
+        return out
+    if here == there:
+        return []
+    return [f"{where} = {here!r} here, {there!r} in the archive's plan"]
+
+
+def _made_with(plan: dict) -> str:
+    made = plan.get("made_with") or {}
+    words = []
+    if made.get("configfiles"):
+        words.append("--configfile " + " ".join(made["configfiles"]))
+    if made.get("config"):
+        words.append("--config " + " ".join(made["config"]))
+    return " ".join(words) or "no --configfile or --config"
+
+
+def check_against_config(plan: dict, local: dict) -> None:
+    """The archive's plan must be the plan of the config here (same cells, same specs)."""
+    if local["plan_hash"] == plan["plan_hash"]:
+        return
+    diffs = _config_differences(local["config"], plan["config"])
+    if diffs:
+        shown = "; ".join(diffs[:5]) + (f"; and {len(diffs) - 5} more" if len(diffs) > 5 else "")
+        raise OffsiteError(
+            f"the archive's cells were planned with another config than the one here: {shown}. "
+            f"Import with the same --configfile/--config as the plan (it was made with "
+            f"{_made_with(plan)})"
+        )
+    here = {c["path"]: canonical(c["spec"]) for c in local["cells"]}
+    there = {c["path"]: canonical(c["spec"]) for c in plan["cells"]}
+    only_here, only_there = sorted(set(here) - set(there)), sorted(set(there) - set(here))
+    changed = sorted(p for p in set(here) & set(there) if here[p] != there[p])
+    raise OffsiteError(
+        "the same config makes another grid here than in the archive's plan (the numbench "
+        f"sources differ?): {len(only_here)} cells only here {only_here[:3]}, "
+        f"{len(only_there)} only in the archive {only_there[:3]}, {len(changed)} with "
+        f"another spec {changed[:3]}"
+    )
+
+
+def _refusal_hint(item: dict, made_here: bool) -> str:
+    """What to do where an inputs file differs from the one the cells ran on: a file already
+    here may be an older one; one made here from a data file has no maker to blame; one
+    drawn here with the plan's seed points at its operation's make_inputs."""
+    if not made_here:
+        return (
+            ". It may have been made by an older numbench or operation: move it away and "
+            "import again, and the inputs are made anew"
+        )
+    return "" if item.get("data") else _maker_hint(item["operation"])
+
+
+def _maker_hint(operation: str) -> str:
+    """The likely cause where drawn inputs differ between two hosts, and the two remedies."""
+    return (
+        f". Likely cause, where it was drawn with the plan's seed: {operation}'s make_inputs "
+        "computes with arithmetic whose rounding differs across CPUs, BLAS libraries or "
+        "NumPy versions (a matrix product, a reduction such as a sum), so the same seed "
+        "gives other bits on another host (or on another CPU architecture: NumPy's Arm builds "
+        "fuse a multiply-add in its uniform and normal draws). "
+        "Remedies: compute the inputs with fixed-order elementwise arithmetic (each step one "
+        "array operation, as x[:, j] * w[j] added column by column), or give them as data "
+        f"files (operations.{operation}.inputs, carried in the bundle)"
+    )
+
+
+def check_inputs(
+    plan: dict, manifest: dict, local_path: Callable[[str], Path], staging: Path, cfg: dict
+) -> tuple[list[tuple[Path, Path]], list[str]]:
+    """The inputs: present here, or made (in ``staging``) with the plan's seed and the
+    operation as the config here names it (read from the config's data file where the plan
+    has ``data``, a file ``check_data_here`` found to hash as planned), and the very arrays
+    the cells were measured on. Returns ([(made, destination)], notes)."""
+    from numbench.config import operation_file, operation_hash, operation_inputs_from
+
+    recorded_inputs = manifest.get("inputs") or {}
+    made: list[tuple[Path, Path]] = []
+    notes: list[str] = []
+    for item in plan["inputs"]:
+        dest = local_path(item["path"])
+        entry = recorded_inputs.get(item["path"])
+        recorded = entry.get("arrays") if isinstance(entry, dict) else None
+        if not isinstance(recorded, dict) or not recorded:
+            raise OffsiteError(f"the archive's manifest has no checksums of {item['path']}")
+        dest_existed = dest.exists()
+        if dest_existed:
+            source, check_path = "the inputs file here", dest
+        else:
+            check_path = inside(staging, item["path"])
+            op = item["operation"]
+            write_inputs_file(
+                item,
+                check_path,
+                operation_file(cfg, op),
+                operation_hash(cfg, op),
+                operation_inputs_from(cfg, op),
+            )
+            source = "the inputs file made here " + (
+                "from the config's data file" if item.get("data") else "with the same seed"
+            )
+            made.append((check_path, dest))
+        here = checked_inputs_checksums(check_path)
+        try:
+            problems, ref_notes = compare_inputs(here, recorded)
+        except (KeyError, TypeError, AttributeError):
+            raise OffsiteError(
+                f"the archive's manifest records the arrays of {item['path']} in a form this "
+                "numbench does not read"
+            ) from None
+        if problems:
+            raise OffsiteError(
+                f"{item['path']}: {source} differs from the one the cells were measured on "
+                f"({'; '.join(problems[:3])}). The cells cannot be compared with it"
+                + _refusal_hint(item, made_here=not dest_existed)
+            )
+        notes.extend(f"{item['path']}: {n}" for n in ref_notes)
+    return made, notes
+
+
+# -- two machines with one host name --------------------------------------------------------------
+#: the columns of a cell that say which machine measured it
+MACHINE = ("cpu_model", "cpu_count", "ram_gb")
+#: memory that differs by less than this share is the same memory (the pages the kernel
+#: keeps to itself vary a little between boots and kernels)
+RAM_TOLERANCE = 0.05
+
+
+def fingerprint_here() -> dict:
+    """This machine's fingerprint, as its cells record it (the very function that fills
+    their columns)."""
+    from numbench.measure.supervisor import machine_fingerprint
+
+    return machine_fingerprint()
+
+
+def fingerprint_of_cells(paths: Iterable[Path]) -> dict:
+    """The fingerprint the first of the cell files that records one holds (every cell of
+    an archive was measured on its one host); None for a field none records."""
+    import pyarrow.parquet as pq
+
+    for path in paths:
+        try:
+            table = pq.read_table(path)
+        except (OSError, ValueError):
+            continue
+        found = {
+            name: table.column(name)[0].as_py() if name in table.column_names else None
+            for name in MACHINE
+        }
+        if any(value is not None for value in found.values()):
+            return found
+    return dict.fromkeys(MACHINE)
+
+
+def differences(there: dict, here: dict) -> list[str]:
+    """The fields of two fingerprints that tell two machines apart (a field either lacks
+    tells nothing)."""
+    out = []
+    for name in MACHINE:
+        a, b = there.get(name), here.get(name)
+        if a is None or b is None:
+            continue
+        if name == "ram_gb":
+            if abs(float(a) - float(b)) > RAM_TOLERANCE * max(float(a), float(b)):
+                out.append(name)
+        elif a != b:
+            out.append(name)
+    return out
+
+
+def describe(fingerprint: dict) -> str:
+    ram = fingerprint.get("ram_gb")
+    return (
+        f"{fingerprint.get('cpu_model') or 'CPU unknown'}, "
+        f"{fingerprint.get('cpu_count') or '?'} logical CPUs, "
+        f"{'?' if ram is None else f'{float(ram):.1f}'} GB memory"
+    )
+
+
+def same_name_warning(host, there: dict, here: dict, name_here: str | None = None) -> str | None:
+    """The warning where the archive's ``host`` is named like this machine (``name_here``,
+    by default ``socket.gethostname()``) but its fingerprint ``there`` differs from this
+    machine's ``here``; None otherwise."""
+    name_here = socket.gethostname() if name_here is None else name_here
+    if host != name_here or not differences(there, here):
+        return None
+    return (
+        f"warning: the archive's cells were measured on a host named {host!r}, like this "
+        f"machine, but on another machine (there: {describe(there)}; here: {describe(here)}). "
+        "numbench keys roofs and cells by host name, so the two machines share one key: an "
+        "archive's roofs replace the roofs here of host "
+        f"{host!r} (this machine's own, if any), a roofs run here "
+        "(rules roofs, roofs_at_end) replaces them in turn, and the tables (benchmarks, "
+        "compare, history) take both machines' cells as one host's. Give the two machines "
+        "different host names to keep them apart"
+    )
+
+
+def warn_if_same_name(host, cell_paths: Iterable[Path], say) -> None:
+    """Say ``same_name_warning`` for an imported archive, whose cells are ``cell_paths``."""
+    if host != socket.gethostname():
+        return  # another name: nothing shared, and no need to read the cells
+    warning = same_name_warning(host, fingerprint_of_cells(cell_paths), fingerprint_here())
+    if warning:
+        say(warning)
