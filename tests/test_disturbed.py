@@ -81,7 +81,7 @@ def test_a_cells_round_and_a_roof_job_follow_the_same_rule(monkeypatch):
     """Both call ``quiet.undisturbed``: a round keeps its last attempt, a roof its
     quietest; each is measured again as often as the rule says."""
     from numbench.measure import replicates
-    from numbench.roofline.measure import jobs
+    from numbench.roofline import measure as roofs
 
     seen = []
     real = quiet.undisturbed
@@ -91,9 +91,9 @@ def test_a_cells_round_and_a_roof_job_follow_the_same_rule(monkeypatch):
         return real(measure, shares, limit, again, keep, **look)
 
     monkeypatch.setattr(replicates, "undisturbed", spy)
-    monkeypatch.setattr(jobs, "undisturbed", spy)
+    monkeypatch.setattr(roofs, "undisturbed", spy)
     taken = iter([0.5, 0.3, 0.4])
-    roof = jobs.RoofJobs("steady", 0.1, lambda _: None, lambda _: {"cpu_taken": next(taken)})
+    roof = roofs.RoofJobs("steady", 0.1, lambda _: None, lambda _: {"cpu_taken": next(taken)})
     assert roof.measure({"kind": "memory", "threads": 1}) == {"cpu_taken": 0.3, "set_aside": 2}
 
     spec = make_spec("numpy", "cpu", "sort", 1000, "x.npz", FAST)

@@ -33,7 +33,6 @@ FLOORS = {
     "roofline.measure": 3,
     "roofline.analyse": 3,
     "roofline.report": 3,
-    "roofline.charts": 3,
     "roofline.offsite": 4,
     # the machine's state, one package over the floors: each module on the floor of what it serves
     "machine.contract": 0,
@@ -53,7 +52,7 @@ MAX_FUNCTION_LINES = 80
 
 def longest_key(module: str, table: dict) -> str | None:
     """The longest key of ``table`` that is a dotted prefix of the module's name after
-    ``numbench.`` (``roofline.measure`` for ``numbench.roofline.measure.jobs``), or None."""
+    ``numbench.`` (``roofline.measure`` for ``numbench.roofline.measure.kernels``), or None."""
     parts = module.split(".")[1:]
     for end in range(len(parts), 0, -1):
         if ".".join(parts[:end]) in table:
@@ -111,7 +110,6 @@ STAGES = {
     "roofline.measure": "measure",
     "roofline.analyse": "analyse",
     "roofline.report": "report",
-    "roofline.charts": "report",
     # the machine's state: its analysis and its words are parts of the stages they serve
     "machine.analyse": "analyse",
     "machine.report": "report",

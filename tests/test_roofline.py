@@ -22,9 +22,8 @@ from numbench.roofline.analyse import (
     place,
     roofline_findings,
 )
-from numbench.roofline.charts import roofline_chart_names, roofline_charts
 from numbench.roofline.contract import ROOFS_SCHEMA, read_roofs
-from numbench.roofline.report import roofline_section
+from numbench.roofline.report import roofline_chart_names, roofline_charts, roofline_section
 
 MIB = 2**20
 #: this machine's shape: 1 MiB of L2, 32 MiB of L3, 250 / 120 / 40 GB/s, 100 GFLOP/s

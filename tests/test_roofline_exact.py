@@ -21,16 +21,15 @@ from numbench.contract.conclusions import findings_from_rows, findings_rows
 from numbench.operations.check import declared_problems
 from numbench.operations.loading import built_in
 from numbench.report.drawing import HEIGHT
-from numbench.roofline import analyse, charts
+from numbench.roofline import analyse, report
 from numbench.roofline.analyse import place, roof_sets, roofline_findings
-from numbench.roofline.charts import SHAPES, label_ys, left_off, roofline_charts
 from numbench.roofline.contract import (
     COST_MODEL_ERROR,
     PLACED_BY_BYTES,
     ROOF_MEASURED_LOW,
     WITHIN_NOISE,
 )
-from numbench.roofline.report import roofline_section
+from numbench.roofline.report import SHAPES, label_ys, left_off, roofline_charts, roofline_section
 
 N = 2000
 MATMUL_FLOPS, MATMUL_BYTES = 2.0 * N**3, 24.0 * N * N  # float64: 3 n^2 x 8 bytes
@@ -224,7 +223,7 @@ def test_the_roofs_labels_are_kept_apart():
     other; they are moved apart by at least the label gap, the highest left where it was."""
     lo, hi = 0.1, 1000.0
     ys = label_ys([25.0, 24.0, 4.0], lo, hi)
-    gap = (hi / lo) ** (charts.LABEL_GAP_PX / HEIGHT)
+    gap = (hi / lo) ** (report.LABEL_GAP_PX / HEIGHT)
     assert ys[0] == 25.0 and ys[2] == 4.0
     assert math.log(ys[0] / ys[1]) >= math.log(gap) - 1e-12
     assert label_ys([4.0, 25.0], lo, hi) == [4.0, 25.0]  # already apart: left alone
@@ -242,7 +241,7 @@ def test_the_roofs_labels_are_kept_apart():
         for layer in spec["layer"]
         if "y" in layer.get("encoding", {}) and "scale" in layer["encoding"]["y"]
     )
-    step = (domain[1] / domain[0]) ** (charts.LABEL_GAP_PX / HEIGHT)
+    step = (domain[1] / domain[0]) ** (report.LABEL_GAP_PX / HEIGHT)
     assert all(a / b >= step * (1 - 1e-9) for a, b in zip(heights, heights[1:], strict=False))
 
 

@@ -17,11 +17,9 @@ from numbench.measure import process
 from numbench.measure.quiet import CPU_TAKEN_RETRIES
 from numbench.roofline import contract as roofs_table
 from numbench.roofline import measure as roofs
-from numbench.roofline.measure import gpu as roofs_gpu
-from numbench.roofline.measure import host as roof_host
+from numbench.roofline.measure import Clock, HostFacts, RoofJobs
+from numbench.roofline.measure import kernels as roof_kernels
 from numbench.roofline.measure import rows as roof_rows
-from numbench.roofline.measure.host import Clock, HostFacts
-from numbench.roofline.measure.jobs import RoofJobs
 
 MIB = 2**20
 
@@ -48,14 +46,14 @@ def fake_sysfs(root: Path, cpus: int, l2_kib: int, l3_kib: int) -> Path:
 
 def test_caches_are_read_per_instance_for_the_cpus_the_threads_run_on(tmp_path):
     root = fake_sysfs(tmp_path, cpus=4, l2_kib=1024, l3_kib=32 * 1024)
-    one = roof_host.capacities(roof_host.read_caches([0], root))
-    two = roof_host.capacities(roof_host.read_caches([0, 1], root))
+    one = roofs.capacities(roofs.read_caches([0], root))
+    two = roofs.capacities(roofs.read_caches([0, 1], root))
     # private L2s add up; the one shared L3 counts once; instruction caches are left out
     assert one == {"l1": 48 * 1024, "l2": MIB, "l3": 32 * MIB}
     assert two == {"l1": 96 * 1024, "l2": 2 * MIB, "l3": 32 * MIB}
-    assert roof_host.parse_cpu_list("0-3,8") == {0, 1, 2, 3, 8}
-    assert roof_host.parse_cache_size("2M") == 2 * MIB
-    assert roof_host.parse_cache_size("huge") is None
+    assert roofs.parse_cpu_list("0-3,8") == {0, 1, 2, 3, 8}
+    assert roofs.parse_cache_size("2M") == 2 * MIB
+    assert roofs.parse_cache_size("huge") is None
 
 
 def test_working_sets_are_planned_from_the_cache_sizes():
@@ -153,38 +151,38 @@ AVX512 = "fpu sse sse2 avx fma avx2 avx512f".split()
 
 
 def test_theoretical_peak_is_cores_times_flops_per_cycle_times_clock():
-    assert roof_host.flops_per_cycle(AVX512, "float64") == 32
-    assert roof_host.flops_per_cycle(AVX512, "float32") == 64
-    assert roof_host.flops_per_cycle("sse sse2 avx".split(), "float64") == 16
-    assert roof_host.flops_per_cycle(["fpu"], "float64") is None
+    assert roofs.flops_per_cycle(AVX512, "float64") == 32
+    assert roofs.flops_per_cycle(AVX512, "float32") == 64
+    assert roofs.flops_per_cycle("sse sse2 avx".split(), "float64") == 16
+    assert roofs.flops_per_cycle(["fpu"], "float64") is None
     boost = Clock(3.5, "cpufreq cpuinfo_max_freq", True)
-    peak = roof_host.theoretical_peak(2, AVX512, "float64", boost)
+    peak = roofs.theoretical_peak(2, AVX512, "float64", boost)
     assert peak.gflop_per_s == pytest.approx(2 * 32 * 3.5)
-    assert roof_host.peak_check(200.0, peak, boost) is None
+    assert roofs.peak_check(200.0, peak, boost) is None
     # past a peak formed from the maximum clock: something is wrong, and the note says so
-    assert "is wrong" in roof_host.peak_check(250.0, peak, boost)
+    assert "is wrong" in roofs.peak_check(250.0, peak, boost)
     # past a peak formed from the nominal clock: the cores boosted, and by how much at least
     nominal = Clock(2.5, "/proc/cpuinfo cpu MHz (nominal)", False)
-    peak = roof_host.theoretical_peak(1, AVX512, "float64", nominal)
+    peak = roofs.theoretical_peak(1, AVX512, "float64", nominal)
     assert peak.gflop_per_s == pytest.approx(80.0) and "no maximum clock" in peak.note
-    assert "3.44 GHz" in roof_host.peak_check(110.0, peak, nominal)
+    assert "3.44 GHz" in roofs.peak_check(110.0, peak, nominal)
 
 
 def test_the_clock_is_read_from_cpufreq_where_there_is_one(tmp_path):
     folder = tmp_path / "cpu0" / "cpufreq"
     folder.mkdir(parents=True)
     (folder / "cpuinfo_max_freq").write_text("3700000\n")
-    clock = roof_host.read_clock(0, tmp_path, {"cpu mhz": "2000.0"})
+    clock = roofs.read_clock(0, tmp_path, {"cpu mhz": "2000.0"})
     assert clock.ghz == pytest.approx(3.7) and clock.is_maximum
-    clock = roof_host.read_clock(1, tmp_path, {"cpu mhz": "2000.0"})
+    clock = roofs.read_clock(1, tmp_path, {"cpu mhz": "2000.0"})
     assert clock.ghz == pytest.approx(2.0) and not clock.is_maximum
 
 
 def test_the_gpu_peak_comes_from_the_memory_clock_and_bus_width():
     # an H100 SXM as NVML reports it: 2619 MHz, a 5120-bit bus: 3.35 TB/s
     facts = {"max_memory_clock_mhz": 2619, "memory_bus_bits": 5120}
-    assert roofs_gpu.peak_bandwidth_gb_per_s(facts) == pytest.approx(3352.3, rel=1e-3)
-    assert roofs_gpu.peak_bandwidth_gb_per_s({}) is None
+    assert roof_kernels.peak_bandwidth_gb_per_s(facts) == pytest.approx(3352.3, rel=1e-3)
+    assert roof_kernels.peak_bandwidth_gb_per_s({}) is None
 
 
 def gpu_present() -> bool:
@@ -200,7 +198,7 @@ def gpu_present() -> bool:
     reason="this host has a GPU, so its roofs are not unavailable; no test here measures them",
 )
 def test_on_a_host_without_a_gpu_the_gpu_roofs_are_unavailable_with_the_reason():
-    measured = roofs_gpu.measure({"dtypes": ["float32"], "bytes": 1024, "trials": 1})
+    measured = roof_kernels.measure_gpu({"dtypes": ["float32"], "bytes": 1024, "trials": 1})
     assert measured["status"] == "unavailable"
     assert measured["error"]
     rows = roof_rows.gpu_rows(["float32"], measured, {})
@@ -280,7 +278,7 @@ def fake_runner(lock: Path, jobs: list):
 def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(roof_host, "host_facts", fake_facts)
+    monkeypatch.setattr(roofs, "host_facts", fake_facts)
     lock, jobs = tmp_path / "timing.lock", []
     out = tmp_path / "roofs.parquet"
     dims = [("cpu", "float64", 1), ("cpu", "float32", 2), ("gpu", "float32", 1)]
@@ -316,7 +314,7 @@ def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
 def test_the_roofs_measured_again_at_the_end_keep_the_start_s_rows_and_say_their_round(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(roof_host, "host_facts", fake_facts)
+    monkeypatch.setattr(roofs, "host_facts", fake_facts)
     lock, jobs = tmp_path / "timing.lock", []
     start, end = tmp_path / "start.parquet", tmp_path / "roofs.parquet"
     dims, libs = [("cpu", "float64", 1)], ["numpy"]
@@ -335,7 +333,7 @@ def test_the_roofs_measured_again_at_the_end_keep_the_start_s_rows_and_say_their
 def test_the_roofs_job_takes_snakemake_s_cpus_back_once_it_holds_the_lock(tmp_path, monkeypatch):
     """A roofs job Snakemake started while a cell had it moved inherited the narrowed CPUs:
     as a cell's job does, it takes Snakemake's back with the lock held, before any worker."""
-    monkeypatch.setattr(roof_host, "host_facts", fake_facts)
+    monkeypatch.setattr(roofs, "host_facts", fake_facts)
     lock, jobs, taken = tmp_path / "timing.lock", [], []
 
     def take(pids):
@@ -410,8 +408,6 @@ def test_a_roof_job_is_kept_as_measured_while_others_still_take_the_cpus():
 def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
     """A BLAS peaks at a size of its own: the GEMM job measures every size and reports the
     fastest, so no cell of another size lies above a roof measured at one size only."""
-    from numbench.roofline.measure import kernels as roof_kernels
-
     rate_by_n = {16: 10e9, 32: 40e9, 64: 20e9}  # flop/s: the middle size is fastest
 
     def best_seconds(call, trials):
@@ -438,7 +434,7 @@ def test_the_compute_roof_is_the_fastest_gemm_over_its_sizes(monkeypatch):
 
 
 def test_a_test_run_plans_from_the_cache_sizes_it_names_and_no_other_run_does():
-    from numbench.roofline.measure.host import TEST_CACHES_ENV, named_caches
+    from numbench.roofline.measure import TEST_CACHES_ENV, named_caches
 
     found = {"l1": 32 * 1024, "l2": 2 * MIB, "l3": 480 * MIB}
     named = {"NUMBENCH_TEST_ADAPTERS": "1", TEST_CACHES_ENV: "l2=1, l3=4"}

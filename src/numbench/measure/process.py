@@ -3,7 +3,7 @@ the library's own settings, set before anything is imported), its start, and eve
 end turned into a status (``ProcessReport``).
 
 A worker is a ``WorkerJob``: a cell's (``cell_job``, ``run_worker``: the module
-``numbench.measure.worker``) or a roof's (``numbench.roofline.measure.jobs``). Both are made,
+``numbench.measure.worker``) or a roof's (``numbench.roofline.measure.worker_job``). Both are made,
 started and watched here, by the same code (``job_environment``, ``prepare``, ``run_job``),
 so a roof is measured in the environment and under the limits a cell is measured in.
 

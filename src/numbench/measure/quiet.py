@@ -22,7 +22,7 @@ follow the rule:
 * a cell's round (``numbench.measure.replicates.measure_round``): an attempt is the whole
   round, both processes of a paired one, since a busy process would weigh on one side of
   the ratio only; only a process that ended ``ok`` has a share that counts;
-* a roof job (``numbench.roofline.measure.jobs``): an attempt is one worker.
+* a roof job (``numbench.roofline.measure.RoofJobs``): an attempt is one worker.
 
 Which attempt is kept once the retries are spent differs, and is the caller's to say
 (``keep``): a round keeps the last (``LAST``: the cells' results stay what they were before

@@ -16,7 +16,7 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 * ``precision``: float32 time / float64 time against size (results/precision.parquet).
 * ``scaling``: speedup of the most threads over 1 thread against size (results/scaling.parquet).
 * ``roofline_{device}_{dtype}_t{threads}``: every ok cell against the roofs measured on its
-  host (results/roofs.parquet; ``numbench.roofline.charts``), one per group.
+  host (results/roofs.parquet; ``numbench.roofline.report``), one per group.
 * ``versions-{environment}``: each of the config's environments against the base
   environment (results/versions.parquet).
 
@@ -52,8 +52,8 @@ from numbench.report.charts_overview import (
     versions_charts,
 )
 from numbench.report.drawing import HEIGHT, WIDTH, color, log_x, log_y, no_data, save_chart
-from numbench.roofline.charts import roofline_charts
 from numbench.roofline.contract import read_roofs
+from numbench.roofline.report import roofline_charts
 
 #: the charts drawn for each operation, named ``{kind}_{operation}``
 OPERATION_CHARTS = ("time", "speedup", "throughput")

@@ -6,7 +6,7 @@ three drawn from one Vega-Lite spec, made once (``chart_spec``): altair makes th
 in every ``save`` and ``to_html`` (a schema check and a conversion of the data each time) and
 bundles the page's JavaScript again for every page, so both are made here once instead. The
 look and the files are one concern, kept below the charts that use them, so that
-``numbench.report.charts`` can draw the roofline's charts (``numbench.roofline.charts``)
+``numbench.report.charts`` can draw the roofline's charts (``numbench.roofline.report``)
 while those take their look from here.
 """
 

@@ -7,11 +7,12 @@ One concern, its modules on the floors of the stages they serve:
 * ``contract`` (ground floor): the roofs table's columns and reader, the notes of a cell's
   place on it (the ``roof_note`` column) and the roofline's facts (``RoofFinding``);
 * ``measure`` (with the measure stage): measuring the roofs under the host's timing lock,
-  each job a worker process (``jobs``, ``kernels``, ``gpu``, ``host``, ``rows``);
+  each job a worker process (the package itself), the workers' kernels (``kernels``) and
+  the table's rows (``rows``);
 * ``analyse`` (with the analyse stage): each cell's place on its host's roofline, and what
   the roofline says about each operation;
-* ``report`` and ``charts`` (with the report stage): the summary's Roofline section and the
-  roofline charts;
+* ``report`` (with the report stage): the summary's Roofline section and the roofline
+  charts;
 * ``offsite`` (beside ``numbench.offsite``): the roofs of an offsite run, measured there and
   merged here.
 

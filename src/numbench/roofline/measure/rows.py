@@ -21,8 +21,12 @@ from numbench.roofline.contract import (
     ITEMSIZE,
     TRANSFER_ROOFS,
 )
-from numbench.roofline.measure.host import HostFacts, peak_check, theoretical_peak
-from numbench.roofline.measure.kernels import STREAM_ARRAYS, WRITE_ALLOCATE_ARRAYS
+from numbench.roofline.measure import HostFacts, peak_check, theoretical_peak
+from numbench.roofline.measure.kernels import (
+    STREAM_ARRAYS,
+    WRITE_ALLOCATE_ARRAYS,
+    peak_bandwidth_gb_per_s,
+)
 
 #: share of its cache a cache-resident triad fills (the rest: code, stack, the other data)
 CACHE_FILL = 0.5
@@ -190,8 +194,6 @@ def note_missing_plateaus(by_level: dict[str, dict]) -> None:
 def gpu_rows(dtypes, gpu: dict, gemms: dict[str, dict[str, dict]]) -> list[dict]:
     """A GPU's roofs of each dtype: the copies and the fastest GEMM or FMA kernel, with the
     memory's peak from NVML and the clocks; ``unavailable`` rows where there is no GPU."""
-    from numbench.roofline.measure.gpu import peak_bandwidth_gb_per_s
-
     roofs = ("dram", *TRANSFER_ROOFS)
     if gpu.get("status") != "ok":
         status, error = gpu.get("status", "failed"), gpu.get("error")
