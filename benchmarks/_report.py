@@ -11,6 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+#: the tests' slowdown (every call stretched by ``NUMBENCH_TEST_SLOWDOWN``), registered where
+#: ``NUMBENCH_ADAPTERS`` names this file
+SLOWED = ROOT / "tests" / "adapters" / "slowed.py"
 
 
 def machine() -> str:

@@ -4,7 +4,7 @@ benchmark, not a test)
 Runs a small grid of NumPy cells (20 cells by default, measured alone: no pairing) RUNS
 times in a temporary copy of the workflow, each run from scratch (``--forceall``), and adds
 each run to a history store there. From run FROM on, one cell is measured again after the
-run with the test-only slowdown (``numbench.libraries.slowed``: every call stretched to
+run with the test-only slowdown (``tests/adapters/slowed.py``: every call stretched to
 FACTOR times its own duration) and the tables downstream of it remade, before the run is
 added. Then it prints `history list` and `history changes` on that store: the planted cell
 should step at run FROM, and no other cell anywhere.
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import ROOT, machine  # also puts src/ on the path
+from _report import ROOT, SLOWED, machine  # also puts src/ on the path
 
 from numbench.cells import Cell
 
@@ -74,7 +74,8 @@ def one_run(folder: Path, slowed: float | None) -> None:
     snakemake = ["-m", "snakemake", "--cores", "1", "--configfile", "planted.yaml"]
     run(folder, *snakemake, "--forceall")
     if slowed:
-        env = {"NUMBENCH_TEST_ADAPTERS": "1", "NUMBENCH_TEST_SLOWDOWN": str(slowed)}
+        env = {"NUMBENCH_ADAPTERS": str(SLOWED), "NUMBENCH_TEST_ADAPTERS": "1"}
+        env["NUMBENCH_TEST_SLOWDOWN"] = str(slowed)
         run(folder, *snakemake, "--forcerun", PLANTED.path, env=env)
     run(folder, "-m", "numbench", "history", "add", "results")
 

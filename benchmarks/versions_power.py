@@ -2,7 +2,7 @@
 
 Twins of every library of a grid (the default grid unless ``--configfile`` says otherwise),
 each an environment of the grid's own packages with the test-only slowdown
-(``numbench.libraries.slowed``: every call stretched to ``factor`` times its own duration),
+(``tests/adapters/slowed.py``: every call stretched to ``factor`` times its own duration),
 are measured the way another version of the library would be: each cell in paired lockstep
 rounds against the library in the base environment. The twin with factor 1 is not slowed at
 all: its flags are false alarms. The twins' cells add rounds while their verdict at
@@ -60,7 +60,11 @@ def twin_config(
         cfg["replicates"]["max"] = max_rounds
     cfg["environments"] = {
         twin_name(f): {
-            "variables": {"NUMBENCH_TEST_ADAPTERS": "1", "NUMBENCH_TEST_SLOWDOWN": f"{f:g}"}
+            "variables": {
+                "NUMBENCH_ADAPTERS": str(_report.SLOWED),
+                "NUMBENCH_TEST_ADAPTERS": "1",
+                "NUMBENCH_TEST_SLOWDOWN": f"{f:g}",
+            }
         }
         for f in factors
     }

@@ -17,11 +17,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# The test-only fault adapters are registered only where this is set (here and in every
-# process the tests start: Snakemake, cell supervisors, workers).
+# The test-only settings are honoured only where this is set (here and in every process the
+# tests start: Snakemake, cell supervisors, workers) ...
 os.environ["NUMBENCH_TEST_ADAPTERS"] = "1"
+# ... and the suite's adapters (tests/adapters/: the fault adapters, the slowdown) are registered
+# where this names them (numbench.libraries.EXTRA_ADAPTERS_ENV), from their files.
+os.environ["NUMBENCH_ADAPTERS"] = os.pathsep.join(
+    str(REPO / "tests" / "adapters" / name) for name in ("faults.py", "slowed.py")
+)
 # The roofs a test's run measures are planned from caches of these sizes, not the host's
-# (numbench.roofline.measure.host.TEST_CACHES_ENV): a host that names a large L3 would otherwise
+# (numbench.roofline.measure.TEST_CACHES_ENV): a host that names a large L3 would otherwise
 # spend minutes a setting on its DRAM triad. A test of the real plan unsets it.
 os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
 # ... and their compute roof from GEMMs of these sizes n (numbench.roofline.measure.TEST_GEMM_ENV),

@@ -59,7 +59,11 @@ def test_twins_stop_at_the_gate_s_margin_and_are_test_only(tmp_path):
     assert cfg["replicates"]["stop_margin"] == 1.05 and cfg["replicates"]["max"] == 6
     assert cfg["replicates"]["min"] == 2  # the grid's other settings are kept
     twin = cfg["environments"]["twin-1.20"]["variables"]
-    assert twin == {"NUMBENCH_TEST_ADAPTERS": "1", "NUMBENCH_TEST_SLOWDOWN": "1.2"}
+    assert twin == {
+        "NUMBENCH_ADAPTERS": str(REPO / "tests" / "adapters" / "slowed.py"),
+        "NUMBENCH_TEST_ADAPTERS": "1",
+        "NUMBENCH_TEST_SLOWDOWN": "1.2",
+    }
     kept = versions_power.twin_config(
         REPO / "config" / "config.yaml", [1.1], tmp_path / "kept.yaml", 1.05, None
     )

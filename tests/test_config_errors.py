@@ -335,18 +335,42 @@ def test_fault_adapters_never_in_defaults() -> None:
     assert not set(faults) & set(shipped["libraries"])
 
 
+def test_adapters_from_outside_the_package_are_registered_from_the_modules_named() -> None:
+    """``NUMBENCH_ADAPTERS`` names modules or files of adapters; one that cannot be imported, or
+    that defines no ``ADAPTERS``, stops the registry's import, naming the variable and entry."""
+    import os
+    import subprocess
+    import sys
+
+    def registry(value: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "NUMBENCH_ADAPTERS": value}
+        code = "from numbench import libraries; print(' '.join(libraries.ADAPTERS))"
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+    faults = REPO / "tests" / "adapters" / "faults.py"
+    built_in = registry("").stdout.split()
+    assert "numpy" in built_in and "fault-raise" not in built_in
+    assert registry(f"{os.pathsep}{faults}").stdout.split()[-6:][0] == "fault-raise"
+    missing = registry("numbench_no_such_adapters")
+    assert missing.returncode != 0
+    assert "NUMBENCH_ADAPTERS: numbench_no_such_adapters cannot be imported" in missing.stderr
+    empty = registry("numbench.errors")
+    assert "NUMBENCH_ADAPTERS: numbench.errors defines no ADAPTERS" in empty.stderr
+
+
 @pytest.mark.e2e
 def test_a_user_config_cannot_name_a_fault_adapter(tmp_path: Path) -> None:
-    """Without the test-only switch the fault adapters are not registered at all: a config
-    naming one is refused like any unknown library, by Snakemake, before any job runs."""
+    """Where ``NUMBENCH_ADAPTERS`` does not name their file the fault adapters are not
+    registered at all: a config naming one is refused like any unknown library, by Snakemake,
+    before any job runs."""
     import os
 
     wd = copy_workflow(tmp_path / "wf")
     (wd / "user.yaml").write_text(
         "libraries: [numpy, fault-crash]\noperations:\n  sort: {sizes: [10]}\n", encoding="utf-8"
     )
-    env = {k: v for k, v in os.environ.items() if k != "NUMBENCH_TEST_ADAPTERS"}
-    env["NUMBENCH_TEST_ADAPTERS"] = ""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBENCH_ADAPTERS"}
+    env["NUMBENCH_ADAPTERS"] = ""
     proc = snakemake(wd, "-n", "--cores", "1", "--configfile", "user.yaml", env=env)
     assert proc.returncode != 0
     assert "libraries[1] = 'fault-crash' is not a known library" in proc.stderr + proc.stdout

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
+from adapters import slowed
 
 from numbench.cells import Cell
 from numbench.config import ConfigError, cell_spec, grid, resolve
 from numbench.config.environments import ENVS_DIR, pinned_libraries
 from numbench.errors import MachineryFault
-from numbench.libraries import slowed
 from numbench.measure import process
 from numbench.spec import CellSpec
 
@@ -210,6 +210,31 @@ def test_the_slowdown_is_test_only_and_a_factor(monkeypatch):
             slowed.slowed_if_asked(adapter)
     monkeypatch.setenv(slowed.SLOWDOWN_ENV, "1")
     assert slowed.slowed_if_asked(adapter).compile(len) is len
+
+
+def test_the_slowdown_registers_a_stretched_twin_of_every_adapter_only_when_asked():
+    """Named in ``NUMBENCH_ADAPTERS`` (the conftest does), the slowdown's file replaces every
+    adapter registered before it by a twin of the same name whose instances are stretched,
+    as a worker makes them, and only where a slowdown is asked for: else it registers none."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from numbench import libraries as r; a = r.get('numpy')('cpu', 'float64', 1); "
+        "print(type(a).__name__, r.get('fault-raise').__name__, a.compile(len) is len)"
+    )
+
+    def registered(**env: str) -> list[str]:
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src"), **env}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        return done.stdout.split()
+
+    assert registered() == ["NumpyAdapter", "RaiseAdapter", "True"]
+    twins = registered(**{slowed.SLOWDOWN_ENV: "2"})
+    assert twins == ["SlowedNumpyAdapter", "SlowedRaiseAdapter", "False"]
 
 
 def test_an_offsite_plan_refuses_environments():

@@ -1,9 +1,25 @@
 """The adapter registry: library name -> adapter class. Adding a library is one adapter
-class here plus one builder per operation in ``numbench.operations``."""
+class here plus one builder per operation in ``numbench.operations``.
+
+*Adapters from outside the package* are registered where ``NUMBENCH_ADAPTERS``
+(``EXTRA_ADAPTERS_ENV``) names them: modules (``mypkg.adapters``) or ``.py`` files,
+separated as in ``PATH``, each defining ``ADAPTERS``, a sequence of ``Adapter`` subclasses.
+They are imported in the order named, after the built-in adapters, in every process that
+imports the registry (the workflow, the cells' supervisors, their workers: a worker's
+environment is the workflow's), so a module may read ``ADAPTERS`` as it stands, and a class
+of a name already registered replaces that adapter. A file is imported as a module of its
+own, named after its path. The test suite's adapters (``tests/adapters/``) come this way.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
 import os
+import sys
+from pathlib import Path
+from types import ModuleType
 
 from .base import (
     ALLOCATORS,
@@ -37,13 +53,50 @@ ADAPTERS: dict[str, type[Adapter]] = {
         TensorflowEagerAdapter,
     )
 }
-#: Set to 1 (tests do) to register the test-only fault adapters of ``faults.py``. Without
-#: it a config that names one is refused like any unknown library.
+#: Set to 1 by the tests: the test-only settings (``NUMBENCH_TEST_*``) are honoured only beside it
 TEST_ADAPTERS_ENV = "NUMBENCH_TEST_ADAPTERS"
-if os.environ.get(TEST_ADAPTERS_ENV) == "1":
-    from .faults import FAULT_ADAPTERS
+#: the modules or ``.py`` files of adapters from outside the package (the module's docstring)
+EXTRA_ADAPTERS_ENV = "NUMBENCH_ADAPTERS"
 
-    ADAPTERS.update({cls.name: cls for cls in FAULT_ADAPTERS})
+
+def _import(entry: str) -> ModuleType:
+    """The module ``entry`` names: a ``.py`` file (a module named after its path) or a module."""
+    if not entry.endswith(".py"):
+        return importlib.import_module(entry)
+    path = Path(entry).resolve()
+    name = "numbench_adapters_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
+def _register_extra(value: str) -> None:
+    """Register the adapters of each module or file that ``value`` names."""
+    for entry in (e.strip() for e in value.split(os.pathsep)):
+        if not entry:
+            continue
+        where = f"{EXTRA_ADAPTERS_ENV}: {entry}"
+        try:
+            module = _import(entry)
+        except Exception as exc:
+            raise ImportError(f"{where} cannot be imported ({type(exc).__name__}: {exc})") from exc
+        classes = getattr(module, "ADAPTERS", None)
+        if classes is None:
+            raise ImportError(f"{where} defines no ADAPTERS (a sequence of Adapter subclasses)")
+        for cls in classes:
+            if not (isinstance(cls, type) and issubclass(cls, Adapter)):
+                raise TypeError(f"{where}: {cls!r} in its ADAPTERS is not an Adapter subclass")
+            ADAPTERS[cls.name] = cls
+
+
+_register_extra(os.environ.get(EXTRA_ADAPTERS_ENV, ""))
 
 
 def get(name: str) -> type[Adapter]:
@@ -55,6 +108,7 @@ def get(name: str) -> type[Adapter]:
 
 __all__ = [
     "ADAPTERS",
+    "EXTRA_ADAPTERS_ENV",
     "TEST_ADAPTERS_ENV",
     "Adapter",
     "Unavailable",

@@ -91,8 +91,8 @@ class Adapter:
 
     def as_is(self, kernel: Callable) -> Callable:
         """A kernel handed over as it is (``numbench.as_is``), called as it is: numbench
-        compiles nothing (the test-only slowdown, ``slowed``, stretches it as it stretches
-        what ``compile`` gives)."""
+        compiles nothing (the tests' slowdown, ``tests/adapters/slowed.py``, stretches it as it
+        stretches what ``compile`` gives)."""
         return kernel
 
     #: ``sync(result)`` waits until the result is really computed; None when calls are

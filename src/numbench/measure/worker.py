@@ -149,9 +149,8 @@ def import_library(spec: CellSpec):
     settings made), what a user's script pays all the same, and ``import_paid_s`` the part
     this process paid (the zygote's import too for its first worker, which waited for it)."""
     from numbench.libraries import Unavailable, get
-    from numbench.libraries.slowed import slowed_if_asked
 
-    adapter = slowed_if_asked(get(spec.adapter_name)(spec.device, spec.dtype, spec.threads))
+    adapter = get(spec.adapter_name)(spec.device, spec.dtype, spec.threads)
     cache = None
     if adapter.caches_compiles and os.environ.get(compile_cache.FOLDER_ENV):
         cache = compile_cache.open_folder(os.environ[compile_cache.FOLDER_ENV])

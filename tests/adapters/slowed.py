@@ -2,9 +2,13 @@
 
 It exists to measure how large a slowdown the versions comparison catches, and how often
 (``benchmarks/versions_power.py``): a twin environment of the grid whose variables are
-``NUMBENCH_TEST_ADAPTERS=1`` and ``NUMBENCH_TEST_SLOWDOWN=1.10`` runs every library of the
+``NUMBENCH_TEST_ADAPTERS=1`` and ``NUMBENCH_TEST_SLOWDOWN=1.10``, in a run where
+``NUMBENCH_ADAPTERS`` names this file (the suite's conftest does), runs every library of the
 grid with each call stretched to 1.10 times its own duration, and is paired against the
-library as another environment's version would be.
+library as another environment's version would be. The registry imports this file after the
+other adapters (``numbench.libraries``), and where a slowdown is asked for, this file's
+``ADAPTERS`` replaces each of them by a twin of the same name whose instances are stretched
+(``slowed_if_asked``) as they are made; with none asked for it registers nothing.
 
 Each call of the compiled function is timed, waited for (``sync``, for the libraries that
 return before their work is done) and followed by a busy wait until ``factor`` times its
@@ -75,3 +79,28 @@ def slowed_if_asked(adapter):
 
     adapter.compile, adapter.as_is = compile, as_is
     return adapter
+
+
+def slowed_twin(cls: type) -> type:
+    """``cls`` under the same name, each instance ``slowed_if_asked`` as it is made."""
+
+    class Slowed(cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            slowed_if_asked(self)
+
+    Slowed.__name__ = Slowed.__qualname__ = f"Slowed{cls.__name__}"
+    return Slowed
+
+
+def _twins() -> tuple[type, ...]:
+    """Every adapter registered so far, stretched, where a slowdown is asked for."""
+    if slowdown_factor() == 1.0:
+        return ()
+    from numbench import libraries
+
+    return tuple(slowed_twin(cls) for cls in libraries.ADAPTERS.values())
+
+
+#: the adapters the registry takes from this file (``NUMBENCH_ADAPTERS``)
+ADAPTERS = _twins()

@@ -15,7 +15,9 @@ fault happens inside the timed call, where a real library's would:
 - ``fault-import``: imports a module that does not exist -> ``unavailable``, the import
   error kept.
 
-They are never in the default libraries; name them in a test config's ``libraries``.
+They are never in the default libraries; name them in a test config's ``libraries``. They are
+registered where ``NUMBENCH_ADAPTERS`` names this file (``numbench.libraries``; the suite's
+conftest does, for itself and every process it starts).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from .numpy_ import NumpyAdapter
+from numbench.libraries.numpy_ import NumpyAdapter
 
 OOM_CAP_ENV = "NUMBENCH_FAULT_OOM_CAP_MB"
 OOM_CHUNK_MB = 16
@@ -118,7 +120,8 @@ class ImportFailAdapter(FaultAdapter):
         importlib.import_module(self.module)
 
 
-FAULT_ADAPTERS: tuple[type[FaultAdapter], ...] = (
+#: the adapters the registry takes from this file (``NUMBENCH_ADAPTERS``)
+ADAPTERS: tuple[type[FaultAdapter], ...] = (
     RaiseAdapter,
     CrashAdapter,
     HangAdapter,
