@@ -34,7 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from numbench.offsite.archive import JSON_MEMBERS, StagedMember, check_contents, unpack_archive
-from numbench.offsite.common import OffsiteError, compare_inputs, file_sha256
+from numbench.offsite.common import (
+    OffsiteError,
+    compare_inputs,
+    describe,
+    differences,
+    file_sha256,
+    fingerprint_here,
+    fingerprint_of_cells,
+)
 from numbench.roofline.offsite import ROOFS_MEMBERS
 
 #: the cells a batch holds under a time budget, unless ``--batch`` says otherwise
@@ -268,7 +276,6 @@ def read_earlier(
 def _warn_other_machine(parts: list[Part], say: Callable[[str], None]) -> None:
     """Say where an earlier part was measured on a host of another name, or another machine
     of this name: the tables pair a cell with its baseline on one host name."""
-    from numbench.offsite import importer
 
     here = socket.gethostname()
     for part in parts:
@@ -279,9 +286,9 @@ def _warn_other_machine(parts: list[Part], say: Callable[[str], None]) -> None:
             )
             continue
         cells = [part.members[name].path for name in part.cells]
-        there = importer.fingerprint_of_cells(cells)
-        if importer.differences(there, importer.fingerprint_here()):
+        there = fingerprint_of_cells(cells)
+        if differences(there, fingerprint_here()):
             say(
                 f"warning: {part.archive} was measured on another machine named {here!r} "
-                f"({importer.describe(there)}); the tables will take both as one host"
+                f"({describe(there)}); the tables will take both as one host"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from urllib.parse import quote
 
 from numbench.formatting import missing
 
@@ -86,3 +87,10 @@ def md_table(header: list[str], rows: list[list[str]], align: str | None = None)
     lines = ["| " + " | ".join(cell(v) for v in header) + " |", "|" + "|".join(marks) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def md_link(text: str, target: str) -> str:
+    """A Markdown link to a file beside the summary: the text escaped, the target
+    percent-encoded (a chart's name holds the operation's, which comes from the tables), so
+    that neither can end the link or make another one."""
+    return f"[{md_text(text)}]({quote(target, safe='/')})"

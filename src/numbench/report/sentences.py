@@ -7,7 +7,6 @@ not markup.
 from __future__ import annotations
 
 from itertools import groupby
-from urllib.parse import quote
 
 from numbench.contract.facts import (
     BUSY_CPU_TAKEN,
@@ -39,7 +38,7 @@ from numbench.formatting import (
 )
 from numbench.machine.report import capped_lines
 from numbench.report.charts import OPERATION_CHARTS, chart_names, operation_chart
-from numbench.report.markdown import md_code, md_text
+from numbench.report.markdown import md_code, md_link, md_text
 
 
 # -- key findings -------------------------------------------------------------------------------
@@ -284,13 +283,6 @@ def warnings_text(warnings: tuple[CellWarning, ...]) -> str:
 
 
 # -- the page -----------------------------------------------------------------------------------
-def md_link(text: str, target: str) -> str:
-    """A Markdown link to a file beside the summary: the text escaped, the target
-    percent-encoded (a chart's name holds the operation's, which comes from the tables), so
-    that neither can end the link or make another one."""
-    return f"[{md_text(text)}]({quote(target, safe='/')})"
-
-
 def chart_links(operations: list[str], charts_dir: str) -> str:
     lines = []
     for name in chart_names(operations):

@@ -32,7 +32,7 @@ from numbench.cells import SETTING
 from numbench.contract.facts import LOW_DRAM_SHARE, RoofFinding
 from numbench.formatting import display, format_size, series_labels
 from numbench.report.drawing import HEIGHT, WIDTH
-from numbench.report.markdown import Markdown, md_table, md_text
+from numbench.report.markdown import Markdown, md_link, md_table, md_text
 from numbench.roofline.contract import (
     BANDWIDTH_ROOFS,
     COMPUTE_ROOF,
@@ -212,10 +212,6 @@ def roofline_section(
     findings: tuple[RoofFinding, ...] | list[RoofFinding] = (),
 ) -> list[str]:
     """The section's lines (none without a roofs table); ``findings``: ``Findings.roofline``."""
-    # imported here: numbench.report.sentences imports numbench.report.charts, which imports
-    # this module for the roofline charts
-    from numbench.report.sentences import md_link
-
     if roofs is None:
         return []
     lines = [
