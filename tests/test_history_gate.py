@@ -172,7 +172,7 @@ def test_the_common_shift_is_given_beside_the_history_s_days(tmp_path):
     assert said and 1.12 < float(said.group(1)) < 1.3  # 1.1 / 0.9 at most, less its noise
     # the verdict is the cells' own: the runs' 8% days leave a 1.14x of every cell unflagged
     assert "The gate passes." in text
-    # (a suspect is the screen's question for --confirm, one cell in twenty by design)
+    # (a suspect is the screen's question for --confirm, one cell in five by design)
     assert {c["change"] for c in gated["history"]["cells"]} <= {"same", "suspect"}
 
 

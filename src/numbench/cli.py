@@ -147,7 +147,7 @@ def _add_compare(sub) -> None:
         type=float,
         default=None,
         metavar="P",
-        help="with --history: the screen's level a cell (default 0.05); a looser screen names "
+        help="with --history: the screen's level a cell (default 0.2); a looser screen names "
         "more suspects for --confirm to measure again, and catches more",
     )
     compare.add_argument(

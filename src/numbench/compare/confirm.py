@@ -26,9 +26,9 @@ the cell is judged on the mean of their logs with Student's t (``decide``):
 
 Which flags stand unsettled: a cell that the gate itself called *slower* (``strict``) fails
 unless it is cleared. A *suspect* (the history's screen, ``numbench.compare.gate``: slower
-at a per-cell level, not the family-wise one) fails only when it is confirmed: the screen
-lets about one cell in twenty of unchanged code through, so its flags are questions for
-the new measurement, which carries the family-wise guarantee.
+at a per-cell level, not the family-wise one) fails only when it is confirmed: at its
+default level the screen lets about one cell in five of unchanged code through, so its flags
+are questions for the new measurement, which carries the family-wise guarantee.
 
 Both sides run the same spec, built from the workflow's config as its ``cell`` rule builds it,
 and the current numbench; what differs is the interpreter, and so the libraries it imports
