@@ -33,7 +33,6 @@ FLOORS = {
     "roofline.measure": 3,
     "roofline.analyse": 3,
     "roofline.report": 3,
-    "roofline.offsite": 4,
     # the machine's state, one package over the floors: each module on the floor of what it serves
     "machine.contract": 0,
     "machine.system": 0,

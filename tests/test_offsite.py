@@ -500,8 +500,8 @@ def test_the_import_dates_the_cells_after_the_inputs_and_the_roofs_after_the_cel
     results/roofs.parquet (rule roofs_at_end reads the other two). Before, the roofs merged
     here kept the time of the merge, older than the cells dated after it, and the next run
     measured this host's roofs over the imported ones."""
+    from numbench.offsite.common import ROOFS_MEMBER, ROOFS_START_FILE
     from numbench.offsite.importer import _stamp_imported
-    from numbench.roofline.offsite import ROOFS_MEMBER, ROOFS_START_FILE
 
     inputs, cells = "results/inputs/sort/1000.npz", CELLS[:2]
     roof_files = [ROOFS_START_FILE, ROOFS_MEMBER]
@@ -531,7 +531,7 @@ def test_import_with_the_roofs_measured_at_the_end_here_measures_none_over_them(
     plan saying ``roofs_at_end: true``, as a plan made under that config does: the key
     reaches no cell's spec, and an offsite run measures its roofs once, after its cells,
     whatever it says."""
-    from numbench.roofline.offsite import ROOFS_MEMBER, ROOFS_START_FILE, destinations_here
+    from numbench.offsite.common import ROOFS_MEMBER, ROOFS_START_FILE, destinations_here
 
     assert destinations_here({"roofs": True, "roofs_at_end": False}) == [ROOFS_MEMBER]
     assert destinations_here({"roofs": False, "roofs_at_end": True}) == [ROOFS_MEMBER]

@@ -7,7 +7,7 @@ nothing at all:
    any member is written: its type (a plain file; a folder is skipped; a symbolic or hard
    link, a device, a fifo or a sparse file is refused), its name (one an offsite run makes:
    ``manifest.json``, ``plan.json``, a cell file, a cell's log, an inputs file's log or the
-   roofs and their log (``numbench.roofline.offsite``), each
+   roofs and their log (``numbench.offsite.common``), each
    matched whole by the patterns of ``numbench.cells``, so no ``..``, no absolute name, no
    stray character), its declared size against ``ARCHIVE_MEMBER_LIMIT_BYTES`` and the running
    total against ``ARCHIVE_TOTAL_LIMIT_BYTES``, and the number of members against
@@ -57,11 +57,11 @@ from numbench.offsite.common import (
     ARCHIVE_FORMAT,
     COPY_CHUNK_BYTES,
     FORMAT_VERSION,
+    ROOFS_MEMBERS,
     OffsiteError,
     inside,
 )
 from numbench.offsite.plan import check_plan
-from numbench.roofline.offsite import ROOFS_MEMBERS
 
 #: the most one member (a cell file, a log, the plan, the manifest) may declare
 ARCHIVE_MEMBER_LIMIT_BYTES = 32 * 2**20

@@ -44,19 +44,22 @@ from numbench.contract import replacing
 from numbench.offsite.archive import JSON_MEMBERS, StagedMember
 from numbench.offsite.common import (
     COPY_CHUNK_BYTES,
+    ROOFS_MEMBER,
     OffsiteError,
     canonical,
     checked_inputs_checksums,
     code_hash,
     compare_inputs,
+    destinations_here,
     file_sha256,
     inside,
+    merge_into,
+    staged_roofs,
     warn_if_same_name,
     write_inputs_file,
 )
 from numbench.offsite.parts import joined, read_part
 from numbench.offsite.plan import check_data_here, check_operation_code, load_config, make_plan
-from numbench.roofline.offsite import ROOFS_MEMBER, destinations_here, merge_into, staged_roofs
 from numbench.spec import STORED_NAMES
 
 

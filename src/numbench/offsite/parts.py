@@ -35,6 +35,7 @@ from pathlib import Path
 
 from numbench.offsite.archive import JSON_MEMBERS, StagedMember, check_contents, unpack_archive
 from numbench.offsite.common import (
+    ROOFS_MEMBERS,
     OffsiteError,
     compare_inputs,
     describe,
@@ -43,7 +44,6 @@ from numbench.offsite.common import (
     fingerprint_here,
     fingerprint_of_cells,
 )
-from numbench.roofline.offsite import ROOFS_MEMBERS
 
 #: the cells a batch holds under a time budget, unless ``--batch`` says otherwise
 DEFAULT_BATCH = 16

@@ -27,6 +27,8 @@ from numbench.contract import write_bytes_atomic
 from numbench.offsite.common import (
     ARCHIVE_FORMAT,
     FORMAT_VERSION,
+    ROOFS_LOG,
+    ROOFS_MEMBER,
     TRANSFER_LIMIT_BYTES,
     OffsiteError,
     bundled_operation_file,
@@ -35,6 +37,7 @@ from numbench.offsite.common import (
     code_hash,
     inputs_files_of,
     inside,
+    measure_there,
     now_iso,
     sha256,
     write_inputs_file,
@@ -42,7 +45,6 @@ from numbench.offsite.common import (
 )
 from numbench.offsite.parts import Budget, batches, checked_batch, read_earlier
 from numbench.offsite.plan import checked_data_beside, read_plan
-from numbench.roofline.offsite import ROOFS_LOG, ROOFS_MEMBER, measure_there
 
 
 # -- step 2: run (there) -------------------------------------------------------------------------
@@ -126,7 +128,7 @@ def run_plan(
             todo, len(earlier.cells), len(cells), resume, budget, batch, say
         )
         left = len(todo) - len(manifest_cells)
-        # this host's roofs, for the cells' places on its roofline (numbench.roofline.offsite),
+        # this host's roofs, for the cells' places on its roofline (numbench.offsite.common),
         # unless the config leaves them out (``roofs: false``): the archive then has none;
         # measured once, by the run that measures the plan's last cells
         wants_roofs = plan["config"].get("roofs", True) and not earlier.roofs

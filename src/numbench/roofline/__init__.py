@@ -12,9 +12,10 @@ One concern, its modules on the floors of the stages they serve:
 * ``analyse`` (with the analyse stage): each cell's place on its host's roofline, and what
   the roofline says about each operation;
 * ``report`` (with the report stage): the summary's Roofline section and the roofline
-  charts;
-* ``offsite`` (beside ``numbench.offsite``): the roofs of an offsite run, measured there and
-  merged here.
+  charts.
+
+The roofs of an offsite run, measured there, carried in its archive and merged here, are
+``numbench.offsite.common``'s, beside the other things every offsite step shares.
 
 Importing this package imports none of them: the analysis does not load the measuring code
 by taking the roofs' vocabulary.
