@@ -94,7 +94,7 @@ def host_metadata(spec: CellSpec) -> CellMeta:
 
 def machine_fingerprint() -> dict:
     """What tells this machine from another in a cell's row: its CPU model, logical CPUs and
-    memory (``numbench.offsite.importer`` compares an archive's with these)."""
+    memory (``numbench.offsite.common`` compares an archive's with these)."""
     return {"cpu_model": libraries.cpu_model(), "cpu_count": os.cpu_count(), "ram_gb": ram_gb()}
 
 

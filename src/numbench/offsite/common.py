@@ -1,14 +1,28 @@
-"""Shared by the three steps: formats, the paths of a cell's files, checksums, atomic writes.
+"""Shared by the three steps: formats, the paths of a cell's files, checksums, atomic writes, a
+host's fingerprint and the roofs of the host where a plan runs.
 
 What numbench trusts (DESIGN.md): a plan and an archive come from elsewhere (the plan's hash is
 no signature: whoever edits a plan can recompute it), so no path is taken from them. Every
 path a step writes is derived from a cell's identity through ``numbench.cells``, the one place
 a cell's paths are written, and a plan or an archive that names any other path is refused.
 
-**The roofs of the host where a plan runs** (``ROOFS_MEMBER``): the roofs of the host where
-an offsite plan runs: measured there, carried in the archive, and merged here into
-results/roofs.parquet, so that the cells measured there are placed on that host's roofline
-(a GPU's among them: its device memory, FMA peak and transfers).
+**Two machines with one host name** (``warn_if_same_name``, for the import and a run that
+goes on from parts): the archive's host is named like this one but is another. numbench keys
+a host's rows by its name (``socket.gethostname()``, the cells' and the roofs' ``host``
+column): the import merges the archive's roofs over the rows of that name, a roofs run here
+replaces the rows of its own name, and the tables key cells by host. Two machines that share
+a name (both "vm", say) share one key, so the import warns where the archive's host has this
+machine's name but not its fingerprint.
+
+The fingerprint is the machine's part of the history's (``numbench.history.changes``,
+``FINGERPRINT``): CPU model, logical CPUs and memory, as every cell records them. The
+kernel, the frequency governor and the Python version, also there, change on one machine
+and tell two apart by accident only.
+
+**The roofs of the host where a plan runs** (``ROOFS_MEMBER``): measured there, carried in
+the archive, and merged here into results/roofs.parquet, so that the cells measured there
+are placed on that host's roofline (a GPU's among them: its device memory, FMA peak and
+transfers).
 
 * ``offsite run`` measures the roofs of every (device, dtype, threads) of its plan's cells,
   under the host's timing lock like the cells, with the plan's libraries, allocator and

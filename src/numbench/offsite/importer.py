@@ -9,20 +9,8 @@ its plan is the plan of the config here, with the same operations' code and data
 hold the very arrays the cells were measured on (``check_inputs``). Each refusal is an
 ``OffsiteError`` that names what differs; nothing moves into place before every check has
 passed.
-
-And what the import says where two machines share one host name: the archive's host is
-named like this one but is another. numbench keys a host's rows by its name
-(``socket.gethostname()``, the cells' and the roofs' ``host`` column): the import merges the
-archive's roofs over the rows of that name, a roofs run here replaces the rows of its own
-name, and the tables key cells by host. Two machines that share a name (both "vm", say)
-share one key, so the import warns where the archive's host has this machine's name but not
-its fingerprint (``warn_if_same_name``; a run that goes on from parts measured elsewhere
-warns alike).
-
-The fingerprint is the machine's part of the history's (``numbench.history.changes``,
-``FINGERPRINT``): CPU model, logical CPUs and memory, as every cell records them. The
-kernel, the frequency governor and the Python version, also there, change on one machine
-and tell two apart by accident only.
+Where the archive's host has this machine's name but not its fingerprint, the import warns
+(``numbench.offsite.common.warn_if_same_name``).
 """
 
 from __future__ import annotations
