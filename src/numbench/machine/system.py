@@ -300,6 +300,12 @@ def load_averages(loadavg_text: str) -> tuple[float, float, float] | None:
     return one, five, fifteen
 
 
+def clock_ticks_per_s() -> int:
+    """The clock ticks a second that ``/proc``'s CPU times count in (100 where the OS does
+    not say)."""
+    return os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 #: fields of ``/proc/PID/stat`` after the command's closing parenthesis, from 0: the
 #: parent's pid (field 4 of proc(5)), utime and stime (14 and 15), cutime and cstime (16 and
 #: 17: the children it waited for), the start time (22)
@@ -372,7 +378,7 @@ def sampled_checks(
     ``sleep(seconds)``: while this command sleeps, whatever runs is other work."""
     own_pid = os.getpid() if own_pid is None else own_pid
     if ticks_per_s is None:
-        ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        ticks_per_s = clock_ticks_per_s()
     stat_before, why = _read(root, "/proc/stat")
     procs_before = process_ticks(root, own_pid)
     sleep(seconds)

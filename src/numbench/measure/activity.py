@@ -82,6 +82,7 @@ from numbench.machine.system import (
     STEAL,
     STIME,
     UTIME,
+    clock_ticks_per_s,
     load_averages,
     pid_stat,
     read_argv,
@@ -458,7 +459,7 @@ class ActivityWatch:
         self._ticks, self._own_s, self._load, self._clock = ticks, own_s, load, clock
         self._workflow = WorkflowCpu() if workflow is None else workflow
         if ticks_per_s is None:
-            ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+            ticks_per_s = clock_ticks_per_s()
         self._per_s = ticks_per_s
         self._from = (ticks(), own_s(), self._workflow(), clock())
 

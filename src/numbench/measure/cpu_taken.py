@@ -49,6 +49,7 @@ from numbench.machine.system import (
     IOWAIT,
     STIME,
     UTIME,
+    clock_ticks_per_s,
     pid_stat,
     read_cpu_lines,
 )
@@ -90,7 +91,7 @@ def live_descendants_s(
     included), each with the children it waited for; 0 where ``/proc`` cannot tell.
     ``tick_s``: seconds per clock tick (default the system's)."""
     if tick_s is None:
-        tick_s = 1 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+        tick_s = 1 / clock_ticks_per_s()
     ticks, todo, seen = 0, children(pid, proc), set()
     while todo:
         kid = todo.pop()
@@ -148,7 +149,7 @@ def busy_s(cpus: list[int]) -> float | None:
     for name in {f"cpu{c}" for c in cpus}:
         if (values := lines.get(name)) is not None:
             ticks += sum(values) - values[IDLE] - values[IOWAIT]
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return ticks / clock_ticks_per_s()
 
 
 class CpuTaken:
@@ -184,7 +185,7 @@ class CpuTaken:
         # None: the module's busy_s, looked up at each reading
         self._busy = busy
         if tick_s is None:
-            tick_s = 1 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+            tick_s = 1 / clock_ticks_per_s()
         self.tick_s = tick_s
         self.wall = self.own = 0.0
         self.busy: float | None = 0.0

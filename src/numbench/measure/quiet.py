@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from numbench.machine.system import clock_ticks_per_s
 from numbench.measure.activity import (
     Reading,
     WorkflowCpu,
@@ -98,7 +99,7 @@ def wait_for_quiet(
     if not 0 < below <= 1 or max_wait_s < 0:
         raise ValueError(f"need 0 < below <= 1 and max_wait_s >= 0, not {below}, {max_wait_s}")
     if ticks_per_s is None:
-        ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        ticks_per_s = clock_ticks_per_s()
     workflow = WorkflowCpu() if workflow is None else workflow
     start = last_report = clock()
     while True:
@@ -191,7 +192,7 @@ class BusyNow:
         self._look_s, self._ticks, self._own_s, self._sleep = look_s, ticks, own_s, sleep
         self._workflow = WorkflowCpu() if workflow is None else workflow
         if ticks_per_s is None:
-            ticks_per_s = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+            ticks_per_s = clock_ticks_per_s()
         self._per_s = ticks_per_s
         self._cpus = (os.cpu_count() or 1) if cpus is None else cpus
 
