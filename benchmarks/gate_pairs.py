@@ -9,7 +9,7 @@ and roofs.parquet where present), this runs the gate exactly as a user calls it,
 status is the verdict), on every ordered pair of runs, twice:
 
 - **unchanged**: STORE is a fresh history store holding every run but the two compared (each
-  run made into the store's rows once, ``numbench.history.ingest.runs_of``, and added to each
+  run made into the store's rows once, ``numbench.history.store.runs_of``, and added to each
   pair's store with ``numbench.history.add``, as ``history add`` does). Every pass is right,
   every fail a false alarm.
 - **planted**: the same OLD and STORE, and a copy of NEW with one cell 1.2 times slower
@@ -67,7 +67,7 @@ from numbench.cells import KEY
 from numbench.compare.gate import ALPHA, BROKEN, FASTER, MIN_HISTORY, SLOWER, SUSPECT
 from numbench.compare.runs import EXIT_SLOWER
 from numbench.history import HistoryError, add
-from numbench.history.ingest import load_benchmarks, runs_of
+from numbench.history.store import load_benchmarks, runs_of
 from numbench.report.markdown import md_table
 
 CELL = list(KEY)

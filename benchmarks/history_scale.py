@@ -23,7 +23,7 @@ from _report import publish  # also puts src/ on the path
 
 from numbench.history import add, read
 from numbench.history.changes import changes
-from numbench.history.ingest import runs_of
+from numbench.history.store import runs_of
 from numbench.history.views import list_text
 from numbench.report.markdown import md_table
 

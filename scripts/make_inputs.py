@@ -29,7 +29,7 @@ parser.add_argument(
 parser.add_argument(
     "--operation-hash",
     required=True,
-    help="the hash its code must have (numbench.operations.sources)",
+    help="the hash its code must have (numbench.operations.loading)",
 )
 args = parser.parse_args()
 params = json.loads(args.params) if args.params else {}

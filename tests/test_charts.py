@@ -18,8 +18,7 @@ import pytest
 from conftest import constructed_results, made_once
 
 from numbench.report.charts import build_charts, chart_names, speedup_chart
-from numbench.report.charts_overview import heatmap_frame
-from numbench.report.drawing import FONT, FORMATS, javascript_bundle, save_chart
+from numbench.report.drawing import FONT, FORMATS, heatmap_frame, javascript_bundle, save_chart
 
 OPERATIONS = ["fft", "sort"]
 # A console message as Chromium logs it with --enable-logging=stderr, e.g.

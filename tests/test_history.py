@@ -210,7 +210,7 @@ def test_a_write_cut_off_halfway_leaves_the_store_as_it_was(two_runs, tmp_path, 
 
 
 def after_id(results: Path) -> str:
-    from numbench.history.ingest import runs_of
+    from numbench.history.store import runs_of
 
     return runs_of(results)[0][0].column("run_id")[0].as_py()
 

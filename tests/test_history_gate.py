@@ -453,7 +453,7 @@ def test_the_site_draws_the_paired_series_below_the_times(tmp_path):
     from numbench import history
     from numbench.history import read
     from numbench.site import site_frames
-    from numbench.site.charts import group_chart
+    from numbench.site.pages import group_chart
 
     store = tmp_path / "drawn"
     for run in range(1, 5):
@@ -507,3 +507,4 @@ def test_a_wrong_screen_level_is_refused_naming_it(store_and_pair, extra, said):
     args = [str(store) if a == "HISTORY" else a for a in extra]
     proc = compare(str(old), str(new), *args)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+

@@ -541,7 +541,7 @@ def test_transfer_table_on_a_gpu_grid():
 
 
 def test_pipelined_chart_has_both_modes_for_asynchronous_cells_only():
-    from numbench.report.charts_overview import (
+    from numbench.report.drawing import (
         LATENCY_LABEL,
         PIPELINED_LABEL,
         pipelined_chart,

@@ -104,7 +104,7 @@ def test_the_config_s_wait_reaches_each_timing_job_and_no_spec():
     from pathlib import Path
 
     from numbench.config import cell_spec, grid, load_file
-    from numbench.config.jobs import job_plan
+    from numbench.config.grid import job_plan
 
     repo = Path(__file__).resolve().parents[1]
     schema = repo / "workflow" / "schemas" / "config.schema.yaml"

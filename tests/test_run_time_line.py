@@ -1,4 +1,4 @@
-"""Where a run's wall time went (``numbench.analyse.timeline``), from hand-made records: the
+"""Where a run's wall time went (``numbench.machine.analyse.timeline``), from hand-made records: the
 parts, each worked out by hand below, sum to the wall exactly, and the summary says how much
 of it was measurement."""
 
@@ -10,9 +10,8 @@ import pandas as pd
 import pytest
 from summarise import through_table
 
-from numbench.analyse.timeline import timeline
 from numbench.contract.facts import Findings
-from numbench.machine.analyse import run_time
+from numbench.machine.analyse import run_time, timeline
 from numbench.machine.report import time_line
 from numbench.report.sections import run_time_section
 

@@ -293,7 +293,7 @@ def _tail(text: str, n: int = 4000) -> str:
 
 
 def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: Path, tmp_path):
-    from numbench.operations.sources import operation_code
+    from numbench.operations.loading import operation_code
 
     folder = tmp_path / "my operations" / "stencil op"
     shutil.copytree(STENCIL, folder, ignore=shutil.ignore_patterns("__pycache__"))

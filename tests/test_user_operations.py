@@ -15,7 +15,7 @@ from conftest import REPO, make_spec
 
 from numbench import operations
 from numbench.config import ConfigError, cell_spec, grid, resolve
-from numbench.operations.sources import operation_code
+from numbench.operations.loading import operation_code
 
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}

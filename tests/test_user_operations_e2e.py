@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, seed_roofs, snakemake
 
-from numbench.operations.sources import operation_code
+from numbench.operations.loading import operation_code
 
 EXAMPLE = REPO / "examples" / "stencil"
 LIBRARIES = ("numpy", "jax", "torch", "tensorflow", "numba")

@@ -25,8 +25,7 @@ from numbench.contract import cell_table, write_atomic
 from numbench.contract.conclusions import VERSIONS_COLUMNS, VERSIONS_SCHEMA
 from numbench.measure.replicates import BASELINE, MEASURED, ProcessRun
 from numbench.report.charts import build_charts, chart_names
-from numbench.report.charts_overview import versions_chart, versions_chart_name
-from numbench.report.drawing import save_chart
+from numbench.report.drawing import save_chart, versions_chart, versions_chart_name
 from numbench.report.summary import to_html, write_summary
 from numbench.spec import CellMeta, ProcessReport
 from numbench.stats import Z95, typical_sd

@@ -1,4 +1,4 @@
-"""What the workflow's jobs ask of the scheduler (numbench.config.jobs): the roofs job, the
+"""What the workflow's jobs ask of the scheduler (numbench.config.grid): the roofs job, the
 timing lock's wait, the wall times and the priorities, from the resolved config and its grid."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 
 from numbench.cells import Cell, roof_dims
 from numbench.config import grid, job_plan, resolve
-from numbench.config.jobs import (
+from numbench.config.grid import (
     RUNTIME_MARGIN_MIN,
     JobOrder,
     cell_max_processes,

@@ -153,7 +153,7 @@ class CellSpec:
     #: in the bundle), or None for one found by name (built in, or installed)
     operation_file: str | None
     #: SHA-256 of the operation's code: its file and the files it imports from its own
-    #: folder (``numbench.operations.sources``). Editing them changes the spec of that
+    #: folder (``numbench.operations.loading``). Editing them changes the spec of that
     #: operation's cells alone, so Snakemake measures those again
     operation_hash: str
     size: int

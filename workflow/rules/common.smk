@@ -1,5 +1,5 @@
 # Grid expansion, validated config and the paths rules share. No rule lives here; what the
-# rules ask of the scheduler is worked out in the package (numbench.config.jobs).
+# rules ask of the scheduler is worked out in the package (numbench.config.grid).
 import glob
 import json
 import os
@@ -96,7 +96,7 @@ def site_folder(wildcards, output):
     return str(Path(output[0]).parent)
 
 
-# What the rules ask of the scheduler (numbench.config.jobs): the roofs job's dimensions,
+# What the rules ask of the scheduler (numbench.config.grid): the roofs job's dimensions,
 # CPUs and GPUs, the timing lock's wait, the wall times a cell and an early round ask Slurm
 # for, and the priorities that put every inputs job first, then the early rounds, then the
 # cells' own jobs, each stage in a seeded random order.

@@ -57,8 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from numbench.history.ingest import read_benchmarks, run_id, runs_of
-from numbench.history.store import SERIES_KEY
+from numbench.history.store import SERIES_KEY, read_benchmarks, run_id, runs_of
 from numbench.stats import Z95
 
 #: the family-wise false-alarm rate the gate is set to over all the cells it judges

@@ -146,7 +146,7 @@ SETTING_COLUMNS = (
 ENVIRONMENT_COLUMNS = ("host", "cpu_model", "cpu_count", "ram_gb", "platform", "python_version")
 #: setting columns read per library rather than for the whole side
 PER_LIBRARY_COLUMNS = ("library_version", "blas")
-#: setting columns read per operation: the hash of its code (``numbench.operations.sources``),
+#: setting columns read per operation: the hash of its code (``numbench.operations.loading``),
 #: shown by its first ``HASH_SHOWN`` digits
 PER_OPERATION_COLUMNS = ("operation_hash",)
 HASH_SHOWN = 12

@@ -35,17 +35,18 @@ from numbench.config.environments import (
 )
 from numbench.config.grid import (
     DEVICES,
+    JobPlan,
     cell_spec,
     devices_for,
     grid,
     input_files,
     job_order,
+    job_plan,
     operation_file,
     operation_hash,
     operation_params,
     operation_params_json,
 )
-from numbench.config.jobs import JobPlan, job_plan
 from numbench.config.operations import (
     check_operations,
     module_file,

@@ -130,7 +130,7 @@ class RunTime:
 @dataclass(frozen=True)
 class TimeLine:
     """Where the run's wall time went, from its first record to its findings
-    (``numbench.analyse.timeline``): parts that sum to ``wall_s`` exactly, the last of them
+    (``numbench.machine.analyse.timeline``): parts that sum to ``wall_s`` exactly, the last of them
     (``other_s``) what no record accounts for.
 
     ``started_unix``: the run's first record, the earlier of the roofs' first lock and the

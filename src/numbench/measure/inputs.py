@@ -2,7 +2,7 @@
 reference output of one (operation, size).
 
 The file records what made it: the seed, the operation's parameters and the hash of the
-operation's code (``numbench.operations.sources``); the worker refuses a file made with
+operation's code (``numbench.operations.loading``); the worker refuses a file made with
 other parameters or other code than its cell's spec names. The operation comes from its
 user's file where one is named (``operation_file``, with the hash it must have), else by
 name."""

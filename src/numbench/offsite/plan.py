@@ -217,7 +217,7 @@ def write_plan(
 def operation_files(cfg: dict) -> dict[str, bytes]:
     """The bundle's copy of every user's operation of the config: its own file as
     ``operations/NAME/NAME.py`` and the files it imports from its folder beside it, under
-    the names they have there (``numbench.operations.sources``), so that it imports there as
+    the names they have there (``numbench.operations.loading``), so that it imports there as
     here and its code hashes the same."""
     from numbench.config import operation_file, operation_found
 

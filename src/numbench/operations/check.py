@@ -6,12 +6,18 @@ Every check returns *all* the problems it finds, each with the file and line to 
 and runs it again to meet the next. The config refuses an operation with any problem of
 the first two kinds (``declared_problems``, ``generator_problems``), before any job runs;
 ``numbench check`` adds the third (``implementation_problems``), which needs the libraries.
+The line to look at is found here too: where a field is given (``field_lines``), where a
+function is defined (``source_of``), where an exception was raised in the operation's own
+code (``raised_problem``).
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,13 +26,70 @@ from numbench.cells import FIELD_PATTERNS
 
 from .base import array_digest, as_outputs, dtype_problem, output_errors, outputs_over
 from .kernels import AsIs, prepared
-from .loading import OPERATION_ATTRIBUTE, Found
-from .problems import Problem, field_lines, raised_problem, source_of
+from .loading import OPERATION_ATTRIBUTE, Found, last_line, raised_at
 
 #: what an operation's name may hold: it is a folder of every cell's path
 NAME_PATTERN = FIELD_PATTERNS["operation"]
 #: the dtypes a cell may measure; an operation gives a tolerance for each one a config asks
 DTYPES = ("float32", "float64")
+
+#: the most lines of an exception's message a problem quotes
+MESSAGE_LINES = 6
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an operation, and where to look."""
+
+    file: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{where}: {self.message}"
+
+
+def message_of(exc: BaseException) -> str:
+    """An exception in at most ``MESSAGE_LINES`` lines (numba's errors run to dozens)."""
+    lines = [ln for ln in last_line(exc).splitlines() if ln.strip()]
+    if len(lines) > MESSAGE_LINES:
+        lines = lines[:MESSAGE_LINES] + ["..."]
+    return "\n    ".join(lines)
+
+
+def field_lines(found: Found) -> dict[str, int]:
+    """Line of each keyword of the ``OPERATION = Operation(...)`` call in the operation's
+    own file (and of the assignment itself, as ``OPERATION``); empty where it is not found."""
+    try:
+        tree = ast.parse(found.code.main.read_bytes())
+    except (OSError, SyntaxError):
+        return {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == OPERATION_ATTRIBUTE for t in node.targets
+        ):
+            lines = {OPERATION_ATTRIBUTE: node.lineno}
+            if isinstance(node.value, ast.Call):
+                lines.update({k.arg: k.lineno for k in node.value.keywords if k.arg})
+            return lines
+    return {}
+
+
+def source_of(fn: Any, found: Found) -> tuple[str, int | None]:
+    """(file, line) where a function of the operation is defined, else its own file."""
+    try:
+        return inspect.getsourcefile(fn) or str(found.code.main), inspect.getsourcelines(fn)[1]
+    except (TypeError, OSError):
+        return str(found.code.main), None
+
+
+def raised_problem(exc: BaseException, fn: Any, found: Found, what: str) -> Problem:
+    """A problem for ``what`` raising ``exc``: at the innermost line of the operation's own
+    code it raised in, else at the function's definition."""
+    at = raised_at(exc, {found.code.main, *found.code.helpers})
+    file, line = (str(at[0]), at[1]) if at else source_of(fn, found)
+    return Problem(file, line, f"{what} raised {message_of(exc)}")
 
 
 def families() -> tuple[str, ...]:

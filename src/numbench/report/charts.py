@@ -20,9 +20,8 @@ Charts (``chart_names`` lists them for a set of operations; their names are made
 * ``versions-{environment}``: each of the config's environments against the base
   environment (results/versions.parquet).
 
-The per-operation charts are drawn here, the ones drawn once over the grid in
-``numbench.report.charts_overview``; every chart's look and files are
-``numbench.report.drawing``'s.
+The per-operation charts are drawn here; the ones drawn once over the grid, and every
+chart's look and files, are ``numbench.report.drawing``'s.
 """
 
 from __future__ import annotations
@@ -43,15 +42,21 @@ from numbench.contract.conclusions import (
     read_versions,
 )
 from numbench.formatting import series_label, series_labels
-from numbench.report.charts_overview import (
+from numbench.report.drawing import (
+    HEIGHT,
+    WIDTH,
+    color,
     first_call_chart,
     heatmap_chart,
+    log_x,
+    log_y,
+    no_data,
     pipelined_chart,
     precision_chart,
+    save_chart,
     scaling_chart,
     versions_charts,
 )
-from numbench.report.drawing import HEIGHT, WIDTH, color, log_x, log_y, no_data, save_chart
 from numbench.roofline.contract import read_roofs
 from numbench.roofline.report import roofline_charts
 

@@ -1,19 +1,41 @@
 """What every chart shares, the summary's, the roofline's and the results site's: its look
-(sizes, font, log axes, the library colours) and its files.
+(sizes, font, log axes, the library colours) and its files; and the charts drawn once over
+the whole grid, beside the per-operation ones of ``numbench.report.charts``, which names and
+writes them all.
 
 A chart is written as ``name``.html (JavaScript inlined, opens offline), .svg and .png, all
 three drawn from one Vega-Lite spec, made once (``chart_spec``): altair makes the spec again
 in every ``save`` and ``to_html`` (a schema check and a conversion of the data each time) and
 bundles the page's JavaScript again for every page, so both are made here once instead. The
-look and the files are one concern, kept below the charts that use them, so that
-``numbench.report.charts`` can draw the roofline's charts (``numbench.roofline.report``)
-while those take their look from here.
+look and the files sit below the charts that use them, so that ``numbench.report.charts``
+can draw the roofline's charts (``numbench.roofline.report``) while those take their look
+from here.
+
+The charts drawn once over the grid:
+
+* ``speedup_heatmap`` and ``first_call``: the speedup at each operation's smallest and largest
+  size, and first-call costs against steady-state time.
+* ``pipelined``: per-call latency against pipelined time per call, against size, one facet per
+  operation, for the libraries whose calls are asynchronous (timed both ways).
+* ``precision`` and ``scaling``: the grid's dtype and threads dimensions
+  (results/precision.parquet and results/scaling.parquet), a ratio against size per library,
+  one facet per operation.
+* ``versions-{environment}`` (results/versions.parquet): one per environment, its time over
+  the base environment's against size, one panel per operation, a colour per library. A name
+  that is not an environment's (the table came from elsewhere) is replaced by a stable one
+  made of its hash, so a name from data never becomes a path of its own making.
+
+Each draws one table over every operation; each says ``no_data`` where its table has
+nothing to draw.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
+import re
+import zlib
 from pathlib import Path
 
 import altair as alt
@@ -23,7 +45,10 @@ from altair.utils._importers import vl_version_for_vl_convert
 from altair.utils.html import INLINE_HTML_TEMPLATE
 from altair.utils.mimebundle import spec_to_mimebundle
 
-from numbench.contract import write_text_atomic
+from numbench.cells import ENVIRONMENT_PATTERN
+from numbench.contract import pipelined_cells, write_text_atomic
+from numbench.contract.conclusions import in_doubt
+from numbench.formatting import series_labels
 
 WIDTH, HEIGHT = 460, 300
 FONT = "Liberation Sans, Arial, Helvetica, sans-serif"
@@ -135,3 +160,313 @@ def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
 
 #: how ``chart.save`` asks vl-convert to draw a Vega-Lite spec
 _DRAW = {"mode": "vega-lite", "vegalite_version": alt.VEGALITE_VERSION}
+
+
+# -- the charts drawn once over the grid ----------------------------------------------------
+
+
+def heatmap_frame(speedups: pd.DataFrame) -> pd.DataFrame:
+    d = speedups[speedups["speedup"].notna()].copy()
+    if d.empty:
+        return d
+    d["series"] = series_labels(d)
+    parts = []
+    for op, g in d.groupby("operation"):
+        for end, size in (("smallest size", g["size"].min()), ("largest size", g["size"].max())):
+            part = g[g["size"] == size].copy()
+            part["end"] = end
+            part["row"] = f"{op} (n = {size:,})"
+            parts.append(part)
+    out = pd.concat(parts, ignore_index=True)
+    out["label"] = [
+        f"{s:.2g}×" + (" ns" if v == "same" else "") + (" ?" if doubt else "")
+        for s, v, doubt in zip(out["speedup"], out["verdict"], in_doubt(out), strict=True)
+    ]
+    return out
+
+
+def heatmap_chart(speedups: pd.DataFrame, baseline: str) -> alt.TopLevelMixin:
+    title = f"speedup over {baseline} at each operation's smallest and largest size"
+    d = heatmap_frame(speedups)
+    if d.empty:
+        return no_data(title, "no speedups")
+    m = max(abs(math.log10(v)) for v in d["speedup"] if v > 0) or 1.0
+    speedup_color = alt.Color(
+        "speedup:Q",
+        title="speedup (×)",
+        scale=alt.Scale(type="log", scheme="redblue", domain=[10**-m, 10**m], domainMid=1),
+    )
+    base = alt.Chart(d).encode(
+        x=alt.X("series:N", title="library"),
+        y=alt.Y("row:N", title=None),
+    )
+    rect = base.mark_rect().encode(
+        color=speedup_color,
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            alt.Tooltip("operation:N"),
+            alt.Tooltip("size:Q"),
+            alt.Tooltip("speedup:Q", format=".3g"),
+            alt.Tooltip("speedup_ci_low:Q", title="CI low", format=".3g"),
+            alt.Tooltip("speedup_ci_high:Q", title="CI high", format=".3g"),
+        ],
+    )
+    text = base.mark_text(fontSize=11).encode(
+        text="label:N",
+        color=alt.condition(
+            f"abs(log(datum.speedup) / LN10) > {0.6 * m}", alt.value("white"), alt.value("black")
+        ),
+    )
+    return (
+        alt.layer(rect, text, data=d)
+        .properties(width=70 * d["series"].nunique(), height=28 * d["operation"].nunique())
+        .facet(column=alt.Column("end:N", title=None, sort=["smallest size", "largest size"]))
+        .resolve_scale(y="independent")
+        .properties(
+            title=alt.Title(
+                title,
+                subtitle="blue: faster than the baseline, red: slower; ns: the same speed; "
+                "?: in doubt, the CI holds the margin",
+            )
+        )
+    )
+
+
+def first_call_frame(bench: pd.DataFrame) -> pd.DataFrame:
+    d = bench[(bench["status"] == "ok") & bench["first_call_s"].notna()].copy()
+    if d.empty:
+        return d
+    d["series"] = series_labels(d)
+    steady = d.assign(measure="steady state (median)", seconds=d["median_s"])
+    first = d.assign(measure="first call (includes compile)", seconds=d["first_call_s"])
+    out = pd.concat([first, steady], ignore_index=True)
+    return out[out["seconds"] > 0]
+
+
+def first_call_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "first call against steady-state time"
+    d = first_call_frame(bench)
+    if d.empty:
+        return no_data(title, "no ok cells")
+    domain = sorted(d["series"].unique())
+    return (
+        alt.Chart(d)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X(
+                "size:Q",
+                scale=alt.Scale(type="log", nice=False, padding=14),
+                axis=alt.Axis(title="size (n)", format="~s", labelOverlap=True),
+            ),
+            y=log_y("seconds:Q", "time (s; m = 10^-3, µ = 10^-6)", fmt="~s"),
+            color=color(domain),
+            strokeDash=alt.StrokeDash(
+                "measure:N",
+                sort=["first call (includes compile)", "steady state (median)"],
+                legend=None,
+            ),
+            tooltip=[
+                alt.Tooltip("series:N", title="library"),
+                alt.Tooltip("operation:N"),
+                alt.Tooltip("size:Q"),
+                alt.Tooltip("measure:N"),
+                alt.Tooltip("seconds:Q", format=".3e"),
+            ],
+        )
+        .properties(width=220, height=200)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .resolve_scale(y="independent", x="independent")
+        .properties(
+            title=alt.Title(
+                title,
+                subtitle="solid: first call (includes tracing and compilation); "
+                "dashed: steady-state median",
+            )
+        )
+    )
+
+
+LATENCY_LABEL = "latency (each call waited for)"
+PIPELINED_LABEL = "pipelined (calls queued, one wait)"
+
+
+def pipelined_frame(bench: pd.DataFrame) -> pd.DataFrame:
+    """Two rows per asynchronous ok cell: its latency and its pipelined time per call."""
+    d = pipelined_cells(bench).copy()
+    if d.empty:
+        return d
+    d["series"] = series_labels(d)
+    keep = ["series", "operation", "size", "pipelined_speedup"]
+    latency = d[keep].assign(
+        mode=LATENCY_LABEL, seconds=d["median_s"], ci_low=d["ci_low_s"], ci_high=d["ci_high_s"]
+    )
+    pipelined = d[keep].assign(
+        mode=PIPELINED_LABEL,
+        seconds=d["pipelined_median_s"],
+        ci_low=d["pipelined_ci_low_s"],
+        ci_high=d["pipelined_ci_high_s"],
+    )
+    out = pd.concat([latency, pipelined], ignore_index=True)
+    return out[out["seconds"] > 0]
+
+
+def pipelined_chart(bench: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "latency against pipelined throughput: time per call"
+    d = pipelined_frame(bench)
+    if d.empty:
+        return no_data(title, "no asynchronous library was measured (one figure per cell)")
+    domain = sorted(d["series"].unique())
+    dash = alt.StrokeDash(
+        "mode:N",
+        title=None,
+        scale=alt.Scale(domain=[LATENCY_LABEL, PIPELINED_LABEL], range=[[1, 0], [5, 3]]),
+    )
+    base = alt.Chart().encode(x=log_x(d["size"]), color=color(domain))
+    band = base.mark_area(opacity=0.12).encode(
+        y=alt.Y("ci_low:Q", scale=alt.Scale(type="log")), y2="ci_high:Q", detail="mode:N"
+    )
+    line = base.mark_line(point=True).encode(
+        y=log_y("seconds:Q", "time per call (s)", fmt="~s"),
+        strokeDash=dash,
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            "operation:N",
+            "size:Q",
+            "mode:N",
+            alt.Tooltip("seconds:Q", title="s per call", format=".3e"),
+            alt.Tooltip("pipelined_speedup:Q", title="latency / pipelined", format=".3g"),
+        ],
+    )
+    return (
+        alt.layer(band, line, data=d)
+        .properties(width=WIDTH // 2, height=HEIGHT // 2)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .properties(
+            title=alt.Title(
+                title,
+                subtitle="solid: each call waited for; dashed: calls queued back to back "
+                "(asynchronous libraries only; a synchronous library's two are one)",
+            )
+        )
+        .resolve_scale(x="independent", y="independent")
+    )
+
+
+def _ratio_chart(d: pd.DataFrame, field: str, title: str, axis: str, extra: list[str]):
+    d = d[d[field].notna() & (d[field] > 0)].copy()
+    d["series"] = series_labels(d)
+    series = sorted(d["series"].unique())
+    base = alt.Chart(d).encode(x=log_x(d["size"]), color=color(series))
+    band = base.mark_area(opacity=0.2).encode(
+        y=alt.Y("ci_low:Q", scale=alt.Scale(type="log")), y2="ci_high:Q"
+    )
+    line = base.mark_line(point=True).encode(
+        y=log_y(f"{field}:Q", axis),
+        tooltip=[alt.Tooltip("series:N", title="library"), "operation:N", "size:Q"]
+        + [alt.Tooltip(c) for c in extra]
+        + [alt.Tooltip(f"{field}:Q", format=".3g")],
+    )
+    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(y="y:Q")
+    return (
+        alt.layer(band, line, one, data=d)
+        .properties(width=WIDTH // 2, height=HEIGHT // 2)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .properties(title=title)
+        .resolve_scale(x="independent")
+    )
+
+
+def precision_chart(prec: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "float32 time / float64 time (below 1: float32 is faster)"
+    if prec.empty or not prec["ratio"].notna().any():
+        return no_data(title, "only one dtype was measured")
+    return _ratio_chart(prec, "ratio", title, "float32 / float64 time", ["threads:Q"])
+
+
+def scaling_chart(scal: pd.DataFrame) -> alt.TopLevelMixin:
+    title = "speedup of the most threads over 1 thread (above 1: more threads are faster)"
+    if scal.empty or not scal["speedup"].notna().any():
+        return no_data(title, "only one thread count was measured")
+    return _ratio_chart(scal, "speedup", title, "speedup over 1 thread", ["dtype:N", "threads:Q"])
+
+
+PREFIX = "versions-"
+
+
+def versions_chart_name(environment: str) -> str:
+    """The file name (without its format) of ``environment``'s versions chart."""
+    text = str(environment)
+    if re.fullmatch(ENVIRONMENT_PATTERN, text):
+        return f"{PREFIX}{text}"
+    return f"{PREFIX}env-{zlib.crc32(text.encode()):08x}"
+
+
+def _rule(y: float, dash: list[int], colour: str, scale: alt.Scale) -> alt.Chart:
+    frame = pd.DataFrame({"y": [y]})
+    rule = alt.Chart(frame).mark_rule(strokeDash=dash, color=colour)
+    return rule.encode(y=alt.Y("y:Q", scale=scale))
+
+
+def versions_chart(versions: pd.DataFrame, environment: str) -> alt.TopLevelMixin:
+    """``environment``'s ratios (environment / base time) with their 95% intervals."""
+    title = f"{environment}: time in the environment / time in the base environment"
+    d = versions[(versions["environment"] == environment) & versions["ratio"].notna()].copy()
+    if d.empty:
+        return no_data(title, "no cell of this environment was compared with the base")
+    margin = float(d["margin"].iloc[0])
+    d["series"] = series_labels(d)
+    d["versions"] = d["base_version"].fillna("?") + " -> " + d["version"].fillna("?")
+    series = sorted(d["series"].unique())
+    lo = min(d["ratio_ci_low"].min(), d["ratio"].min(), 1 / margin)
+    hi = max(d["ratio_ci_high"].max(), d["ratio"].max(), margin)
+    yscale = alt.Scale(type="log", domain=[lo / 1.05, hi * 1.05], nice=False)
+    base = alt.Chart().encode(x=log_x(d["size"]), color=color(series))
+    band = base.mark_area(opacity=0.2).encode(
+        y=alt.Y("ratio_ci_low:Q", scale=yscale), y2="ratio_ci_high:Q"
+    )
+    bars = base.mark_rule().encode(y=alt.Y("ratio_ci_low:Q", scale=yscale), y2="ratio_ci_high:Q")
+    line = base.mark_line(point=True).encode(
+        y=alt.Y(
+            "ratio:Q",
+            scale=yscale,
+            axis=alt.Axis(title="environment / base time (above 1: slower)", tickCount=6),
+        ),
+        tooltip=[
+            alt.Tooltip("series:N", title="library"),
+            alt.Tooltip("versions:N", title="base -> environment"),
+            "operation:N",
+            alt.Tooltip("size:Q"),
+            alt.Tooltip("ratio:Q", format=".3g"),
+            alt.Tooltip("ratio_ci_low:Q", title="CI low", format=".3g"),
+            alt.Tooltip("ratio_ci_high:Q", title="CI high", format=".3g"),
+            alt.Tooltip("change:N"),
+        ],
+    )
+    rules = [
+        _rule(1.0, [6, 4], "black", yscale),
+        _rule(margin, [2, 3], "gray", yscale),
+        _rule(1 / margin, [2, 3], "gray", yscale),
+    ]
+    return (
+        alt.layer(band, bars, line, *rules, data=d)
+        .properties(width=WIDTH // 2, height=HEIGHT // 2)
+        .facet(facet=alt.Facet("operation:N", title=None), columns=3)
+        .properties(
+            title=alt.Title(
+                title,
+                subtitle=f"above the dashed 1 line the environment is slower; dotted: the "
+                f"margin ({margin:g}x and 1/{margin:g}); band and bars: 95% CI",
+            )
+        )
+        .resolve_scale(x="independent")
+    )
+
+
+def versions_charts(versions: pd.DataFrame | None) -> dict[str, alt.TopLevelMixin]:
+    """Every environment's versions chart, by name (``versions_chart_name``)."""
+    if versions is None or versions.empty:
+        return {}
+    return {
+        versions_chart_name(env): versions_chart(versions, env)
+        for env in sorted(versions["environment"].dropna().unique(), key=str)
+    }

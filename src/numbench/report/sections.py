@@ -51,7 +51,7 @@ from numbench.formatting import (
 )
 from numbench.machine.contract import RunTime, TimeLine
 from numbench.machine.report import duration
-from numbench.report.charts_overview import versions_chart_name
+from numbench.report.drawing import versions_chart_name
 from numbench.report.markdown import md_link, md_table, md_text
 from numbench.stats import FASTER, SAME, SLOWER
 

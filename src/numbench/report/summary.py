@@ -26,7 +26,13 @@ from numbench.contract.conclusions import check_baseline, read_findings, read_ve
 from numbench.contract.facts import Findings
 from numbench.formatting import display
 from numbench.machine.report import machine_line, time_line
-from numbench.report.markdown import md_text
+from numbench.report.markdown import (
+    crossover_table,
+    environment_table,
+    every_cell_table,
+    md_text,
+    operation_tables,
+)
 from numbench.report.sections import (
     compile_cache_lines,
     dimension_findings,
@@ -45,12 +51,6 @@ from numbench.report.sentences import (
     operation_chart_links,
     warnings_text,
     who_md,
-)
-from numbench.report.tables import (
-    crossover_table,
-    environment_table,
-    every_cell_table,
-    operation_tables,
 )
 from numbench.roofline.contract import read_roofs
 from numbench.roofline.report import roofline_section

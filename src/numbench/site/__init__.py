@@ -6,7 +6,7 @@ This module is the build: what it writes, into which folder, and the command tha
       index.html               the machines (latest run of each), the operations, the steps
                                found (``history changes``) and the runs (``history list``)
       op-<name>-<hash>.html    one page per operation: each cell's time run after run, the
-                               machines side by side (``numbench.site.charts``)
+                               machines side by side (``numbench.site.pages``)
       assets/vega.js           Vega, Vega-Lite and vega-embed, written once (vl-convert's
                                bundle) and referenced relatively by every page
       assets/site.css
