@@ -508,3 +508,27 @@ def test_a_wrong_screen_level_is_refused_naming_it(store_and_pair, extra, said):
     proc = compare(str(old), str(new), *args)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
 
+
+def test_a_store_s_past_pairs_are_judged_once_a_process_and_again_when_it_changes(
+    store_and_pair, monkeypatch
+):
+    """``past_pairs`` remembers its answer by the store's content: a script gating many pairs
+    against one store judges its past pairs once; a store whose cells differ is judged anew."""
+    from numbench import history
+    from numbench.compare import gate
+
+    store, old, new = store_and_pair
+    read = history.read(store)
+    judged = []
+    real = gate._judge_past_pairs
+    monkeypatch.setattr(gate, "_judge_past_pairs", lambda s, m: judged.append(m) or real(s, m))
+    monkeypatch.setattr(gate, "_PAST_PAIRS", {})
+    first = gate.gate(old, new, read, 1.1)
+    again = gate.gate(old, new, history.read(store), 1.1)
+    assert (first.past_pairs, first.past_failed) == (again.past_pairs, again.past_failed) == (7, 0)
+    assert judged == [1.1]
+    gate.gate(old, new, read, 1.2)  # another margin: judged for it
+    assert judged == [1.1, 1.2]
+    read.cells.loc[read.cells.index[0], "median_s"] *= 3  # one cell of one run moved
+    gate.gate(old, new, read, 1.1)
+    assert judged == [1.1, 1.2, 1.1]

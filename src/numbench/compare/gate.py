@@ -49,6 +49,7 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -452,10 +453,31 @@ def judge(
     return both.drop(columns=["rank", "ok_new", "status_old"]), changed
 
 
+#: ``past_pairs``' answers in this process, by the store's content and the margin: they
+#: depend on nothing else, and a script that gates many pairs against one store (the
+#: benchmarks' gate_pairs, gate_power) would judge the same past pairs again on every call
+_PAST_PAIRS: dict[tuple[str, float], tuple[int, int]] = {}
+
+
 def past_pairs(store, margin: float) -> tuple[int, int]:
     """(pairs, failed): the gate's decision without ``--confirm`` on the store's own
     consecutive pairs of runs on one host with the same grid, the latest ``MAX_PAIRS``, each
-    left out of its own history."""
+    left out of its own history. Answered once a process for a store's content."""
+    try:
+        digest = hashlib.sha256(repr(list(store.cells.columns)).encode())
+        for frame in (store.cells, store.runs):
+            digest.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    except TypeError:  # a column pandas cannot hash: judged afresh
+        return _judge_past_pairs(store, margin)
+    key = (digest.hexdigest(), margin)
+    if key not in _PAST_PAIRS:
+        if len(_PAST_PAIRS) >= 16:
+            _PAST_PAIRS.clear()
+        _PAST_PAIRS[key] = _judge_past_pairs(store, margin)
+    return _PAST_PAIRS[key]
+
+
+def _judge_past_pairs(store, margin: float) -> tuple[int, int]:
     runs = store.runs.sort_values(["started_at", "run_id"], kind="stable")
     pairs = []
     for _, same in runs.groupby(["host", "config_hash"], sort=False):
