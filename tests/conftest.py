@@ -8,6 +8,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,11 @@ os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
 # ... and their compute roof from GEMMs of these sizes n (numbench.roofline.measure.TEST_GEMM_ENV),
 # not 512 to 2048: seconds of CPU a library and setting, in every test run that measures roofs.
 os.environ.setdefault("NUMBENCH_TEST_GEMM_SIZES", "128,256")
+# The charts' JavaScript bundle is kept between runs (numbench.report.drawing.CACHE_ENV): in a
+# folder of the suite's own, not the user's cache.
+os.environ.setdefault(
+    "NUMBENCH_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"numbench-tests-cache-{os.getuid()}")
+)
 
 
 def make_spec(

@@ -137,6 +137,50 @@ def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path,
     assert javascript_bundle() in html.read_text(encoding="utf-8")
 
 
+def test_the_page_script_is_kept_between_processes_and_a_cache_that_fails_is_passed_by(
+    tmp_path, monkeypatch
+):
+    """``javascript_bundle`` reads the bundle a process before it kept in the cache folder,
+    under the versions that made it, instead of bundling it again; where the folder cannot be
+    written it bundles it all the same."""
+    import vl_convert
+
+    from numbench.report import drawing
+
+    made = []
+    real = vl_convert.javascript_bundle
+
+    def bundled(**kwargs):
+        made.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(vl_convert, "javascript_bundle", bundled)
+    monkeypatch.setenv(drawing.CACHE_ENV, str(tmp_path / "cache"))
+    drawing.javascript_bundle.cache_clear()
+    first = drawing.javascript_bundle()
+    kept = list((tmp_path / "cache").glob("vega-embed-vl-convert-*.js"))
+    assert len(made) == 1 and len(kept) == 1
+    assert vl_convert.__version__ in kept[0].name
+    assert kept[0].read_text(encoding="utf-8") == first
+    drawing.javascript_bundle.cache_clear()  # as a new process would start
+    assert drawing.javascript_bundle() == first and len(made) == 1
+    # a cache folder that is a file: nothing can be kept, the bundle is made each process
+    (tmp_path / "not a folder").write_text("")
+    monkeypatch.setenv(drawing.CACHE_ENV, str(tmp_path / "not a folder"))
+    drawing.javascript_bundle.cache_clear()
+    assert drawing.javascript_bundle() == first and len(made) == 2
+    drawing.javascript_bundle.cache_clear()
+
+
+def test_the_cache_folder_follows_its_variable_then_xdg_then_home(monkeypatch, tmp_path):
+    from numbench.report.drawing import CACHE_ENV, cache_folder
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_folder({}) == tmp_path / "home" / ".cache" / "numbench"
+    assert cache_folder({"XDG_CACHE_HOME": "/x"}) == Path("/x/numbench")
+    assert cache_folder({"XDG_CACHE_HOME": "/x", CACHE_ENV: "/kept"}) == Path("/kept")
+
+
 @pytest.mark.parametrize("name", chart_names(OPERATIONS))
 def test_html_has_its_javascript_inlined(charts_dir, name):
     html = (charts_dir / f"{name}.html").read_text(encoding="utf-8")

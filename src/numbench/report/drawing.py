@@ -31,9 +31,11 @@ nothing to draw.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
+import os
 import re
 import zlib
 from pathlib import Path
@@ -102,11 +104,36 @@ def chart_spec(chart: alt.TopLevelMixin) -> dict:
         return chart.to_dict()
 
 
+#: the folder ``javascript_bundle`` keeps its bundle in between processes, where set; else
+#: ``$XDG_CACHE_HOME/numbench``, else ``~/.cache/numbench``
+CACHE_ENV = "NUMBENCH_CACHE_DIR"
+
+
+def cache_folder(environ=os.environ) -> Path:
+    """Where numbench keeps what any run may reuse and none depends on (``CACHE_ENV``)."""
+    if environ.get(CACHE_ENV):
+        return Path(environ[CACHE_ENV])
+    base = environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "numbench"
+
+
 @functools.cache
 def javascript_bundle() -> str:
     """vega-embed with Vega and Vega-Lite as one script, inlined in every chart page: bundled
-    once a process (vl-convert bundles it afresh on every call, as altair asks for each page)."""
-    return vl_convert.javascript_bundle(vl_version=vl_version_for_vl_convert())
+    once a process (vl-convert bundles it afresh on every call, as altair asks for each page),
+    and kept in ``cache_folder`` under the versions of vl-convert and Vega-Lite that made it,
+    so that a later charts job reads it instead of bundling it again (seconds each time). A
+    cache that cannot be read or written is passed by: the bundle is made here."""
+    vl_version = vl_version_for_vl_convert()
+    kept = cache_folder() / f"vega-embed-vl-convert-{vl_convert.__version__}-{vl_version}.js"
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if text := kept.read_text(encoding="utf-8"):
+            return text
+    bundle = vl_convert.javascript_bundle(vl_version=vl_version)
+    with contextlib.suppress(OSError):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(bundle, kept)
+    return bundle
 
 
 def chart_page(spec: dict) -> str:

@@ -136,9 +136,9 @@ class Built:
 
 def vega_lite_version() -> str:
     """The Vega-Lite version altair writes its specs for, as vl-convert names it ('v6_4')."""
-    import altair as alt
+    from altair.utils._importers import vl_version_for_vl_convert
 
-    return "_".join(alt.SCHEMA_VERSION.split(".")[:2])
+    return vl_version_for_vl_convert()
 
 
 def bundle_header() -> str:
@@ -152,7 +152,7 @@ def bundle_header() -> str:
 def write_bundle(out: Path) -> bool:
     """Write ``assets/vega.js`` unless the one there was made by the same vl-convert for the
     same Vega-Lite; whether it was written."""
-    import vl_convert
+    from numbench.report.drawing import javascript_bundle  # the charts' own, kept between runs
 
     path = out / pages.BUNDLE
     header = bundle_header()
@@ -161,7 +161,7 @@ def write_bundle(out: Path) -> bool:
             if f.readline() == header:
                 return False
     path.parent.mkdir(parents=True, exist_ok=True)
-    bundle = vl_convert.javascript_bundle(vl_version=vega_lite_version())
+    bundle = javascript_bundle()
     write_text_atomic(header + bundle, path)
     return True
 
