@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -249,12 +250,17 @@ def test_a_build_cut_off_halfway_is_accepted_and_completed_by_the_next(tmp_path,
         build_site(store, out, margin=1.1)
 
 
+#: the one variable kept in the commands' bare environments: the suite's cache folder
+#: (conftest), so that the charts' bundle is not written into the user's cache
+KEPT = {"NUMBENCH_CACHE_DIR": os.environ["NUMBENCH_CACHE_DIR"]}
+
+
 def run_site(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "numbench", "site", *args],
         capture_output=True,
         text=True,
-        env={"PYTHONPATH": str(REPO / "src"), "PATH": str(Path(sys.executable).parent)},
+        env={"PYTHONPATH": str(REPO / "src"), "PATH": str(Path(sys.executable).parent), **KEPT},
     )
 
 
@@ -282,7 +288,7 @@ def site_script(*args: str) -> subprocess.CompletedProcess:
         [sys.executable, str(REPO / "scripts" / "site.py"), *args],
         capture_output=True,
         text=True,
-        env={"PATH": str(Path(sys.executable).parent)},
+        env={"PATH": str(Path(sys.executable).parent), **KEPT},
     )
 
 
