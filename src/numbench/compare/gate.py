@@ -31,8 +31,9 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
    was a fast outlier does not make a NEW at the history's usual level a slowdown.
 3. **Screen loose.** Every cell whose NEW is out of line with the history at
    ``SCREEN_ALPHA`` is *suspect*: a level that lets a 1.2x slowdown of the median cell
-   through on a shared machine, and one cell in five of unchanged code too. It is the second test alone (``--confirm`` measures OLD
-   against NEW), with OLD as one more run of the history (``screen_test``).
+   through on a shared machine, and one cell in five of unchanged code too. It is the second
+   test alone (``--confirm`` measures OLD against NEW), with OLD as one more run of the
+   history (``screen_test``).
 4. **Decide strict.** A cell is *slower* where Holm's step-down over every cell judged
    rejects it at ``ALPHA`` (the family-wise rate: the chance that a pair of unchanged runs
    fails anywhere) and its ratio is past the margin. Without ``--confirm`` the gate fails on
