@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pytest
 from conftest import REPO, copy_workflow, snakemake
 
+from numbench.cells import Cell
 from numbench.offsite import (
     TRANSFER_LIMIT_BYTES,
     compare_inputs,
@@ -177,8 +179,8 @@ def assert_clean_error(proc: subprocess.CompletedProcess, *phrases: str) -> None
 
 
 # -- plan ----------------------------------------------------------------------------------------
-def test_plan_lists_the_grid_in_a_seeded_random_order():
-    from numbench.config import grid
+def test_plan_lists_the_grid_in_the_workflow_s_seeded_order():
+    from numbench.config import JobOrder, grid
 
     cfg = load_config(REPO)  # the default grid: 225 cells
     first, again = make_plan(cfg), make_plan(cfg)
@@ -186,6 +188,10 @@ def test_plan_lists_the_grid_in_a_seeded_random_order():
     assert paths == [c["path"] for c in again["cells"]]
     assert sorted(paths) == sorted(c.path for c in grid(cfg)) and len(set(paths)) == len(paths)
     assert paths != sorted(paths)
+    # the order the workflow's priorities run the cells' jobs in: each below the one before
+    order = JobOrder.of(cfg, grid(cfg))
+    priorities = [order.cell_priority(Cell.from_path(p)) for p in paths]
+    assert all(a > b for a, b in itertools.pairwise(priorities))
     # the libraries are spread over the run: none has its cells all in one stretch
     first_quarter = {p.split("/")[2] for p in paths[: len(paths) // 4]}
     assert first_quarter == set(cfg["libraries"]) - {"cupy"}
@@ -239,6 +245,28 @@ def test_run_needs_no_workflow_environment_and_packs_one_archive(remote):
     assert {"a", "ref_0", "seed"} <= set(arrays) and "norm" in arrays["ref_0"]
     for key in ("host", "python", "started_at", "finished_at"):
         assert manifest[key]
+
+
+def test_run_measures_rounds_and_cells_in_the_order_of_the_workflow_s_priorities(remote):
+    """Each early round, then each cell's own job, in the order the workflow's priorities
+    would run their jobs on one core: every step's priority below the one before it."""
+    from numbench.config import JobOrder
+
+    plan = json.loads((remote["there"] / "plan.json").read_text())
+    cells = [Cell.from_path(c["path"]) for c in plan["cells"]]
+    order = JobOrder.of(plan["config"], cells)
+    assert order.early_rounds >= 1  # TINY keeps the default's early rounds
+    steps = re.findall(
+        r"^(?:round (\d+)|\[\d+/\d+\]) (results/\S+)  ", remote["run"].stdout, flags=re.M
+    )
+    assert len(steps) == len(cells) * (order.early_rounds + 1), remote["run"].stdout
+    priorities = [
+        order.round_priority(Cell.from_path(path), int(k))
+        if k
+        else order.cell_priority(Cell.from_path(path))
+        for k, path in steps
+    ]
+    assert all(a > b for a, b in itertools.pairwise(priorities)), steps
 
 
 def test_run_resumes_without_measuring_again(remote):

@@ -35,6 +35,7 @@ from numbench.config.environments import (
 )
 from numbench.config.grid import (
     DEVICES,
+    JobOrder,
     JobPlan,
     cell_spec,
     devices_for,
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEVICES",
     "ConfigError",
+    "JobOrder",
     "JobPlan",
     "built_environments",
     "cell_spec",

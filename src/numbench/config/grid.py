@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from numbench import inputs_file, libraries, operations
@@ -257,6 +258,13 @@ class JobOrder:
         """Early round ``round_`` of ``cell``: after every round before it, before every
         cell's own job."""
         return (self.early_rounds - round_) * self.stage + self.cell_priority(cell)
+
+    def stage_order(self, cells: Iterable[Cell]) -> list[Cell]:
+        """``cells`` in the order each stage (every cell's round 0, round 1, ..., their own
+        jobs) runs them: the highest priority first. ``offsite run`` measures a plan in this
+        order too (``numbench.offsite.plan.make_plan``), so a grid is measured in one order
+        wherever it runs."""
+        return sorted(cells, key=self.cell_priority, reverse=True)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -105,20 +104,22 @@ def _carried(cfg: dict) -> None:
 
 
 def make_plan(cfg: dict, made_with: dict | None = None) -> dict:
-    """The plan of a resolved config: cells in a seeded random order (``seed`` of the config),
-    so that a slow spell of the remote host is spread over libraries instead of landing on one.
+    """The plan of a resolved config: its cells in the workflow's order
+    (``numbench.config.JobOrder.stage_order``: seeded by the config's ``seed``), which ``run``
+    follows, so that a grid is measured in one order here and there, and a slow spell of the
+    remote host is spread over libraries instead of landing on one.
 
     A user's operation file is named by its place in the bundle (``bundled_operation_file``),
     here and in the archive alike, so that a plan does not depend on where the file lies on
     this host, and the hash of its code (in every cell's spec) says which code it is. A
     user's data file likewise (``planned_data``), with its SHA-256 and size."""
-    from numbench.config import cell_spec, grid
+    from numbench.config import JobOrder, cell_spec, grid
 
     _carried(cfg)
     inputs = _inputs_entries(cfg)
     data_of = {i["path"]: i.get("data") for i in inputs}
-    cells = sorted(grid(cfg))
-    random.Random(f"numbench-offsite-{cfg['seed']}").shuffle(cells)
+    cells = grid(cfg)
+    cells = JobOrder.of(cfg, cells).stage_order(cells)
     entries = [
         {
             "path": c.path,
