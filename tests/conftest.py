@@ -33,6 +33,14 @@ os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
 # ... and their compute roof from GEMMs of these sizes n (numbench.roofline.measure.TEST_GEMM_ENV),
 # not 512 to 2048: seconds of CPU a library and setting, in every test run that measures roofs.
 os.environ.setdefault("NUMBENCH_TEST_GEMM_SIZES", "128,256")
+# The cells a test measures queue on the suite's own timing lock, not on the host's
+# (numbench.measure.host_lock.LOCK_ENV): beside a real run on this host the suite's cells would
+# otherwise wait for each of the run's cells in turn. The suite's processes (pytest-xdist's
+# too) share it, so the suite's own cells still take turns; a test of the host's lock path
+# unsets it.
+os.environ.setdefault(
+    "NUMBENCH_TIMING_LOCK", str(Path(tempfile.gettempdir()) / f"numbench-tests-{os.getuid()}.lock")
+)
 # The charts' JavaScript bundle is kept between runs (numbench.report.drawing.CACHE_ENV): in a
 # folder of the suite's own, not the user's cache.
 os.environ.setdefault(
