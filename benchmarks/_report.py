@@ -1,12 +1,16 @@
-"""Shared by the benchmark scripts: the machine's description, and each script's figures as a
-Markdown section (its command, date and machine under it) for docs/history.md."""
+"""Shared by the benchmark scripts: the machine's description, each script's figures as a
+Markdown section (its command, date and machine under it) for docs/history.md, and a scratch
+copy of the workflow with Snakemake run in it."""
 
 from __future__ import annotations
 
 import datetime as dt
 import os
 import platform
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,6 +18,8 @@ sys.path.insert(0, str(ROOT / "src"))
 #: the tests' slowdown (every call stretched by ``NUMBENCH_TEST_SLOWDOWN``), registered where
 #: ``NUMBENCH_ADAPTERS`` names this file
 SLOWED = ROOT / "tests" / "adapters" / "slowed.py"
+#: what a scratch copy of the workflow holds
+PARTS = ("Snakefile", "config", "workflow", "scripts", "src", "profiles", "envs")
 
 
 def machine() -> str:
@@ -40,6 +46,41 @@ def publish(script: str, body: str, markdown: bool, configfile: str | None) -> N
         return
     cmd = f"python benchmarks/{script}" + (f" --configfile {configfile}" if configfile else "")
     print(markdown_section(cmd, body))
+
+
+def copy_workflow(dst: Path) -> Path:
+    """The workflow's parts (``PARTS``) of this checkout copied into ``dst``."""
+    dst.mkdir(parents=True)
+    for name in PARTS:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dst / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dst / name)
+    return dst
+
+
+def snakemake_env(wd: Path) -> dict[str, str]:
+    """The environment of a Snakemake run in the scratch copy ``wd``: this Python's tools
+    first on PATH, and a timing lock of the copy's own."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    env["NUMBENCH_TIMING_LOCK"] = str(wd / ".timing.lock")
+    return env
+
+
+def snakemake(wd: Path, *args: str) -> float:
+    """Run Snakemake in the scratch copy ``wd`` and return its wall time in seconds; stop
+    with its error's end if it fails."""
+    env = snakemake_env(wd)
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=wd, env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"snakemake {' '.join(args)} failed:\n{proc.stderr[-4000:]}")
+    return wall
 
 
 def workflow_spec(library, operation, size, inputs_path, timing: dict, threads: int = 1, own=None):

@@ -30,8 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from _report import ROOT, machine
-from workflow_cost import PARTS, snakemake_env
+from _report import PARTS, ROOT, machine, snakemake_env
 
 from numbench.machine.system import read_argv
 from numbench.measure.activity import tree_below
@@ -56,7 +55,7 @@ TIMING_SCRIPTS = ("run_cell.py", "roofs.py", "make_inputs.py")
 
 
 def copy_workflow(dst: Path, source: Path) -> None:
-    """The workflow's parts (``workflow_cost.PARTS``) copied from ``source`` into ``dst``."""
+    """The workflow's parts (``_report.PARTS``) copied from ``source`` into ``dst``."""
     dst.mkdir(parents=True)
     for name in PARTS:
         if (source / name).is_dir():

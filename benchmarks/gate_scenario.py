@@ -34,8 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import machine
-from workflow_cost import copy_workflow
+from _report import copy_workflow, machine
 
 HERE = Path(__file__).resolve().parent / "gate_scenario"
 CONFIG = """\

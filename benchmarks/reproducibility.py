@@ -41,9 +41,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _report import publish
+from _report import copy_workflow, publish, snakemake
 from disturb import disturbing
-from workflow_cost import copy_workflow, snakemake
 
 from numbench.cells import KEY
 from numbench.compare.runs import compare

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import sys
 
-import pytest
 import yaml
 from conftest import REPO
 
@@ -68,28 +67,3 @@ def test_twins_stop_at_the_gate_s_margin_and_are_test_only(tmp_path):
         REPO / "config" / "config.yaml", [1.1], tmp_path / "kept.yaml", 1.05, None
     )
     assert yaml.safe_load(kept.read_text(encoding="utf-8"))["replicates"]["max"] == 4
-
-
-@pytest.mark.e2e
-def test_jax_long_process_compares_both_ways_in_the_worker_s_environment(tmp_path):
-    """The script runs a fresh worker and a long process per pair and reports every figure
-    (a small size, few calls: the figures themselves are the script's, not the test's)."""
-    import json
-    import subprocess
-
-    import pytest
-
-    pytest.importorskip("jax")
-    out = tmp_path / "figures.json"
-    cmd = [sys.executable, str(REPO / "benchmarks" / "jax_long_process.py"), "--size", "1000"]
-    cmd += ["--processes", "1", "--rounds", "2", "--calls", "5", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "fresh / long:" in proc.stdout
-    figures = json.loads(out.read_text())
-    assert len(figures["fresh"]) == 1 and figures["fresh"][0] > 0
-    (run,) = figures["long"]
-    assert len(run["first_calls_s"]) == 3 and len(run["worker_in_long_process"]) == 2
-    assert [set(r) for r in run["harness"]] == 2 * [
-        {"median_s", "mean_s", "faults_per_call", "slow_share", "slow_range_s"}
-    ]

@@ -1,9 +1,7 @@
 """The share of a worker's CPUs that other programs took while it measured
 (numbench.measure.cpu_taken), on constructed readings of the clock, of the process's CPU
 time and of the CPUs' busy time; and the process's own CPU time with real child processes
-(in CPU seconds, never wall time). The same cases on the real machine (a busy program on the
-worker's CPU, the process's own threads, a paused stretch) are measured and printed by
-benchmarks/timing_checks.py: their figures depend on what else the machine runs."""
+(in CPU seconds, never wall time)."""
 
 from __future__ import annotations
 

@@ -203,8 +203,7 @@ def test_the_stopping_rule_counts_only_the_worker_s_own_samples():
 def test_a_worker_s_waits_for_its_turns_are_not_counted_as_cpu_taken():
     """``cpu_taken`` is paused before each word is said (the partner may run from that
     moment) and resumed once the next word is heard: the partner's turns, on constructed
-    readings where they take the whole CPU, leave the share at 0. (On the real machine:
-    benchmarks/timing_checks.py.)"""
+    readings where they take the whole CPU, leave the share at 0."""
     clock = FakeClock()
     turns, supervisor, calls, _ = worker_side(clock)
     machine = Machine(cpus=1)

@@ -127,7 +127,7 @@ def test_thread_pool_futures_overlap_dispatch_and_work():
     worker thread whose work waits for a gate that only the sync opens. Waited for, each
     sync finds its one call still queued; pipelined, the loop dispatches every call of the
     sample before its one sync, which finds them all still queued: dispatch never waited
-    for work. (The real ratio of the two, about 2 for 2 ms of each: benchmarks/timing_checks.py.)
+    for work.
     """
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
     gate = threading.Event()

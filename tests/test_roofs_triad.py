@@ -1,20 +1,18 @@
 """The CPU's bandwidth roofs are the best triad, the copy kept beside it (``copy_value``):
 the rows pick the triad over a faster copy, a roofs table from before the column still
 reads, a cell between the triad and the copy streams like a copy (neither a roof measured
-low nor a cost-model error), and triad_check's DRAM roof column follows the triad
-(synthetic timings and constructed tables: nothing is measured here)."""
+low nor a cost-model error). Synthetic timings and constructed tables: nothing is measured
+here."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO
 from test_roofline import MIB, ROOFS, poly, roof_table
 from test_roofline_exact import bench_rows, placed, section
 from test_roofs import timed
@@ -30,10 +28,6 @@ from numbench.roofline.contract import (
     read_roofs,
 )
 from numbench.roofline.measure import rows as roof_rows
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-import triad_check  # noqa: E402
 
 PLAN = {"l2": MIB // 2, "l3": 16 * MIB, "dram": 384 * MIB}
 #: the DRAM roof's copy in ``roofs_with_copy``: 1.7x its triad (40 GB/s), as a glibc
@@ -192,31 +186,3 @@ def _findings():
         crossovers=(),
         warnings=(),
     )
-
-
-def dram_row(value: float, kernel: str, candidates: dict, copy_value=None) -> pd.Series:
-    row = {"value": value, "kernel": kernel, "candidates": json.dumps(candidates)}
-    if copy_value is not None:
-        row["copy_value"] = copy_value
-    return pd.Series(row)
-
-
-def test_triad_check_holds_the_check_against_the_triad_and_prints_the_copy():
-    """A table of now (its roof the triad, ``copy_value`` beside it) and one from before (its
-    roof a copy, no ``copy_value``): either way the DRAM roof column is the triad, and the
-    copy is printed beside it with its own ratio."""
-    now = dram_row(15.0, "triad (Numba, explicit loops)", {"numpy copy": 24.0}, 24.0)
-    before = dram_row(
-        24.0,
-        "copy (NumPy, in place (out=))",
-        {"numba triad": 15.0, "numpy triad": 9.9, "numpy copy": 24.0, "numba copy": 13.5},
-    )
-    for roof in (now, before):
-        assert triad_check.roof_triad(roof) == 15.0
-        assert triad_check.roof_copy(roof) == 24.0
-        line = triad_check.table_row("numba loop", 1, 14.0, roof)
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[3].startswith("15.0 (t1, ")
-        assert cells[4:] == ["1.07", "24.0", "1.71"]
-    assert "its roof: copy (NumPy" in triad_check.roof_said(before, 1)
-    assert triad_check.table_row("numba prange t2", 2, 14.0, None).count("|") == 8
