@@ -101,6 +101,7 @@ def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path,
     quarters of the charts job) and draws the same files as ``chart.save``; every page
     inlines one JavaScript bundle, made once."""
     import altair as alt
+    import vl_convert
 
     bench, speedups, crossovers = constructed_results()
     chart = build_charts(bench, speedups, crossovers, "numpy", "cpu")["speedup_fft"]
@@ -121,8 +122,17 @@ def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path,
             depth[0] -= 1
 
     monkeypatch.setattr(alt.TopLevelMixin, "to_dict", counted)
+    laid_out = []  # vl-convert's Vega layouts: one a chart, the PNG rasterised from the SVG
+    for fmt in ("svg", "png"):
+        real = getattr(vl_convert, f"vegalite_to_{fmt}")
+        monkeypatch.setattr(
+            vl_convert,
+            f"vegalite_to_{fmt}",
+            lambda *a, _real=real, _fmt=fmt, **k: laid_out.append(_fmt) or _real(*a, **k),
+        )
     html, svg, png = save_chart(chart, tmp_path, "c")
     assert made.count(0) == 1, made
+    assert laid_out == ["svg"]
     assert svg.read_bytes() == (expected / "c.svg").read_bytes()
     assert png.read_bytes() == (expected / "c.png").read_bytes()
     # the page is altair's own inlined page, its spec made inert (chart_page)

@@ -167,20 +167,21 @@ def chart_page(spec: dict) -> str:
 
 def save_chart(chart: alt.TopLevelMixin, folder: Path, name: str) -> list[Path]:
     """Write ``name``.html (inlined JavaScript), .svg and .png into ``folder``, all three from
-    one spec (``chart_spec``), drawn by vl-convert as ``chart.save`` draws them."""
+    one spec (``chart_spec``), drawn by vl-convert as ``chart.save`` draws them. The PNG is
+    the SVG rasterised (``vl_convert.svg_to_png``), which is how vl-convert draws a PNG from a
+    spec, without laying the chart out a second time."""
     folder.mkdir(parents=True, exist_ok=True)
     spec = chart_spec(chart.configure(font=FONT))
+    svg = spec_to_mimebundle(spec, format="svg", **_DRAW)["image/svg+xml"]
     paths = []
     for fmt in FORMATS:
         path = folder / f"{name}.{fmt}"
         if fmt == "html":
             write_text_atomic(chart_page(spec), path)
         elif fmt == "png":
-            bundle, _ = spec_to_mimebundle(spec, format="png", **_DRAW, scale_factor=2)
-            path.write_bytes(bundle["image/png"])
+            path.write_bytes(vl_convert.svg_to_png(svg, scale=2))
         else:
-            bundle = spec_to_mimebundle(spec, format="svg", **_DRAW)
-            path.write_text(bundle["image/svg+xml"], encoding="utf-8")
+            path.write_text(svg, encoding="utf-8")
         paths.append(path)
     return paths
 
