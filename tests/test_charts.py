@@ -14,11 +14,20 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from altair.utils.html import spec_to_html
 from conftest import constructed_results, made_once
 
 from numbench.report.charts import build_charts, chart_names, speedup_chart
-from numbench.report.drawing import FONT, FORMATS, heatmap_frame, javascript_bundle, save_chart
+from numbench.report.drawing import (
+    FONT,
+    FORMATS,
+    chart_spec,
+    heatmap_frame,
+    javascript_bundle,
+    save_chart,
+)
 
 OPERATIONS = ["fft", "sort"]
 # A console message as Chromium logs it with --enable-logging=stderr, e.g.
@@ -97,9 +106,10 @@ def test_every_chart_is_written_in_every_format(charts_dir):
 
 
 def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path, monkeypatch):
-    """save_chart makes the spec once (altair's save and to_html each make it again: three
-    quarters of the charts job) and draws the same files as ``chart.save``; every page
-    inlines one JavaScript bundle, made once."""
+    """save_chart makes the spec with its data once (altair's save and to_html each make it
+    again: three quarters of the charts job), beside one outline without data or checks, and
+    draws the same files as ``chart.save``; every page inlines one JavaScript bundle, made
+    once."""
     import altair as alt
     import vl_convert
 
@@ -114,7 +124,7 @@ def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path,
     to_dict = alt.TopLevelMixin.to_dict
 
     def counted(self, *args, **kwargs):  # a layered chart's layers are made inside it
-        made.append(depth[0])
+        made.append((depth[0], kwargs.get("validate", True)))
         depth[0] += 1
         try:
             return to_dict(self, *args, **kwargs)
@@ -131,13 +141,22 @@ def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path,
             lambda *a, _real=real, _fmt=fmt, **k: laid_out.append(_fmt) or _real(*a, **k),
         )
     html, svg, png = save_chart(chart, tmp_path, "c")
-    assert made.count(0) == 1, made
+    assert [checked for level, checked in made if level == 0] == [False, True], made
     assert laid_out == ["svg"]
     assert svg.read_bytes() == (expected / "c.svg").read_bytes()
     assert png.read_bytes() == (expected / "c.png").read_bytes()
-    # the page is altair's own inlined page, its spec made inert (chart_page)
-    page = configured.to_html(inline=True)
-    text = json.dumps(configured.to_dict())
+    # the page is altair's own inlined page of that spec (as to_html makes it), made inert
+    # (chart_page); the spec's frames cut to their named columns (test below)
+    spec = chart_spec(configured)
+    page = spec_to_html(
+        spec,
+        mode="vega-lite",
+        vegalite_version=alt.VEGALITE_VERSION,
+        vegaembed_version=alt.VEGAEMBED_VERSION,
+        vega_version=alt.VEGA_VERSION,
+        template="inline",
+    )
+    text = json.dumps(spec)
     assert text in page
     inert = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     assert html.read_text(encoding="utf-8") == page.replace(text, inert)
@@ -145,6 +164,38 @@ def test_a_chart_s_three_files_come_from_one_spec_as_altair_saves_them(tmp_path,
     save_chart(chart, tmp_path, "again")
     assert javascript_bundle.cache_info().misses == 1
     assert javascript_bundle() in html.read_text(encoding="utf-8")
+
+
+def test_a_spec_leaves_out_the_columns_it_never_names_unless_a_mark_shows_every_field():
+    """A column is kept where its name appears anywhere in the spec (an encoding, a tooltip,
+    a transform, an expression; a name like ``x`` that the spec's keys hold is kept too)."""
+    import altair as alt
+
+    frame = pd.DataFrame(
+        {
+            "speed": [1.0, 2.0],
+            "width": [3.0, 4.0],
+            "per.call": [5.0, 6.0],
+            "host": ["p", "q"],
+            "unused": [0, 1],
+        }
+    )
+    shown = alt.Chart(frame).mark_point().encode(x="speed:Q", y="per\\.call:Q", tooltip=["host:N"])
+    ((rows,),) = [values[:1] for values in chart_spec(shown)["datasets"].values()]
+    assert set(rows) == {"speed", "per.call", "host"}
+    derived = (
+        alt.Chart(frame)
+        .transform_filter("datum.width > 3")
+        .transform_calculate(twice="datum.speed * 2")
+        .mark_point()
+        .encode(x="twice:Q")
+    )
+    ((rows,),) = [values[:1] for values in chart_spec(derived)["datasets"].values()]
+    assert set(rows) == {"speed", "width"}
+    # a tooltip of every field: every column stays
+    every = alt.Chart(frame).mark_point(tooltip=True).encode(x="speed:Q")
+    ((rows,),) = [values[:1] for values in chart_spec(every)["datasets"].values()]
+    assert set(rows) == set(frame.columns)
 
 
 def test_the_page_script_is_kept_between_processes_and_a_cache_that_fails_is_passed_by(

@@ -44,6 +44,7 @@ import altair as alt
 import pandas as pd
 import vl_convert
 from altair.utils._importers import vl_version_for_vl_convert
+from altair.utils.data import to_values
 from altair.utils.html import INLINE_HTML_TEMPLATE
 from altair.utils.mimebundle import spec_to_mimebundle
 
@@ -95,13 +96,43 @@ FORMATS = ("html", "svg", "png")
 
 
 def chart_spec(chart: alt.TopLevelMixin) -> dict:
-    """The chart's Vega-Lite spec, its data inlined, as ``chart.save`` makes it.
+    """The chart's Vega-Lite spec, its data inlined, as ``chart.save`` makes it, with each
+    frame cut to the columns the spec names.
 
     Made once a chart and handed to each of its formats: altair makes it again on every
     ``save`` and ``to_html`` (checking it against the schema and converting the data each
-    time), which was three quarters of the charts job."""
-    with alt.data_transformers.enable("default"), alt.data_transformers.disable_max_rows():
+    time), which was three quarters of the charts job. The frames the charts draw from hold
+    every column of their table, and altair converts each column of a frame it inlines, used
+    or not: the spec is first outlined without data, and a column whose name it never
+    mentions is left out (``_named_columns``); none is where a mark shows every field
+    (``EVERY_FIELD``)."""
+    with alt.data_transformers.enable("numbench-outline"):
+        outline = json.dumps(chart.to_dict(validate=False))
+    alt.data_transformers.register(
+        "numbench-cut", functools.partial(_named_columns, outline=outline)
+    )
+    with alt.data_transformers.enable("numbench-cut"):
         return chart.to_dict()
+
+
+def _named_columns(data, outline: str):
+    """``data`` inlined as altair's default transformer inlines it (no row limit), a frame
+    cut to the columns ``outline`` (a spec's JSON) names: as written, or with the dots and
+    brackets escaped as Vega-Lite writes a field name that holds them."""
+    if isinstance(data, pd.DataFrame) and not any(all_ in outline for all_ in EVERY_FIELD):
+
+        def named(column) -> bool:
+            name = str(column)
+            escaped = re.sub(r"([.\[\]])", r"\\\1", name)
+            return any(json.dumps(n)[1:-1] in outline for n in (name, escaped))
+
+        data = data[[c for c in data.columns if named(c)]]
+    return to_values(data)
+
+
+#: how a spec's JSON says that a mark shows every field of its data (its tooltip)
+EVERY_FIELD = ('"tooltip": true', '"content": "data"')
+alt.data_transformers.register("numbench-outline", lambda data: {"values": []})
 
 
 #: the folder ``javascript_bundle`` keeps its bundle in between processes, where set; else
