@@ -5,8 +5,8 @@ Three steps, for a host that has the numerical libraries but not the workflow's 
 
 1. ``plan`` (here, in the workflow's environment) validates the config exactly as the
    workflow does and writes one JSON plan: every cell's spec and output path (in the
-   workflow's seeded order), the inputs files to make, and the config it came from; its bundle carries
-   the user's operation files and data files (``numbench.offsite.plan``).
+   workflow's seeded order), the inputs files to make, and the config it came from; its
+   bundle carries the user's operation files and data files (``numbench.offsite.plan``).
 2. ``run`` (there; needs numpy, pyarrow and this package from ``src/``, nothing else) makes
    the inputs files in a scratch folder, runs every cell with ``numbench.measure.supervisor.run_cell``
    (the host lock, the timeouts and the fault statuses come with it), keeps one log per
