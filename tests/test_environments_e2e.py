@@ -42,7 +42,9 @@ def index_reachable() -> bool:
 #: lockstep, so what disturbs one side's turns disturbs the other's milliseconds apart.
 #: PyTorch is in the grid so that an environment's libraries are a choice: the pinned one
 #: measures only the library it pins (its default), the slowed twin only the one it names
-#: (``libraries``), and neither starts PyTorch for cells of its own.
+#: (``libraries``), and neither starts PyTorch for cells of its own. Three rounds a cell at
+#: least: a version's interval with two rounds rests on a t of one degree of freedom, and on a
+#: machine at load 5 the slowed twin's 10.3x matmul read 'same', its interval 0.60x to 176x.
 def config(pins: str, slowdown: str = "10") -> str:
     return f"""\
 libraries: [numpy, torch]
@@ -52,7 +54,7 @@ operations:
   matmul:
     sizes: [64]
 {FAST_TIMING}
-replicates: {{min: 2, max: 6, early_rounds: 1, max_cpu_taken: null}}
+replicates: {{min: 3, max: 6, early_rounds: 1, max_cpu_taken: null}}
 environments:
   numpy-old: [{pins}]
   slow:
