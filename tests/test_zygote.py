@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,7 @@ import pytest
 from conftest import REPO, make_spec
 
 from numbench.config import ConfigError, cell_spec, grid, resolve
+from numbench.errors import MachineryFault
 from numbench.measure import inputs, lockstep, process, zygote
 
 pytestmark = pytest.mark.skipif(not zygote.supported(), reason="forking workers needs Linux")
@@ -253,3 +255,17 @@ def test_a_zygote_ends_with_the_run_it_serves(here):
             break
         time.sleep(0.05)
     assert served(here) == []
+
+
+def test_a_worker_whose_zygote_ends_fails_its_job_with_that_fault_and_not_another():
+    # the zygote's end of the connection closes with no word of its worker's end, as when
+    # the zygote dies while its worker runs
+    ours, zygotes = socket.socketpair()
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    worker = zygote.ForkedWorker(ours, pid_max + 1, ["python", "-m", zygote.WORKER_MODULE])
+    zygotes.close()
+    with pytest.raises(MachineryFault, match="the zygote of worker .* ended before it"):
+        worker.wait(timeout=5)
+    # the job's handler kills the worker's group and waits for it: it is gone with its zygote
+    process.kill_group(worker)
+    assert worker.poll() == -signal.SIGKILL and worker.wait(timeout=0) == -signal.SIGKILL

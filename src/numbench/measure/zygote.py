@@ -171,6 +171,9 @@ class ForkedWorker:
         data = self.conn.recv(65536)
         if not data:
             self.conn.close()
+            # its worker went with it (``PR_SET_PDEATHSIG``): later looks answer at once, as
+            # for a child killed so, and a kill of its group on the way out finds it ended
+            self.returncode = -signal.SIGKILL
             from numbench.errors import MachineryFault
 
             raise MachineryFault(f"the zygote of worker {self.pid} ended before it")
