@@ -44,7 +44,7 @@ FLOORS = {
 #: a module holds one concern, and one concern may be long: asv's and pyperf's modules run from
 #: 300 to 750 lines. The cap catches a module that has grown a second concern; splitting one
 #: only to pass a lower cap scattered a concern over files that each made sense only beside another
-MAX_MODULE_LINES = 700
+MAX_MODULE_LINES = 750
 #: no function of the package, the rules' scripts or the benchmarks is longer (its decorators left out)
 MAX_FUNCTION_LINES = 80
 

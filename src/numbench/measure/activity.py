@@ -159,6 +159,18 @@ def is_snakemake(argv: list[str]) -> bool:
     return False
 
 
+def job_pid() -> int:
+    """The timing job's own process, the one Snakemake started: this one, or the one that
+    handed its job to this process, forked by a zygote (``numbench.measure.job``)."""
+    return int(os.environ.get(zygote.JOB_PID_ENV) or os.getpid())
+
+
+def job_parent() -> int:
+    """The parent of the timing job's own process (``job_pid``): where the workflow's own
+    processes are looked for (``workflow_pids``)."""
+    return int(os.environ.get(zygote.JOB_PARENT_ENV) or os.getppid())
+
+
 def workflow_pids(parent: int, proc: str | os.PathLike = "/proc") -> list[int] | None:
     """The workflow's own processes: ``parent`` and its ancestors up to the nearest that is
     Snakemake; None where none is, or ``parent`` cannot be read (nothing is set apart)."""
@@ -229,8 +241,8 @@ class WorkflowCpu:
         own: int | None = None,
     ) -> None:
         self._proc = proc
-        self._own = os.getpid() if own is None else own
-        self.pids = workflow_pids(os.getppid() if parent is None else parent, proc)
+        self._own = job_pid() if own is None else own
+        self.pids = workflow_pids(job_parent() if parent is None else parent, proc)
         found = {pid: read_process(pid, proc) for pid in self.pids or []}
         self._started = {pid: stat[1] for pid, stat in found.items() if stat is not None}
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from numbench.libraries import chosen_cpus
-from numbench.measure.activity import workflow_pids
+from numbench.measure.activity import job_parent, workflow_pids
 
 Cpus = frozenset[int]
 
@@ -185,7 +185,7 @@ def keep_apart(
     """The workflow's own processes above this job (``parent``: its parent by default),
     kept off the CPUs a worker of ``threads`` threads started by this job pins itself to;
     enter it with the host's timing lock held."""
-    pids = workflow_pids(os.getppid() if parent is None else parent, proc)
+    pids = workflow_pids(job_parent() if parent is None else parent, proc)
     tasks = functools.partial(thread_ids, proc=proc)
     take_workflow_affinity(pids, tasks=tasks, get=get, put=put)
     mine = get(0)

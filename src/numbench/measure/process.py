@@ -100,8 +100,10 @@ def job_environment(job: WorkerJob) -> dict[str, str]:
         env[compile_cache.FOLDER_ENV] = job.compile_folder
     env["PYTHONUNBUFFERED"] = "1"
     env[SUPERVISOR_ENV] = str(os.getpid())
+    for variable in (zygote.JOB_PID_ENV, zygote.JOB_PARENT_ENV):  # the job's, not the worker's
+        env.pop(variable, None)
     src = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = zygote.with_first(src, env.get("PYTHONPATH"))
     return env
 
 
@@ -276,10 +278,10 @@ def run_pid() -> int:
     """The process of the run this one measures for, which a zygote it starts ends with:
     the Snakemake above this job (``activity.workflow_pids``), or, with none (``numbench
     offsite run``, a test), this process."""
-    from numbench.measure.activity import workflow_pids
+    from numbench.measure.activity import job_parent, job_pid, workflow_pids
 
-    found = workflow_pids(os.getppid())
-    return found[-1] if found else os.getpid()
+    found = workflow_pids(job_parent())
+    return found[-1] if found else job_pid()
 
 
 def spawn(

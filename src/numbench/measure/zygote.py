@@ -40,6 +40,12 @@ killed by the kernel (``PR_SET_PDEATHSIG``).
 
 This module's server side imports nothing of numbench's before the fork: a worker imports
 numbench's modules itself, from the files as they are when it starts.
+
+**A job's zygote** (key ``JOB``) is the one exception: it has imported numbench's supervisor,
+and forks each timing job's process (``numbench.measure.job``), not a worker. Its key holds a
+digest of numbench's own files (``socket_name``'s ``code``), so code edited during a run is
+what the next job runs; its children draw no layout of their own (they measure nothing), and NumPy is
+imported in it with its BLAS limited to one thread (``JOB_IMPORT_THREADS``).
 """
 
 from __future__ import annotations
@@ -71,6 +77,8 @@ VOLATILE = frozenset(
         "NUMBENCH_COMPILE_CACHE",
         "TMPDIR",
         "_",
+        "NUMBENCH_JOB_PID",
+        "NUMBENCH_JOB_PARENT",
         "OLDPWD",
         "PWD",
         "SHLVL",
@@ -78,6 +86,17 @@ VOLATILE = frozenset(
 )
 #: threads a library may leave running at import that are safe across a fork
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+#: a job's zygote's key, where a worker's names its library, and the module its children run
+JOB, JOB_MODULE = "numbench-job", "numbench.measure.job"
+#: set in a job's forked process: the pid of the job's own process (which waits for it)
+#: and that one's parent's
+JOB_PID_ENV, JOB_PARENT_ENV = "NUMBENCH_JOB_PID", "NUMBENCH_JOB_PARENT"
+#: what ``fork_worker`` says where no zygote serves and it was told not to start one
+NOT_SERVING = "exec: no zygote serves"
+#: threads' variables a job's zygote imports NumPy with (and unsets after): its BLAS would
+#: start a thread pool at import, which a fork cannot take along; the supervisor computes
+#: nothing with it, and each worker's environment sets its own
+JOB_IMPORT_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: the modules imported in a zygote, per library adapter (its ``module`` where not listed)
 PRELOAD = {
     "jax": ("jax", "jax.numpy"),
@@ -86,6 +105,7 @@ PRELOAD = {
     "torch": ("numpy", "torch"),
     "tensorflow": ("numpy", "tensorflow"),
     "cupy": ("numpy", "cupy"),
+    JOB: (JOB_MODULE, "numbench.measure.supervisor", "numbench.measure.quiet"),
 }
 #: the exit status of a child whose set-up failed before the worker ran
 SETUP_FAULT_EXIT = 70
@@ -119,16 +139,25 @@ def supported() -> bool:
     return sys.platform.startswith("linux") and hasattr(socket, "AF_UNIX")
 
 
-def socket_name(library: str, python: str, env: dict[str, str], cwd: str | None = None) -> str:
+def socket_name(
+    library: str, python: str, env: dict[str, str], cwd: str | None = None, code: str = ""
+) -> str:
     """The zygote's address for a worker of ``library`` run by ``python`` with ``env``: the
-    user, the folder, and a digest of everything a worker's import depends on."""
+    user, the folder, and a digest of everything a worker's import depends on (``code``:
+    what else it does, the digest of the files a job's zygote has imported)."""
     stable = sorted((k, v) for k, v in env.items() if k not in VOLATILE)
     here = Path(__file__)
-    code = f"{here.stat().st_mtime_ns}:{here.stat().st_size}"
+    code = f"{here.stat().st_mtime_ns}:{here.stat().st_size}:{code}"
     # the interpreter as named, not resolved: a virtual environment's python links to its
     # base's, and its packages are its own
     key = json.dumps([os.path.abspath(python), library, stable, code], separators=(",", ":"))
     return _names_begin(cwd) + hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def with_first(folder: str, pythonpath: str | None) -> str:
+    """``PYTHONPATH`` with ``folder`` first, and once."""
+    rest = [p for p in (pythonpath or "").split(os.pathsep) if p and p != folder]
+    return os.pathsep.join([folder, *rest])
 
 
 def _names_begin(cwd: str | None = None) -> str:
@@ -285,21 +314,26 @@ def fork_worker(
     pass_fds: tuple[int, ...] = (),
     timeout_s: float = 600.0,
     watch: int | None = None,
+    launch_one: bool = True,
+    code: str = "",
 ) -> tuple[ForkedWorker | None, str]:
     """Have a zygote fork the worker that ``cmd`` (``python -m numbench.measure.worker SPEC
     RESULT``) would start, with ``env``, this process's stdout and stderr, and ``pass_fds``
     at their numbers. (the worker, "fork"), or (None, "exec: why") where it must start fresh.
     ``timeout_s`` bounds the wait for a zygote that is starting; a zygote started here ends
-    with the process ``watch`` (the run; default: this process)."""
+    with the process ``watch`` (the run; default: this process). ``launch_one`` False: where
+    none serves, none is started (``NOT_SERVING``). ``code``: ``socket_name``'s."""
     if not supported():
         return None, "exec: forking workers needs Linux"
     if len(pass_fds) + 2 > MAX_FDS:
         return None, f"exec: more than {MAX_FDS} descriptors to pass"
     python, argv = cmd[0], cmd[3:]
-    name = socket_name(library, python, env)
+    name = socket_name(library, python, env, code=code)
     if name in _refused:
         return None, _refused[name]
     sock = _connect(name)
+    if sock is None and not launch_one:
+        return None, NOT_SERVING
     if sock is None:
         refused = launch(library, python, env, name, timeout_s, watch)
         if refused:
@@ -373,11 +407,17 @@ def preload(library: str) -> str | None:
     """Import the library's modules; None, or why its workers must start fresh."""
     import importlib
 
-    for module in PRELOAD.get(library, (library,)):
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # noqa: BLE001 - a fresh worker reports it as it should
-            return f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
+    unset = [v for v in JOB_IMPORT_THREADS if v not in os.environ] if library == JOB else []
+    os.environ.update({variable: "1" for variable in unset})
+    try:
+        for module in PRELOAD.get(library, (library,)):
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - a fresh worker reports it as it should
+                return f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
+    finally:
+        for variable in unset:
+            os.environ.pop(variable, None)
     running = [n for n in thread_names() if n not in FORK_SAFE_THREADS]
     if running:
         return f"its import leaves {len(running)} thread(s) running ({', '.join(sorted(running))})"
@@ -448,8 +488,9 @@ class Watch:
 class Zygote:
     """The serving loop: requests in, workers forked, their ends sent back."""
 
-    def __init__(self, listener: socket.socket, idle_s: float, import_s: float, watch: Watch):
+    def __init__(self, listener, idle_s: float, import_s: float, watch: Watch, module: str):
         self.listener, self.idle_s, self.import_s, self.watch = listener, idle_s, import_s, watch
+        self.module = module  # what each child runs: a worker, or a job (``JOB_MODULE``)
         self.import_rss = rss_mb()
         self.forks = 0
         self.conns: dict[socket.socket, dict] = {}  # buffer, fds, child pid, cpu at start
@@ -597,6 +638,12 @@ class Zygote:
             import tempfile
 
             tempfile.tempdir = None
+            sys.argv = [self.module, *request["argv"]]
+            if self.module == JOB_MODULE:  # preloaded: it runs the job and leaves by itself
+                os.environ.pop(FORKED_ENV, None)
+                from numbench.measure import job
+
+                job.forked(request["argv"])
             start_rss = rss_mb()
             global _layout
             _layout = vary_layout()  # kept for the worker's life
@@ -610,7 +657,6 @@ class Zygote:
             # the worker as ``python -m`` runs it: it leaves by itself (worker.leave)
             import runpy
 
-            sys.argv = [WORKER_MODULE, *request["argv"]]
             runpy.run_module(WORKER_MODULE, run_name="__main__", alter_sys=True)
         except BaseException:  # noqa: BLE001 - the set-up failed: say why, and go
             import traceback
@@ -671,7 +717,8 @@ def serve(name: str, library: str, idle_s: float, watch_pid: int) -> int:
     if refused:
         _refuse(listener, refused, idle_s, watch)
         return 0
-    Zygote(listener, idle_s, import_s, watch).serve()
+    module = JOB_MODULE if library == JOB else WORKER_MODULE
+    Zygote(listener, idle_s, import_s, watch, module).serve()
     return 0
 
 

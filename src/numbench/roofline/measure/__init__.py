@@ -91,7 +91,7 @@ from numbench.cells import roof_dims
 from numbench.errors import MachineryFault
 from numbench.machine.system import cpu_info
 from numbench.measure import process
-from numbench.measure.activity import workflow_pids
+from numbench.measure.activity import job_parent, workflow_pids
 from numbench.measure.apart import take_workflow_affinity
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.process import WorkerJob
@@ -559,7 +559,7 @@ def measure_roofs(
     jobs = RoofJobs(allocator, max_cpu_taken, say, runner, busy_now)
     label = "roofs " + ", ".join(f"{d} {t} t{n}" for d, t, n in dims)
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s, say=say):
-        take_workflow_affinity(workflow_pids(os.getppid()))
+        take_workflow_affinity(workflow_pids(job_parent()))
         locked_from = time.time()
         rows = measure_dims(dims, grid_libraries, jobs)
         locked_until = time.time()
