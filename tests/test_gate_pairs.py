@@ -5,6 +5,7 @@ instead of runs of the default grid."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -292,9 +293,41 @@ def test_the_scenario_s_judge_finds_a_real_step_across_it_and_nothing_before(tmp
     text = gate_scenario.judge(out, 5, planted=("torch", "sort"))
     said = re.search(
         r"planted cell flagged \(slower or suspect\) in (\d+) of 16 pairs, other "
-        r"cells flagged slower or broken (\d+) times\. Before it: (\d+) of 12",
+        r"cells flagged slower or broken (\d+) times; the gate failed on the planted cell "
+        r"alone in (\d+) of 16\. Before it: (\d+) of 12",
         text,
     )
     assert said, text
-    caught, others, failed = map(int, said.groups())
-    assert caught >= 12 and others == 0 and failed == 0, text
+    caught, others, alone, failed = map(int, said.groups())
+    # with four runs before the slowdown the history judges no cell: only the screen flags
+    assert caught >= 12 and others == 0 and alone == 0 and failed == 0, text
+
+
+def test_a_scenario_environment_has_its_own_factor_and_this_interpreter_s_packages(tmp_path):
+    """The slowdown belongs to an environment: its interpreter imports this one's packages,
+    and the planted operation reads the environment's factor before the file beside it."""
+    import shutil
+    import subprocess
+
+    import gate_scenario
+
+    programs = gate_scenario.environment(tmp_path / "after", 1.3)
+    beside = tmp_path / "op"
+    beside.mkdir()
+    shutil.copy2(gate_scenario.HERE / "planted.py", beside / "planted.py")
+    code = (
+        "import sys, numpy; sys.path.insert(0, sys.argv[1]); import planted; "
+        "print(planted.planted_factor(), numpy.__version__, sys.prefix)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+
+    def run(python: Path) -> list[str]:
+        cmd = [str(python), "-c", code, str(beside)]
+        return subprocess.run(
+            cmd, env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+
+    (beside / "factor.txt").write_text("9.0\n")
+    assert run(programs / "python") == ["1.3", np.__version__, str(tmp_path / "after")]
+    # an interpreter without a factor of its own reads the file beside the operation
+    assert run(Path(sys.executable))[0] == "9.0"
