@@ -218,11 +218,11 @@ def _hand_over(argv: list[str], env: dict[str, str], code: str) -> tuple[int | N
     signal.signal(signal.SIGTERM, pass_on)
     signal.signal(signal.SIGINT, pass_on)
     try:
-        code = forked.wait()
+        status = forked.wait()
     except MachineryFault as exc:
         print(f"cell job failed: {exc}; the next run measures the cell again", file=sys.stderr)
         return FAILED_EXIT, how
-    return (128 - code if code < 0 else code), how
+    return (128 - status if status < 0 else status), how  # a signal's, as a shell says it
 
 
 def leave(code: int | None) -> None:
