@@ -105,7 +105,8 @@ PRELOAD = {
     "torch": ("numpy", "torch"),
     "tensorflow": ("numpy", "tensorflow"),
     "cupy": ("numpy", "cupy"),
-    JOB: (JOB_MODULE, "numbench.measure.supervisor", "numbench.measure.quiet"),
+    # what the job's module imports, not the module itself, which each child runs afresh
+    JOB: ("numbench.measure.host_lock", "numbench.measure.supervisor", "numbench.measure.quiet"),
 }
 #: the exit status of a child whose set-up failed before the worker ran
 SETUP_FAULT_EXIT = 70
@@ -639,25 +640,24 @@ class Zygote:
 
             tempfile.tempdir = None
             sys.argv = [self.module, *request["argv"]]
-            if self.module == JOB_MODULE:  # preloaded: it runs the job and leaves by itself
+            if self.module == WORKER_MODULE:  # a job's process measures nothing itself
+                start_rss = rss_mb()
+                global _layout
+                _layout = vary_layout()  # kept for the worker's life
+                told = {
+                    "import_s": self.import_s,
+                    "first": first,
+                    "import_rss_mb": self.import_rss,
+                    "start_rss_mb": start_rss,
+                }
+                os.environ[FORKED_ENV] = json.dumps(told)
+            else:
                 os.environ.pop(FORKED_ENV, None)
-                from numbench.measure import job
-
-                job.forked(request["argv"])
-            start_rss = rss_mb()
-            global _layout
-            _layout = vary_layout()  # kept for the worker's life
-            told = {
-                "import_s": self.import_s,
-                "first": first,
-                "import_rss_mb": self.import_rss,
-                "start_rss_mb": start_rss,
-            }
-            os.environ[FORKED_ENV] = json.dumps(told)
-            # the worker as ``python -m`` runs it: it leaves by itself (worker.leave)
+            # the worker (or the job) as ``python -m`` runs it: it leaves by itself
+            # (``worker.leave``, ``job.leave``)
             import runpy
 
-            runpy.run_module(WORKER_MODULE, run_name="__main__", alter_sys=True)
+            runpy.run_module(self.module, run_name="__main__", alter_sys=True)
         except BaseException:  # noqa: BLE001 - the set-up failed: say why, and go
             import traceback
 
