@@ -666,5 +666,18 @@ def constructed_results(gpu: str | None = None):
 
 
 @pytest.fixture
+def zygote_folder(tmp_path, monkeypatch):
+    """A folder of its own (zygotes are per folder) with an elementwise 1000 input in
+    ``in.npz``, zygotes that end soon after their last worker or job, and none left behind."""
+    from numbench.measure import inputs, zygote
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(zygote.IDLE_ENV, "30")
+    inputs.write("elementwise", 1000, 1, tmp_path / "in.npz")
+    yield tmp_path
+    zygote.stop_all(str(tmp_path.resolve()))
+
+
+@pytest.fixture
 def results():
     return constructed_results()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_spec
 
-from numbench.measure import activity, inputs, job, zygote
+from numbench.measure import activity, job, zygote
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.job import FAILED_EXIT
 
@@ -46,14 +46,8 @@ json.dump(codes, open(sys.argv[2], "w"))
 
 
 @pytest.fixture
-def here(tmp_path, monkeypatch):
-    """A folder of its own (zygotes are per folder), its inputs written, zygotes that end
-    soon after their last job, and none left behind."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(zygote.IDLE_ENV, "30")
-    inputs.write("elementwise", 1000, 1, tmp_path / "in.npz")
-    yield tmp_path
-    zygote.stop_all(str(tmp_path.resolve()))
+def here(zygote_folder):
+    return zygote_folder
 
 
 def round_job(folder: Path, output: str, how: str = "fork", **timing) -> list[str]:

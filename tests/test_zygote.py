@@ -22,7 +22,7 @@ from conftest import REPO, make_spec
 
 from numbench.config import ConfigError, cell_spec, grid, resolve
 from numbench.errors import MachineryFault
-from numbench.measure import inputs, lockstep, process, zygote
+from numbench.measure import lockstep, process, zygote
 
 pytestmark = pytest.mark.skipif(not zygote.supported(), reason="forking workers needs Linux")
 
@@ -31,14 +31,8 @@ TIMING = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 5, "budge
 
 
 @pytest.fixture
-def here(tmp_path, monkeypatch):
-    """A folder of its own (zygotes are per folder), its inputs written, zygotes that end
-    soon after their last worker, and none left behind."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(zygote.IDLE_ENV, "30")
-    inputs.write("elementwise", 1000, 1, tmp_path / "in.npz")
-    yield tmp_path
-    zygote.stop_all(str(tmp_path.resolve()))
+def here(zygote_folder):
+    return zygote_folder
 
 
 def spec(tmp_path: Path, how: str = "fork", **timing):
