@@ -11,10 +11,6 @@ import sys
 
 import _path  # noqa: F401
 
-from numbench.measure.host_lock import keep_pandas_out
-
-keep_pandas_out()
-
-from numbench.measure.job import run  # noqa: E402 - pandas is kept out first
+from numbench.measure.job import run
 
 sys.exit(run(sys.argv[1:]))

@@ -162,9 +162,10 @@ def run(argv: list[str]) -> int:
     """The job's entry point: handed to a process a zygote forks for it where one serves
     (``worker_start: fork``), else run here (``main``), starting a zygote for the jobs after
     it; its exit status either way."""
+    keep_pandas_out()
     exit_on_sigterm()
-    spec = _spec_of(argv)
-    if spec is None or spec.worker_start != "fork" or not zygote.supported():
+    spec = CellSpec.from_json(parser().parse_args(argv).spec)
+    if spec.worker_start != "fork" or not zygote.supported():
         return main(argv)
     env, code = zygote_environment(), package_digest()
     name = zygote.socket_name(zygote.JOB, sys.executable, env, code=code)
@@ -186,20 +187,6 @@ def run(argv: list[str]) -> int:
             print(f"job: later jobs run in their own process: {refused}", flush=True)
 
     return main(argv, then=start_zygote)
-
-
-def _spec_of(argv: list[str]) -> CellSpec | None:
-    """The spec in the job's arguments; None where they hold none that can be read (``main``
-    then says what is wrong, as argparse does)."""
-    for i, arg in enumerate(argv):
-        text = argv[i + 1] if arg == "--spec" and i + 1 < len(argv) else None
-        text = arg.partition("=")[2] if arg.startswith("--spec=") else text
-        if text is not None:
-            try:
-                return CellSpec.from_json(text)
-            except (ValueError, TypeError, KeyError):
-                return None
-    return None
 
 
 def _hand_over(argv: list[str], env: dict[str, str], code: str) -> tuple[int | None, str]:

@@ -44,8 +44,8 @@ numbench's modules itself, from the files as they are when it starts.
 **A job's zygote** (key ``JOB``) is the one exception: it has imported numbench's supervisor,
 and forks each timing job's process (``numbench.measure.job``), not a worker. Its key holds a
 digest of numbench's own files (``socket_name``'s ``code``), so code edited during a run is
-what the next job runs; its children draw no layout of their own (they measure nothing), and NumPy is
-imported in it with its BLAS limited to one thread (``JOB_IMPORT_THREADS``).
+what the next job runs; its children draw no layout of their own (they measure nothing), and
+NumPy is imported in it with its BLAS limited to one thread (``JOB_IMPORT_THREADS``).
 """
 
 from __future__ import annotations
