@@ -23,7 +23,7 @@ from numbench.measure.replicates import (
     write_round,
 )
 from numbench.spec import ProcessReport, ReplicateSettings
-from numbench.stats import median_ci, summarize
+from numbench.stats import could_settle, median_ci, summarize
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
 
@@ -168,16 +168,47 @@ def test_a_settled_same_speed_stops_at_the_minimum_however_wide():
     assert [r.role for r in runs].count(MEASURED) == 2
 
 
-def test_a_narrow_interval_at_the_margin_gets_more_rounds():
-    """A speedup of 1.09 whose rounds agree to 0.1%: narrow, yet a second run lands on either
-    side of the margin, so the verdict is in doubt until the cap."""
+def test_a_narrow_interval_near_the_margin_gets_rounds_until_it_settles():
+    """A speedup of 1.13 whose rounds agree to the last digit: at 2 rounds the floor
+    (1.96 * 0.03 / sqrt(2) = 0.042 in log terms) still reaches the margin's 1.1, at 5 it no
+    longer does (0.026 against log 1.13 - log 1.1 = 0.027), so the cell stops at 5 of 6."""
+    worker = QuietWorker({"torch": [1e-3], "numpy": [1.13e-3]})
+    runs, _ = measure_replicates(spec_with(target_ci=0.5), worker)
+    assert [r.role for r in runs].count(MEASURED) == 5
+
+
+def test_a_verdict_that_max_rounds_could_not_settle_stops_at_the_minimum(capsys):
+    """A speedup of 1.09 whose rounds agree: even 6 rounds' floor (0.024 in log terms)
+    about it reaches the margin's 1.1 (0.009 away), so rounds 3 to 6 would leave it in doubt;
+    the cell stops at 2 and its log says why."""
     worker = QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]})
     runs, _ = measure_replicates(spec_with(target_ci=0.5), worker)
-    assert [r.role for r in runs].count(MEASURED) == 6
+    assert [r.role for r in runs].count(MEASURED) == 2
+    said = capsys.readouterr().out
+    assert "after 2 rounds: its verdict is in doubt and 6 rounds could not settle it" in said
+    assert "speedup 1.09" in said
     # round_sd 0 trusts the rounds' own interval, which holds no margin: settled at min
     worker = QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]})
     runs, _ = measure_replicates(spec_with(round_sd=0.0), worker)
     assert [r.role for r in runs].count(MEASURED) == 2
+    assert "after 2 rounds: its verdict is settled" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("point", "rounds", "round_sd", "possible"),
+    [
+        (1.0, 4, 0.08, True),  # floor 0.078 < log 1.1 = 0.095: wholly the same speed
+        (1.03, 4, 0.08, False),  # 0.030 + 0.078 reaches the margin
+        (0.97, 4, 0.08, False),  # and 1 / margin below
+        (1.3, 4, 0.08, True),  # 0.262 - 0.078 clears it: faster
+        (1.0, 4, 0.1, False),  # floor 0.098: not even a speedup of exactly 1
+        (1.0, 16, 0.1, True),  # 16 rounds: 0.049
+        (1.03, 4, 0.0, True),  # no floor: any point off the edges
+        (float("nan"), 4, 0.08, True),  # nothing known yet
+    ],
+)
+def test_could_settle(point, rounds, round_sd, possible):
+    assert could_settle(point, rounds, round_sd, 1.1) is possible
 
 
 @pytest.mark.parametrize(
@@ -336,10 +367,11 @@ class TickingClock:
 
 
 def test_a_time_cap_stops_a_cell_in_doubt_and_says_so(capsys):
-    """A verdict in doubt would run to max = 6 rounds; 10 s a process, two processes a
-    round, and a cap of 45 s stop it after the round that passed the cap: 3 rounds."""
+    """A verdict in doubt until its fifth round (1.13 against a margin of 1.1); 10 s a
+    process, two processes a round, and a cap of 45 s stop it after the round that passed
+    the cap: 3 rounds."""
     clock = TickingClock(10.0)
-    worker = clock.wrap(QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]}))
+    worker = clock.wrap(QuietWorker({"torch": [1e-3], "numpy": [1.13e-3]}))
     cell_clock = CellClock(clock=clock)
     runs, _ = measure_replicates(spec_with(max_cell_s=45.0), worker, clock=cell_clock)
     assert [r.role for r in runs].count(MEASURED) == 3
@@ -349,7 +381,7 @@ def test_a_time_cap_stops_a_cell_in_doubt_and_says_so(capsys):
 
 def test_a_time_cap_counts_the_spread_rounds_and_never_stops_the_first_round():
     clock = TickingClock(10.0)
-    worker = clock.wrap(QuietWorker({"torch": [1e-3], "numpy": [1.09e-3]}))
+    worker = clock.wrap(QuietWorker({"torch": [1e-3], "numpy": [1.13e-3]}))
     # the spread rounds' jobs already took 50 s: past the cap before any round here
     spent = CellClock(earlier_s=50.0, clock=clock)
     runs, _ = measure_replicates(spec_with(max_cell_s=45.0), worker, clock=spent)

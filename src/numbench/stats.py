@@ -300,6 +300,18 @@ def verdict_settled(point: float, lo: float, hi: float, margin: float, floor: fl
     return not any(lo <= edge <= hi for edge in (margin, 1.0 / margin))
 
 
+def could_settle(point: float, rounds: int, round_sd: float, margin: float) -> bool:
+    """Whether ``rounds`` rounds could settle a verdict whose speedup is ``point``: the
+    narrowest interval they can show about it, ``point * exp(+-1.96 * round_sd /
+    sqrt(rounds))``, holds neither ``margin`` nor ``1 / margin`` (``verdict_settled``).
+    Where even that interval holds one, no number of rounds up to ``rounds`` settles the
+    verdict unless the point itself moves by more than that floor. True for a point that is
+    not finite (nothing is known yet)."""
+    if not math.isfinite(point) or point <= 0:
+        return True
+    return verdict_settled(point, point, point, margin, Z95 * round_sd / math.sqrt(rounds))
+
+
 def repeat_chance(ratio: float, ci_low: float, ci_high: float, margin: float) -> float:
     """The chance that a rerun gives this ratio's ``verdict`` again, judged from its own
     interval (NaN where the interval is not finite and positive).

@@ -30,7 +30,10 @@ spread, estimated as ``numbench.analyse.speedups`` does, is in docs/history.md,
 "Reproducibility: fourteen run pairs"). A cell
 settled faster, slower or the same stops at ``min``, however wide its interval; a cell near
 the stopping margin gets more rounds, because there a second run would otherwise give the other
-verdict. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict
+verdict. A cell that even ``max`` rounds could not settle stops too (``could_settle``: the
+narrowest interval ``max`` rounds can show about its speedup, ``round_sd``'s floor, still
+holds an edge): a speedup of 1.03 beside a margin of 1.1 stays in doubt however its rounds
+fall, so its rounds past ``min`` would be spent for nothing. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict
 of its own and adds rounds while its median's interval is wider than ``target_ci`` of its
 value. Cells whose processes still disagree are flagged unstable later. Processes are the
 cost of a cell, so they go where a verdict is in doubt.
@@ -67,7 +70,14 @@ from numbench.measure.activity import Activity
 from numbench.measure.quiet import LAST, STILL_BUSY, taken_beyond, undisturbed
 from numbench.measure.quiet import busy_now as look
 from numbench.spec import CellSpec, ProcessReport
-from numbench.stats import Z95, median_ci, ratio_ci, relative_half_width, verdict_settled
+from numbench.stats import (
+    Z95,
+    could_settle,
+    median_ci,
+    ratio_ci,
+    relative_half_width,
+    verdict_settled,
+)
 
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
 STOPPING_RESAMPLES = 500
@@ -129,10 +139,13 @@ def round_order(spec: CellSpec, replicate: int) -> tuple[str, str]:
     return (BASELINE, MEASURED) if first_baseline else (MEASURED, BASELINE)
 
 
-def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
-    """True once more processes would not change what the cell says: paired, its speedup's
-    verdict is settled (``verdict_settled``, with the floor ``1.96 * round_sd /
-    sqrt(rounds)``); unpaired, its median's interval is within ``replicates.target_ci`` of
+def enough_rounds(spec: CellSpec, runs: list[ProcessRun]) -> str | None:
+    """Why more processes would not change what the cell says, in words, or None while they
+    could. Paired: its speedup's verdict is settled (``verdict_settled``, with the floor
+    ``1.96 * round_sd / sqrt(rounds)``), or no round up to ``max`` could settle it
+    (``could_settle``: the narrowest interval ``max`` rounds can show about its speedup
+    still holds the stopping margin or its inverse, so those rounds would leave it in doubt
+    at their cost). Unpaired: its median's interval is within ``replicates.target_ci`` of
     its value."""
     own = [r.report.samples_s for r in runs if r.role == MEASURED]
     base = [r.report.samples_s for r in runs if r.role == BASELINE]
@@ -140,10 +153,21 @@ def precise_enough(spec: CellSpec, runs: list[ProcessRun]) -> bool:
     if base and len(base) == len(own):
         point, lo, hi = ratio_ci(base, own, paired=True, resamples=STOPPING_RESAMPLES)
         floor = Z95 * reps.round_sd / math.sqrt(len(own))
-        return verdict_settled(point, lo, hi, reps.stop_margin, floor)
+        if verdict_settled(point, lo, hi, reps.stop_margin, floor):
+            return "its verdict is settled"
+        if not could_settle(point, reps.max, reps.round_sd, reps.stop_margin):
+            return (
+                f"its verdict is in doubt and {reps.max} rounds could not settle it (speedup "
+                f"{point:.3g}: even the narrowest interval {reps.max} rounds can show, "
+                f"replicates.round_sd = {reps.round_sd:g}, holds the stopping margin "
+                f"{reps.stop_margin:g} or its inverse)"
+            )
+        return None
     point = float(np.median([s for g in own for s in g]))
     lo, hi = median_ci(own, resamples=STOPPING_RESAMPLES)
-    return relative_half_width(point, lo, hi) <= reps.target_ci
+    if relative_half_width(point, lo, hi) <= reps.target_ci:
+        return "its median's interval is within replicates.target_ci"
+    return None
 
 
 #: runs the processes of a lockstep round: their specs in starting order and the seed of
@@ -297,8 +321,11 @@ def measure_replicates(
         if absorb(sorted((r for r in earlier if r.replicate == replicate), key=_started)):
             return runs, pairing_error
     for replicate in range(done, spec.replicates.max):
-        if replicate >= spec.replicates.min and precise_enough(spec, runs):
-            break
+        if replicate >= spec.replicates.min:
+            why = enough_rounds(spec, runs)
+            if why is not None:
+                print(f"after {replicate} rounds: {why}; no more rounds", flush=True)
+                break
         if capped(spec, replicate, clock):
             break
         if absorb(measure_round(spec, replicate, run_worker, paired, run_pair, busy_now)):
