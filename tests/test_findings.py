@@ -25,6 +25,7 @@ from numbench.contract.facts import (
     UnmeasuredCell,
     Winner,
 )
+from numbench.report.sentences import firmness_line
 
 
 @pytest.fixture(scope="module")
@@ -229,3 +230,38 @@ def test_firmness_counts_settled_verdicts_and_sums_their_chances_to_repeat():
     assert old.firmness.expected is None and old.firmness.settled == f.settled
     older = speedups.drop(columns=["repeat_chance", "settled"])
     assert decide(bench, older, crossovers, "numpy", "cpu", MARGIN).firmness is None
+
+
+def test_firmness_counts_the_doubtful_verdicts_whose_cell_stopped_before_max_in_vain():
+    """Of the torch verdicts, all made in doubt: 1.04 at 2 of 4 rounds with round_sd 0.08
+    (4 rounds' floor 0.078 about it reaches 1.1) counts; 1.0 at 2 rounds (4 rounds could
+    settle it the same speed), 1.04 at 4 of 4, 1.04 capped, and 2.0 and 4.0 (4 rounds could
+    settle them faster) do not."""
+    bench, speedups, crossovers = constructed_results()
+    speedups, bench = speedups.copy(), bench.copy()
+    settings = '{"margin": 1.1, "max": 4, "min": 2, "round_sd": 0.08}'
+    bench["replicate_settings"] = settings
+    bench["replicates"] = 2
+    bench["capped"] = False
+    torch = speedups.index[speedups["library"] == "torch"]
+    speedups.loc[torch, ["settled", "paired"]] = [False, True]
+    where = {  # (operation, size) -> speedup, the cell's rounds, capped
+        ("sort", 1000): (1.04, 2, False),
+        ("sort", 10_000): (1.0, 2, False),
+        ("sort", 100_000): (1.04, 4, False),
+        ("fft", 1000): (1.04, 2, True),
+    }
+    for (op, size), (speedup, rounds, capped) in where.items():
+        s = (speedups["library"] == "torch") & (speedups["operation"] == op)
+        speedups.loc[s & (speedups["size"] == size), "speedup"] = speedup
+        b = (bench["library"] == "torch") & (bench["operation"] == op) & (bench["size"] == size)
+        bench.loc[b, ["replicates", "capped"]] = [rounds, capped]
+    f = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN).firmness
+    assert f.short == 1
+    line = firmness_line(f, MARGIN)
+    assert "1 of them stopped before `replicates.max` rounds, which could not have" in line
+    # cells from before their settings were recorded say nothing either way
+    bench["replicate_settings"], bench["capped"] = None, False
+    older = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)
+    assert older.firmness.short is None
+    assert "stopped before" not in firmness_line(older.firmness, MARGIN)

@@ -39,7 +39,7 @@ import pandas as pd
 
 from numbench.analyse.dimensions import precision_gaps, scaling_gaps, settings
 from numbench.analyse.speedups import GROUP_COLUMNS
-from numbench.cells import SORT_BY_SIZE
+from numbench.cells import KEY_WITH_HOST, SORT_BY_SIZE
 from numbench.contract import pipelined_cells
 from numbench.contract.conclusions import check_baseline, in_doubt
 from numbench.contract.conclusions import write_findings as write_findings_table
@@ -76,23 +76,52 @@ from numbench.contract.facts import (
     Winner,
 )
 from numbench.formatting import missing
-from numbench.machine.analyse import capped_cells, machine_quality, run_time
+from numbench.machine.analyse import capped_cells, machine_quality, replicate_setting, run_time
 from numbench.roofline.analyse import roofline_findings
 from numbench.roofline.contract import read_roofs
-from numbench.stats import FASTER, SLOWER, verdict
+from numbench.stats import FASTER, SLOWER, could_settle, verdict
 
 #: the warnings list cells by operation, size and library (a stable sort keeps the rest)
 BY_SIZE = list(SORT_BY_SIZE[:3])
 
 
-def firmness(speedups: pd.DataFrame) -> Firmness | None:
+def firmness(speedups: pd.DataFrame, bench: pd.DataFrame | None = None) -> Firmness | None:
     """The run's ``Firmness``; None without a speedup, or from before ``settled``."""
     measured = speedups[speedups["speedup"].notna()]
     if measured.empty or "settled" not in measured:
         return None
     chance = measured["repeat_chance"] if "repeat_chance" in measured else None
     expected = None if chance is None or chance.isna().any() else float(chance.sum())
-    return Firmness(len(measured), int((~in_doubt(measured)).sum()), expected)
+    settled = int((~in_doubt(measured)).sum())
+    return Firmness(len(measured), settled, expected, stopped_short(measured, bench))
+
+
+def stopped_short(measured: pd.DataFrame, bench: pd.DataFrame | None) -> int | None:
+    """How many paired verdicts in doubt rest on a cell that stopped before its
+    ``replicates.max`` rounds, uncapped, because ``max`` rounds could not have settled them:
+    ``could_settle`` false at its speedup with the cell's own ``round_sd`` and stopping
+    margin, the test the stopping rule made (``numbench.measure.replicates.enough_rounds``).
+    None where the cells lack their rounds or their settings."""
+    if bench is None or not {"replicates", "replicate_settings"} <= set(bench):
+        return None
+    if bench["replicate_settings"].isna().all():
+        return None
+    doubtful = measured[in_doubt(measured)]
+    if "paired" in doubtful:
+        doubtful = doubtful[doubtful["paired"].fillna(False).astype(bool)]
+    key = [k for k in KEY_WITH_HOST if k in doubtful and k in bench]
+    rows = doubtful[[*key, "speedup"]].merge(bench.drop_duplicates(key), on=key, how="inner")
+    short = 0
+    for row in rows.itertuples(index=False):
+        most, sd, margin = (
+            replicate_setting(row.replicate_settings, name)
+            for name in ("max", "round_sd", "margin")
+        )
+        if None in (most, sd, margin) or bool(getattr(row, "capped", False) or False):
+            continue
+        if row.replicates < most and not could_settle(row.speedup, most, sd, margin):
+            short += 1
+    return short
 
 
 def measured_on_several_devices(bench: pd.DataFrame) -> bool:
@@ -244,7 +273,7 @@ def decide(
         slowdowns=largest_slowdowns(speedups),
         crossovers=crossover_facts(crossovers, speedups),
         warnings=warnings(bench, speedups),
-        firmness=firmness(speedups),
+        firmness=firmness(speedups, bench),
         precision=None if precision is None or precision.empty else precision_gaps(precision),
         scaling=None if scaling is None or scaling.empty else scaling_gaps(scaling),
         pipeline_gaps=gaps,

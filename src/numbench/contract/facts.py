@@ -235,11 +235,15 @@ CellWarning = (
 class Firmness:
     """How many of the run's verdicts should hold on a rerun: ``verdicts`` speedups with a
     verdict, ``settled`` of them settled, and ``expected`` the sum of their chances to repeat
-    (``repeat_chance``; None for speedups from before the column)."""
+    (``repeat_chance``; None for speedups from before the column). ``short``: of the paired
+    verdicts in doubt, those whose cell stopped before its ``replicates.max`` rounds, uncapped:
+    the stopping rule found that ``max`` rounds could not settle them (None where the cells
+    do not say)."""
 
     verdicts: int
     settled: int
     expected: float | None
+    short: int | None = None
 
 
 # -- GPU cells that could not run ---------------------------------------------------------------

@@ -115,7 +115,7 @@ def machine_quality(bench: pd.DataFrame, speedups: pd.DataFrame) -> MachineQuali
     )
 
 
-def _setting(text, name: str):
+def replicate_setting(text, name: str):
     """One of a cell's ``replicate_settings`` (its JSON), or None where unreadable."""
     try:
         return json.loads(text).get(name)
@@ -141,7 +141,7 @@ def run_time(
     wall = _number(timed, "wall_s")
     rounds = _number(timed, "replicates")
     least = timed.get("replicate_settings", pd.Series(None, index=timed.index))
-    least = pd.to_numeric(least.map(lambda t: _setting(t, "min")), errors="coerce")
+    least = pd.to_numeric(least.map(lambda t: replicate_setting(t, "min")), errors="coerce")
     added = (rounds - least.fillna(rounds)).clip(lower=0)
     retries = _number(timed, "set_aside")
     per_attempt = wall / (rounds + retries).clip(lower=1)
@@ -199,7 +199,7 @@ def capped_cells(bench: pd.DataFrame, speedups: pd.DataFrame) -> list[CappedCell
                 int(r.size),
                 int(r.replicates),
                 float(r.wall_s),
-                _setting(r.replicate_settings, "max_cell_s"),
+                replicate_setting(r.replicate_settings, "max_cell_s"),
                 verdict,
                 None if settled is None else bool(settled),
             )

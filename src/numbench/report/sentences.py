@@ -185,6 +185,12 @@ def firmness_line(f: Firmness, margin: float) -> str:
     )
     if doubt:
         text += f"; {doubt} {'is' if doubt == 1 else 'are'} in doubt (`?`, listed under Warnings)"
+    if doubt and f.short:
+        text += (
+            f", {f.short} of them stopped before `replicates.max` rounds, which could not have "
+            "settled them (`replicates.round_sd`: a steadier machine, or a higher "
+            "`replicates.max`, would)"
+        )
     if f.expected is not None:
         text += (
             f". A rerun is expected to repeat about {f.expected:.0f} of the {f.verdicts} "
