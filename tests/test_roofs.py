@@ -7,6 +7,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -66,6 +68,45 @@ def test_working_sets_are_planned_from_the_cache_sizes():
     plan, reasons = roof_rows.plan_working_sets({"l2": 8 * MIB, "l3": 16 * MIB})
     assert "l3" not in plan and "L2s" in reasons["l3"]
     assert plan["dram"] == 3 * 4 * 16 * MIB
+
+
+def test_a_dram_working_set_past_the_cap_is_capped_and_its_row_says_by_how_much():
+    """A virtual machine naming a 480 MiB L3: four times that per array would be 5.6 GiB of
+    arrays; the plan holds 1 GiB (three arrays of 341 MiB, 0.71x the L3), and the DRAM row
+    measured at it carries the note."""
+    plan, reasons = roof_rows.plan_working_sets({"l2": 4 * MIB, "l3": 480 * MIB})
+    assert plan["dram"] == 1024 * MIB
+    assert reasons["dram"].startswith("each array 341 MiB, 0.71x the last-level cache (480 MiB)")
+    assert "not the 4x STREAM asks" in reasons["dram"]
+    results = [timed("float64", lv, "numba", "triad", plan[lv] // 24, 16.0) for lv in plan]
+    rows = roof_rows.bandwidth_rows(["float64"], {"results": results}, plan, reasons)
+    dram = next(r for r in rows if r["roof"] == "dram")
+    assert dram["status"] == "ok" and dram["note"] == reasons["dram"]
+    # under the cap nothing is noted
+    plan, reasons = roof_rows.plan_working_sets({"l2": 4 * MIB, "l3": 16 * MIB})
+    assert plan["dram"] == 3 * 4 * 16 * MIB and "dram" not in reasons
+
+
+def test_the_memory_job_never_holds_more_than_the_triad_s_three_arrays():
+    """The DRAM level's first-touch copy runs after the triad's other two arrays are let go:
+    the job's peak resident memory (KiB, Linux) grows from its resident memory before by
+    about the working set (three arrays), not five."""
+    code = (
+        "import resource, sys\n"
+        "from numbench.roofline.measure import kernels\n"
+        "kernels._numba_kernels()\n"
+        "import numpy as np\n"
+        "np.ones(1).sum()\n"
+        "page = resource.getpagesize() / 1024\n"
+        "before = int(open('/proc/self/statm').read().split()[1]) * page\n"
+        "ws = 300 * 2**20\n"
+        "kernels.measure_memory({'threads': 1, 'dtypes': ['float64'], 'working_sets': {'dram': ws}})\n"
+        "grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before\n"
+        "print(grew * 1024 / ws)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    grew = float(out.stdout.strip().splitlines()[-1])
+    assert 0.9 < grew < 1.3  # five arrays would be 1.67
 
 
 @pytest.mark.parametrize(

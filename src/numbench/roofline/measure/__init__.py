@@ -12,8 +12,8 @@ How, and why so (the rules STREAM, the Empirical Roofline Toolkit and likwid-ben
 
 * **Working sets from the caches' sizes.** The L2 roof is a triad whose three arrays fill
   half the L2s of the threads' cores, the L3 roof one that fills half the L3, and the DRAM
-  roof one whose every array is at least four times the last-level cache
-  (``rows.plan_working_sets``). Each roof is labelled by the cache its working set fits in,
+  roof one whose every array is at least four times the last-level cache, up to a cap on
+  its working set (``rows.plan_working_sets``, ``DRAM_WORKING_SET_MAX``). Each roof is labelled by the cache its working set fits in,
   never by counting plateaus in a sweep (``resident_level``): a plateau that does not show
   on this machine still gets its own name, or none.
 * **Best of several trials** of each kernel (``kernels``), in whichever way reaches

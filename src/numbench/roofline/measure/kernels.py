@@ -189,6 +189,9 @@ def measure_memory(job: dict) -> dict:
                         }
                     )
             if level == "dram":
+                # first_touch holds b, a copy of it and a fresh one: let a and c go first,
+                # so the process never holds more than the triad's three arrays
+                a = c = None
                 results.append({"dtype": dtype, **first_touch(b, families)})
             del a, b, c
     threads_used = sys.modules["numba"].get_num_threads() if "numba" in families else 1

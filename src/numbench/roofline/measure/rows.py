@@ -38,6 +38,11 @@ DRAM_ARRAY_FACTOR = 4
 #: the last-level cache assumed where the system names none (not Linux): large, so the DRAM
 #: triad stays out of any cache of its time
 UNKNOWN_LLC_BYTES = 256 * 2**20
+#: the DRAM triad's working set at most (its three arrays; the roofs process holds about that
+#: much, and no cell's worker should be outgrown by it): a virtual machine may name its
+#: host's whole L3, and four times that per array would take gigabytes. Where the cap binds,
+#: the DRAM row's note says how far its arrays fall short of STREAM's rule.
+DRAM_WORKING_SET_MAX = 2**30
 BYTES_COUNTED = "stream"
 #: the kernel a CPU bandwidth roof is (``level_row``); the copy is kept beside it
 ROOF_KERNEL = "triad"
@@ -52,7 +57,8 @@ def last_level(cache_bytes: dict[str, int]) -> str | None:
 
 def plan_working_sets(cache_bytes: dict[str, int]) -> tuple[dict[str, int], dict[str, str]]:
     """The triad's working set (bytes of its three arrays) for each bandwidth roof, from the
-    caches' sizes, and why a roof has none here."""
+    caches' sizes, and why a roof has none here (or, for a capped DRAM roof, what its
+    working set lacks)."""
     plan: dict[str, int] = {}
     reasons: dict[str, str] = {}
     l2, l3 = cache_bytes.get("l2"), cache_bytes.get("l3")
@@ -71,7 +77,15 @@ def plan_working_sets(cache_bytes: dict[str, int]) -> tuple[dict[str, int], dict
         plan["l3"] = int(l3 * CACHE_FILL)
     top = last_level(cache_bytes)
     llc = cache_bytes[top] if top else UNKNOWN_LLC_BYTES
-    plan["dram"] = 3 * DRAM_ARRAY_FACTOR * llc
+    plan["dram"] = min(3 * DRAM_ARRAY_FACTOR * llc, DRAM_WORKING_SET_MAX)
+    if plan["dram"] < 3 * DRAM_ARRAY_FACTOR * llc:
+        array = plan["dram"] / 3
+        reasons["dram"] = (
+            f"each array {array / 2**20:.0f} MiB, {array / llc:.2f}x the last-level cache "
+            f"({llc / 2**20:.3g} MiB), not the {DRAM_ARRAY_FACTOR}x STREAM asks: the working "
+            f"set is capped at {DRAM_WORKING_SET_MAX / 2**30:g} GiB to keep the roofs' memory "
+            "small, so part of it may sit in that cache"
+        )
     return plan, reasons
 
 
@@ -113,6 +127,8 @@ def bandwidth_rows(dtypes, memory: dict, plan: dict[str, int], reasons: dict[str
                 if r["dtype"] == dtype and r["level"] == level and "kernel" in r
             ]
             by_level[level] = {**row, **level_row(timed, memory)}
+            if reasons.get(level) and by_level[level]["status"] == "ok":
+                by_level[level]["note"] = reasons[level]  # planned, with a caveat
         touch = [
             r for r in memory["results"] if r["dtype"] == dtype and r["level"] == "first_touch"
         ]
