@@ -32,8 +32,8 @@ settled faster, slower or the same stops at ``min``, however wide its interval; 
 the stopping margin gets more rounds, because there a second run would otherwise give the other
 verdict. A cell that even ``max`` rounds could not settle stops too (``could_settle``: the
 narrowest interval ``max`` rounds can show about its speedup, ``round_sd``'s floor, still
-holds an edge): a speedup of 1.03 beside a margin of 1.1 stays in doubt however its rounds
-fall, so its rounds past ``min`` would be spent for nothing. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict
+holds an edge): a speedup just short of the margin stays in doubt however its rounds fall,
+so its rounds past ``min`` would be spent for nothing. An unpaired cell (the baseline's own, or one with ``paired: false``) has no verdict
 of its own and adds rounds while its median's interval is wider than ``target_ci`` of its
 value. Cells whose processes still disagree are flagged unstable later. Processes are the
 cost of a cell, so they go where a verdict is in doubt.
