@@ -231,6 +231,18 @@ def test_a_forked_workers_peak_memory_counts_the_zygotes_import(monkeypatch):
     assert worker._peak_rss_mb() < 49_990.0  # this test process is far smaller
 
 
+def test_a_started_workers_peak_memory_is_its_own_not_its_starters():
+    """A process started by a larger one (here this test, holding 800 MB more) reports
+    its own peak: the 800 MB it never held are not in it."""
+    import numpy as np
+
+    held = np.ones(100_000_000)  # 800 MB, touched
+    code = "from numbench.measure import worker; print(worker._peak_rss_mb())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert held[-1] == 1.0
+    assert float(out.stdout.strip()) < 400.0  # an interpreter with NumPy: well under 800
+
+
 def test_a_zygote_ends_with_the_run_it_serves(here):
     """Its run killed (the Snakemake above the jobs, here a process of the test's), the
     zygote and its workers go at once, not a minute later."""

@@ -125,15 +125,33 @@ def _write_json(obj: dict, path: str) -> None:
     os.replace(tmp, path)
 
 
+def _own_peak_mb() -> float:
+    """This process's peak resident memory, in MB: ``VmHWM`` where there is ``/proc``,
+    else ``ru_maxrss`` (KiB on Linux, bytes on macOS)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024.0
+
+
 def _peak_rss_mb() -> float:
     """The process's peak resident memory, in MB. A forked worker's own peak counts only
     the pages it touched (the zygote's import mapped the rest, and a page is counted in a
     child once touched): its peak is the zygote's resident memory after the import plus
     what the worker grew past its state at the fork, what a fresh process that imported
-    the library and then ran the cell would hold at its peak."""
-    import resource
+    the library and then ran the cell would hold at its peak.
 
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
+    The peak is this process's own high-water mark (``VmHWM``): ``ru_maxrss`` keeps the
+    peak of the process that started it across the exec, so a worker its supervisor
+    started would report the supervisor's peak where that is the larger."""
+    own = _own_peak_mb()
     if FORKED is None or FORKED.import_rss_mb is None or FORKED.start_rss_mb is None:
         return own
     return max(own, FORKED.import_rss_mb + own - FORKED.start_rss_mb)
