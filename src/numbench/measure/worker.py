@@ -128,13 +128,11 @@ def _write_json(obj: dict, path: str) -> None:
 def _own_peak_mb() -> float:
     """This process's peak resident memory, in MB: ``VmHWM`` where there is ``/proc``,
     else ``ru_maxrss`` (KiB on Linux, bytes on macOS)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        pass
+    from numbench.measure.zygote import rss_mb
+
+    peak_mb = rss_mb("self", "VmHWM")
+    if peak_mb is not None:
+        return peak_mb
     import resource
 
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -438,12 +438,13 @@ def vary_layout(seed: bytes | None = None) -> tuple:
     return pages, blocks
 
 
-def rss_mb(pid: int | str = "self") -> float | None:
-    """A process's resident memory now (``VmRSS``; this one's by default), in MB; None
-    where unknown (ended, or no ``/proc``)."""
+def rss_mb(pid: int | str = "self", field: str = "VmRSS") -> float | None:
+    """A process's resident memory (this one's by default), in MB: now (``VmRSS``), or
+    another of its ``/proc`` status fields in kB (``VmHWM``, its peak); None where unknown
+    (ended, or no ``/proc``)."""
     try:
         for line in Path("/proc", str(pid), "status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024.0
     except (OSError, ValueError, IndexError):
         pass
