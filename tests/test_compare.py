@@ -424,9 +424,9 @@ def test_the_json_and_markdown_give_the_floor_and_each_sides_spread(tmp_path):
 
 
 def test_the_markdown_is_worded_by_report_from_the_comparison(bench, tmp_path):
-    """compare.command words what compare.runs compared, in this process (the command tests
+    """compare.report words what compare.runs compared, in this process (the command tests
     above read the same text through the CLI): the head, the table, data text kept inert."""
-    from numbench.compare.command import markdown
+    from numbench.compare.report import markdown
     from numbench.compare.runs import comparison
 
     new = scaled(bench, 1.5, lambda b: b["library"] == "jax").assign(

@@ -20,7 +20,6 @@ import pyarrow as pa
 import pytest
 from conftest import REPO, _cell_row, copy_workflow
 
-from numbench.compare.command import confirm_text
 from numbench.compare.confirm import (
     CLEARED,
     CONFIRMED,
@@ -32,6 +31,7 @@ from numbench.compare.confirm import (
     flagged,
     still_failing,
 )
+from numbench.compare.report import confirm_text
 from numbench.config import cell_spec, grid, resolve
 from numbench.contract import BENCHMARKS_SCHEMA
 from numbench.measure.supervisor import host_metadata

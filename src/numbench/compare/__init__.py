@@ -5,8 +5,9 @@
 run-to-run variance, the verdict, what differs between the two sides) into a ``Comparison``;
 ``gate`` judges two runs against each cell's own run-to-run spread in the history store
 (``--history``); ``confirm`` measures the flagged cells again, old against new in lockstep
-(``--confirm``); ``command`` is the ``numbench compare`` command itself, with the words of all
-three (the comparison as Markdown, the gate's verdict, ``--confirm``'s section). The margin's
+(``--confirm``); ``report`` words all three (the comparison as Markdown, the gate's verdict,
+``--confirm``'s section), and ``command`` is the ``numbench compare`` command that prints
+them. The margin's
 check and ``CompareError`` sit on the ground floor (``numbench.stats``), for the versions' rule
 too.
 

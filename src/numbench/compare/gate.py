@@ -278,10 +278,10 @@ def moderate(group: pd.DataFrame, min_cells: int) -> pd.DataFrame:
     freedom asks for a huge ratio of every cell. Moderation draws the lucky small spreads up
     and gives every cell the degrees of freedom that the other cells' spreads lend. It only
     ever raises a spread: a cell whose own runs spread wider than the prior keeps its own
-    (moderated down, JAX's poly 10^6 here, whose worker processes land in one of two modes
-    1.8 and 7 ms apart, was called 3.8x slower between runs of unchanged code). Fewer
-    than ``min_cells`` cells, or spreads that vary more than the chi-square alone
-    would: none (d0 = 0). Spreads that vary less: every cell gets the prior's (d0 capped at
+    (moderated down, a cell whose worker processes land in one of two modes far apart was
+    called slower between runs of unchanged code: docs/history.md, "Versions and the regression
+    gate"). Fewer than ``min_cells`` cells, or spreads that vary more than the chi-square
+    alone would: none (d0 = 0). Spreads that vary less: every cell gets the prior's (d0 capped at
     ``MAX_PRIOR_DF``)."""
     from scipy import special
 

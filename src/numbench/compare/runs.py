@@ -49,7 +49,7 @@ error; the s_p used per side and device is stated above the table. A ``benchmark
 alone is enough: no samples are needed. A/A false-alarm rate: see docs/history.md.
 
 Either side is a ``results/`` folder or a ``benchmarks.parquet`` file, possibly from another
-host: its text is data (``numbench.compare.command`` escapes it in the Markdown; the JSON
+host: its text is data (``numbench.compare.report`` escapes it in the Markdown; the JSON
 escapes itself). ``comparison`` gives the ``Comparison`` (below) that the Markdown is worded
 from, and ``comparison_json`` its JSON.
 Bad input gets a ``CompareError`` (``numbench.stats``, with ``check_margin``) naming the
@@ -84,7 +84,7 @@ from numbench.stats import (
 )
 
 # -- what ``numbench compare`` hands its wording: a ``Comparison`` (``comparison`` makes it,
-# ``numbench.compare.command`` words it as Markdown), and the words its table and spreads use for
+# ``numbench.compare.report`` words it as Markdown), and the words its table and spreads use for
 # a cell on one side only and for where a side's spread came from
 
 #: a cell on one side only
@@ -465,7 +465,7 @@ def to_json(
 
 def comparison(old: str | os.PathLike, new: str | os.PathLike, margin: float) -> Comparison:
     """The two result sets compared, with all their wording needs
-    (``numbench.compare.command.markdown``); ``to_json`` writes the same for a CI job."""
+    (``numbench.compare.report.markdown``); ``to_json`` writes the same for a CI job."""
     margin = check_margin(margin)
     old_frame, new_frame = load(old), load(new)
     table = compare(old_frame, new_frame, margin)
