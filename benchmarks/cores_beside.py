@@ -32,9 +32,7 @@ from pathlib import Path
 
 from _report import PARTS, ROOT, machine, snakemake_env
 
-from numbench.machine.system import read_argv
-from numbench.measure.activity import tree_below
-from numbench.measure.cpu_taken import children
+from numbench.machine.system import children, descendants, read_argv
 
 CONFIG = {
     "libraries": ["numpy", "numba", "torch"],
@@ -68,7 +66,7 @@ def copy_workflow(dst: Path, source: Path) -> None:
 def timing_jobs(top: int) -> list[int]:
     """The Python processes under ``top`` that run a timing job's script."""
     found = []
-    for pid in tree_below(top, -1):
+    for pid in descendants(top):
         argv = read_argv(pid)
         if argv and os.path.basename(argv[0]).startswith("python"):
             if any(os.path.basename(a) in TIMING_SCRIPTS for a in argv[1:3]):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from numbench.machine.system import read_load_1m
 from numbench.measure.activity import (
     ActivityWatch,
     read_cpu_ticks,
-    read_load_1m,
     shares,
 )
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from numbench.machine.system import thread_ids
 from numbench.measure.activity import Activity, combined
 from numbench.measure.apart import (
     RESTORE_PASSES,
@@ -19,7 +20,6 @@ from numbench.measure.apart import (
     keep_apart,
     read_affinity,
     take_workflow_affinity,
-    thread_ids,
     write_affinity,
 )
 

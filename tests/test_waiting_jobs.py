@@ -19,7 +19,8 @@ import pytest
 from conftest import REPO, make_spec
 from test_activity import watched, write_process
 
-from numbench.measure.activity import WorkflowCpu, tree_below, workflow_ticks
+from numbench.machine.system import descendants
+from numbench.measure.activity import WorkflowCpu, workflow_ticks
 from numbench.measure.host_lock import LockError, timing_lock
 
 #: the aggregate cpu line before and after a watched stretch: 400 ticks, 240 of them busy
@@ -56,7 +57,7 @@ def test_a_sibling_job_s_process_tree_is_the_workflow_s_and_the_cell_s_own_is_no
     # the ancestors, and the other job's shell and process; not the cell's supervisor or
     # its worker (their time is the cell's own, counted apart)
     assert reader() == {300: (5000, 10), 200: (5000, 600), 310: (5000, 5), 410: (5000, 40)}
-    assert sorted(tree_below(200, 400, proc)) == [300, 310, 410]
+    assert sorted(descendants(200, proc, leave_out=[400])) == [300, 310, 410]
 
 
 def test_a_sibling_job_s_ticks_count_as_the_workflow_s_not_as_other_programs(tmp_path):

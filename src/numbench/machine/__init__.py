@@ -7,13 +7,12 @@ One concern, its modules on the floors of the stages they serve:
 * ``contract`` (ground floor): the machine's columns and thresholds the stages share, and the
   run's headline facts (``MachineQuality``, ``RunTime``, ``CappedCell``);
 * ``system`` (ground floor): ``numbench system``, what on this machine makes timings less
-  stable, and the package's one reader of ``/proc/stat``, ``/proc/loadavg`` and
-  ``/proc/PID/stat``;
+  stable, and numbench's one reader of ``/proc`` (but for a zygote's own side);
 * ``analyse`` (with the analyse stage): how quiet the machine was and where the run's time
   went, from the cells' records;
 * ``report`` (with the report stage): the summary's headline and time lines.
 
-The measuring side (``measure/{activity,quiet,cpu_taken,apart,
-host_lock}.py``) stays in ``measure/`` until the measuring engine is rebuilt. Importing this
+The measuring side (``measure/{activity,quiet,cpu_taken,apart,host_lock}.py``) sits in
+``measure/`` beside the engine it serves, and reads ``/proc`` through ``system``. Importing this
 package imports none of its modules.
 """

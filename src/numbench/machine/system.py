@@ -13,17 +13,24 @@ Anything that cannot be read (no ``/sys`` in a container, no ``/proc`` off Linux
 kernel does not have) gives that check the state ``unknown`` with the path and the reason,
 never an error: the command runs wherever Python does.
 
-Its readers of ``/proc/stat`` (``cpu_lines``), ``/proc/loadavg`` (``load_averages``) and
-``/proc/PID/stat`` (``pid_stat``) are the package's only ones: what ``numbench.measure``
-watches while a cell measures (``activity``, ``quiet``, ``cpu_taken``) is read
-through them, so every part of numbench reads those files alike.
+It is numbench's one reader of ``/proc``: the CPUs' ticks (``read_cpu_lines``), the load
+(``read_load_1m``), a process's ``stat``, command line and working folder (``pid_stat``,
+``read_argv``, ``read_cwd``), its threads, children and whole tree below it
+(``thread_ids``, ``children``, ``descendants``), every process (``process_ids``) and the CPU
+(``cpu_info``). What ``numbench.measure`` watches while a cell measures (``activity``,
+``quiet``, ``cpu_taken``, ``apart``, the host lock) is read through them, so every part of
+numbench reads those files alike. The one exception is what a zygote reads on its own side
+(``numbench.measure.zygote``: its threads, its sockets, and a process's memory, whose reader
+``rss_mb`` the rest of numbench shares): a zygote imports nothing of numbench's before it
+forks, so that each worker imports numbench's modules itself from the files as they are
+when it starts.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -290,6 +297,16 @@ def read_cpu_lines(root: str | os.PathLike = "/") -> dict[str, list[int]] | None
         return None
 
 
+def read_load_1m(root: str | os.PathLike = "/") -> float | None:
+    """The 1-minute load average of ``root``'s ``/proc/loadavg``; None where it cannot be read."""
+    try:
+        text = (Path(root) / "proc/loadavg").read_text(encoding="ascii")
+    except (OSError, ValueError):
+        return None
+    averages = load_averages(text)
+    return None if averages is None else averages[0]
+
+
 def load_averages(loadavg_text: str) -> tuple[float, float, float] | None:
     """The 1-, 5- and 15-minute load averages of ``/proc/loadavg``; None where it does not
     begin with three numbers."""
@@ -331,6 +348,66 @@ def read_argv(pid: int, proc: str | os.PathLike = "/proc") -> list[str]:
     except OSError:
         return []
     return [a.decode("utf-8", errors="replace") for a in raw.split(b"\0") if a]
+
+
+def process_ids(proc: str | os.PathLike = "/proc") -> list[int]:
+    """Every process ``/proc`` lists; none where it cannot be read."""
+    try:
+        return [int(entry.name) for entry in os.scandir(proc) if entry.name.isdigit()]
+    except OSError:
+        return []
+
+
+def read_cwd(pid: int, proc: str | os.PathLike = "/proc") -> Path | None:
+    """A process's working folder, resolved; None where it cannot be read."""
+    try:
+        return Path(os.readlink(os.path.join(proc, str(pid), "cwd"))).resolve()
+    except OSError:
+        return None
+
+
+def thread_ids(pid: int | str, proc: str | os.PathLike = "/proc") -> list[int]:
+    """The threads of a process (``/proc/PID/task``); none where it cannot be read."""
+    try:
+        return sorted(int(name) for name in os.listdir(Path(proc) / str(pid) / "task"))
+    except (OSError, ValueError):
+        return []
+
+
+def children(pid: int | str, proc: str | os.PathLike = "/proc") -> list[int]:
+    """The child processes of ``pid`` (``"self"``: this process), any of its threads' (a
+    child belongs to the thread that started it): none where ``/proc`` cannot tell. A thread
+    that ends while they are read is skipped."""
+    kids: list[int] = []
+    for tid in thread_ids(pid, proc):
+        try:
+            with open(
+                os.path.join(proc, str(pid), "task", str(tid), "children"), encoding="ascii"
+            ) as fh:
+                kids.extend(int(k) for k in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def descendants(
+    top: int | str, proc: str | os.PathLike = "/proc", leave_out: Iterable[int] = ()
+) -> Iterator[int]:
+    """The processes under ``top`` (its children, theirs, and so on), each once, without
+    those of ``leave_out`` and the processes under them; none where ``/proc`` cannot tell.
+    Each is given before its own children are listed, so what the caller reads of it
+    (its CPU time with the children it waited for) comes first: a child it waits for
+    meanwhile is then counted in it, never twice."""
+    todo, seen = children(top, proc), {*leave_out}
+    if isinstance(top, int):
+        seen.add(top)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        yield pid
+        todo.extend(children(pid, proc))
 
 
 def process_ticks(root: Path, own_pid: int) -> dict[int, tuple[str, int]]:

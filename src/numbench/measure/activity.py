@@ -70,7 +70,6 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from numbench.machine.system import (
     CSTIME,
@@ -83,13 +82,13 @@ from numbench.machine.system import (
     STIME,
     UTIME,
     clock_ticks_per_s,
-    load_averages,
+    descendants,
     pid_stat,
     read_argv,
     read_cpu_lines,
+    read_load_1m,
 )
 from numbench.measure import zygote
-from numbench.measure.cpu_taken import children
 
 
 def own_cpu_s() -> float:
@@ -103,15 +102,6 @@ def read_cpu_ticks(root: str | os.PathLike = "/") -> list[int] | None:
     """The aggregate ``cpu`` line of ``/proc/stat`` (``numbench.machine.system.cpu_lines``)."""
     lines = read_cpu_lines(root)
     return None if lines is None else lines.get("cpu")
-
-
-def read_load_1m(root: str | os.PathLike = "/") -> float | None:
-    try:
-        text = (Path(root) / "proc/loadavg").read_text(encoding="ascii")
-    except (OSError, ValueError):
-        return None
-    averages = load_averages(text)
-    return None if averages is None else averages[0]
 
 
 #: the most ancestors followed up from the cell's job (a guard against a constructed loop)
@@ -211,21 +201,6 @@ def read_process_total(pid: int, proc: str | os.PathLike = "/proc") -> tuple[int
         return None
 
 
-def tree_below(top: int, leave_out: int, proc: str | os.PathLike = "/proc") -> list[int]:
-    """The processes under ``top`` (its children, theirs, and so on), without ``leave_out``
-    and the processes under it; none where ``/proc`` cannot tell."""
-    found: list[int] = []
-    todo, seen = children(top, proc), {top, leave_out}
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        found.append(pid)
-        todo.extend(children(pid, proc))
-    return found
-
-
 class WorkflowCpu:
     """Reads the CPU ticks of the workflow's own processes: the ancestors of the process's
     parent up to Snakemake (``workflow_pids``, found when made) and, at each reading, every
@@ -254,7 +229,7 @@ class WorkflowCpu:
             stat = read_process_total(pid, self._proc)
             if stat is not None and stat[1] == self._started.get(pid):
                 reading[pid], reading.parents[pid] = (stat[1], stat[2]), stat[0]
-        for pid in tree_below(self.pids[-1], self._own, self._proc):
+        for pid in descendants(self.pids[-1], self._proc, leave_out=[self._own]):
             if pid in reading:
                 continue
             stat = read_process_total(pid, self._proc)

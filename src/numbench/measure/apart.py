@@ -30,20 +30,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 from numbench.libraries import chosen_cpus
+from numbench.machine.system import thread_ids
 from numbench.measure.activity import job_parent, workflow_pids
 
 Cpus = frozenset[int]
-
-
-def thread_ids(pid: int, proc: str | os.PathLike = "/proc") -> list[int]:
-    """The threads of a process (``/proc/PID/task``); none where it cannot be read."""
-    try:
-        return sorted(int(name) for name in os.listdir(Path(proc) / str(pid) / "task"))
-    except (OSError, ValueError):
-        return []
 
 
 def read_affinity(tid: int) -> Cpus | None:

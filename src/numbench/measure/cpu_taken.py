@@ -50,27 +50,10 @@ from numbench.machine.system import (
     STIME,
     UTIME,
     clock_ticks_per_s,
+    descendants,
     pid_stat,
     read_cpu_lines,
 )
-
-
-def children(pid: int | str, proc: str | os.PathLike = "/proc") -> list[int]:
-    """The child processes of ``pid`` (``"self"``: this process), any of its threads' (a
-    child belongs to the thread that started it): none where ``/proc`` cannot tell. A thread
-    that ends while they are read is skipped."""
-    try:
-        tasks = [task.path for task in os.scandir(os.path.join(proc, str(pid), "task"))]
-    except OSError:
-        return []
-    kids: list[int] = []
-    for task in tasks:
-        try:
-            with open(os.path.join(task, "children"), encoding="ascii") as fh:
-                kids.extend(int(k) for k in fh.read().split())
-        except (OSError, ValueError):
-            continue
-    return kids
 
 
 def _ticks(pid: int, proc: str | os.PathLike) -> int | None:
@@ -92,19 +75,10 @@ def live_descendants_s(
     ``tick_s``: seconds per clock tick (default the system's)."""
     if tick_s is None:
         tick_s = 1 / clock_ticks_per_s()
-    ticks, todo, seen = 0, children(pid, proc), set()
-    while todo:
-        kid = todo.pop()
-        if kid in seen:
-            continue
-        seen.add(kid)
-        # its own time before its children: a child it waits for between the two reads is
-        # then in neither, never in both
+    ticks = 0
+    for kid in descendants(pid, proc):
         own = _ticks(kid, proc)
-        if own is None:
-            continue  # ended and waited for since it was listed
-        ticks += own
-        todo.extend(children(kid, proc))
+        ticks += own or 0  # None: ended and waited for since it was listed
     return ticks * tick_s
 
 

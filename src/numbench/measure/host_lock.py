@@ -56,7 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from numbench.errors import MachineryFault, os_error_reason
-from numbench.machine.system import PPID, pid_stat, read_argv
+from numbench.machine.system import PPID, pid_stat, process_ids, read_argv, read_cwd
 from numbench.spec import CellSpec
 
 LOCK_ENV = "NUMBENCH_TIMING_LOCK"
@@ -389,16 +389,11 @@ def snakemake_running_in(workdir: str | os.PathLike) -> list[int]:
             break
         mine.add(pid)
     found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) in mine:
+    for pid in process_ids():
+        if pid in mine or not any("snakemake" in arg for arg in read_argv(pid)):
             continue
-        if not any("snakemake" in arg for arg in read_argv(int(entry.name))):
-            continue
-        try:
-            if Path(os.readlink(f"{entry.path}/cwd")).resolve() == target:
-                found.append(int(entry.name))
-        except OSError:
-            continue
+        if read_cwd(pid) == target:
+            found.append(pid)
     return found
 
 

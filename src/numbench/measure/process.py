@@ -37,8 +37,8 @@ from typing import TypeVar
 
 from numbench import libraries
 from numbench.errors import MachineryFault, machinery
+from numbench.machine.system import descendants
 from numbench.measure import compile_cache, zygote
-from numbench.measure.cpu_taken import children
 from numbench.spec import MACHINERY_FAULT_EXIT, STATUSES, SUPERVISOR_ENV, CellSpec, ProcessReport
 
 POLL_S = 0.05
@@ -171,15 +171,7 @@ def _rss_mb(pid: int) -> float:
 
 def tree_rss_mb(pid: int) -> float:
     """Resident memory of a process and all its descendants, in MB (0 where /proc lacks it)."""
-    total, todo, seen = 0.0, [pid], set()
-    while todo:
-        p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        total += _rss_mb(p)
-        todo.extend(children(p))
-    return total
+    return sum(_rss_mb(p) for p in [pid, *descendants(pid)])
 
 
 def kill_group(proc: subprocess.Popen) -> None:
