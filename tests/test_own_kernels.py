@@ -798,3 +798,19 @@ def test_options_for_no_library_are_a_declared_problem(tmp_path):
     path.write_text(path.read_text().replace('{"numba": {"fastmath"', '{"numbaa": {"fastmath"'))
     messages = [p.message for p in declared_problems(operations.load_file(path))]
     assert len(messages) == 1 and messages[0].startswith("options: 'numbaa' is no library; ")
+
+
+def test_an_input_s_digest_tells_a_changed_or_reordered_array_from_its_original():
+    """What the worker's check of its inputs rests on: a kernel that writes into an input
+    (one value, or its order, as an in-place sort does) changes its digest; an equal copy
+    does not, and neither does a view laid out another way."""
+    a = np.arange(1000.0)
+    assert array_digest(a.copy()) == array_digest(a)
+    assert array_digest(np.asfortranarray(a.reshape(20, 50))) == array_digest(a.reshape(20, 50))
+    changed = a.copy()
+    changed[500] += 1e-9
+    assert array_digest(changed) != array_digest(a)
+    assert array_digest(a[::-1]) != array_digest(a)
+    assert array_digest(a.reshape(20, 50)) != array_digest(a)
+    assert array_digest(a.astype(np.float32)) != array_digest(a.astype(np.float64))
+    assert array_digest(np.empty(0)) == array_digest(np.empty(0))
