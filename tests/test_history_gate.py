@@ -532,3 +532,40 @@ def test_a_store_s_past_pairs_are_judged_once_a_process_and_again_when_it_change
     read.cells.loc[read.cells.index[0], "median_s"] *= 3  # one cell of one run moved
     gate.gate(old, new, read, 1.1)
     assert judged == [1.1, 1.2, 1.1]
+
+
+def two_mode_run(folder, run, speedup=1.5, width=0.35):
+    """A paired run (``paired_run``) whose torch sort 10000 has the speedup ``speedup`` and
+    an interval ``width`` either side of it: a cell whose processes land in one of two modes
+    runs with a wide interval where its rounds drew both, a narrow one where they agreed."""
+    paired_run(folder, run)
+    path = folder / "speedups.parquet"
+    frame = pd.read_parquet(path)
+    rows = (frame["library"] == "torch") & (frame["operation"] == "sort") & (frame["size"] == 10000)
+    frame.loc[rows, "speedup"] = speedup
+    frame.loc[rows, "speedup_ci_low"] = speedup * (1 - width)
+    frame.loc[rows, "speedup_ci_high"] = speedup * (1 + width)
+    frame.to_parquet(path, index=False)
+    return folder
+
+
+def test_two_rounds_that_agree_by_chance_are_suspect_not_slower(tmp_path):
+    """A two-mode cell's history runs have wide intervals; NEW drew two processes of its slow
+    mode, 1.35x, whose narrow interval alone would make the decision call it slower. The
+    decision takes NEW's error as at least the cell's usual one, so the cell is a suspect
+    for --confirm, and the gate passes without it."""
+    from numbench import history
+
+    store = tmp_path / "history"
+    for run in range(1, 9):
+        history.add_results(two_mode_run(tmp_path / f"h{run}", run), store)
+    old = two_mode_run(tmp_path / "old", 9, width=0.03)
+    new = two_mode_run(tmp_path / "new", 10, speedup=1.5 / 1.35, width=0.03)
+    proc = compare(str(old), str(new), "--history", str(store), "--fail-on-slowdown", "--json")
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    cell = next(
+        c
+        for c in json.loads(proc.stdout)["history"]["cells"]
+        if (c["library"], c["operation"], c["size"]) == ("torch", "sort", 10000)
+    )
+    assert cell["change"] == "suspect" and cell["ratio"] == pytest.approx(1.35, rel=0.02)

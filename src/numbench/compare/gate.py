@@ -28,7 +28,10 @@ gate says so; so is a cell that OLD or NEW has no speedup for (``statistic``).
    line with the history itself, ``e = x_new - m`` (m: the history's mean of n runs)
    against ``sqrt(tau^2 + se_new^2 + s^2 / n)``, each with Student's t. A cell is slower
    only where both say so (an intersection-union test: the larger p-value), so an OLD that
-   was a fast outlier does not make a NEW at the history's usual level a slowdown.
+   was a fast outlier does not make a NEW at the history's usual level a slowdown. Here
+   each side's ``se^2`` is at least the history's mean one: a run's few rounds may agree by
+   chance (a cell whose processes land in one of two modes, both drawn from the slower),
+   and such a run is no surer than the cell's usual ones. The screen keeps each side's own.
 3. **Screen loose.** Every cell whose NEW is out of line with the history at
    ``SCREEN_ALPHA`` is *suspect*: a level that lets a 1.2x slowdown of the median cell
    through on a shared machine, and one cell in five of unchanged code too. It is the second
@@ -414,7 +417,12 @@ def judge(
     # the history's spread holds both; a side's own interval says how far its run may stray
     spread2 = both["spread"].astype(float) ** 2
     tau2 = np.maximum(spread2 - both["mean_se2"].fillna(0.0), NOISE_FLOOR**2)
-    se_old2, se_new2 = both["se_old"] ** 2, both["se_new"] ** 2
+    # the decision takes a side's own error as at least the cell's usual one in the history:
+    # two rounds that agree by chance (a cell whose processes land in one of two modes) are
+    # no surer than its usual runs; the screen keeps each side's own, and --confirm decides
+    usual = both["mean_se2"].fillna(0.0)
+    se_old2 = np.maximum(both["se_old"] ** 2, usual)
+    se_new2 = np.maximum(both["se_new"] ** 2, usual)
     pair_sd = np.sqrt(2 * tau2 + se_old2 + se_new2)
     mean_sd = np.sqrt(tau2 + se_new2 + spread2 / runs)
     t_pair = (both["x_new"] - both["x_old"]) / pair_sd
