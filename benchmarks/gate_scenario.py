@@ -28,6 +28,10 @@ screen's); and every ordered pair of runs before it, STORE holding every other r
     .venv/bin/python benchmarks/gate_scenario.py OUT [--runs 8] [--from 5] [--factor 1.2]
         [--environments WORK]
     .venv/bin/python benchmarks/gate_scenario.py OUT --judge [--from 5] [--confirm WORK]
+        [--screen-level P] [--margin M]
+
+``--screen-level`` and ``--margin`` are handed to every ``compare`` the judge runs: a 1.1x
+asks for a looser screen than the default and, to be confirmed, a margin below 1.1.
 """
 
 from __future__ import annotations
@@ -133,11 +137,11 @@ def store_of(runs: list[Path], store: Path) -> Path:
 
 
 def gate_once(
-    old: Path, new: Path, store: Path, confirm: Path | None = None
+    old: Path, new: Path, store: Path, confirm: Path | None = None, options: tuple = ()
 ) -> tuple[int, list[dict], list[dict]]:
     """``compare OLD NEW --history STORE --fail-on-slowdown --json`` (with ``--confirm`` in
-    the workflow ``confirm``): its exit status, the cells it flagged, and those measured
-    again with their outcomes."""
+    the workflow ``confirm``; ``options``: more of compare's arguments): its exit status,
+    the cells it flagged, and those measured again with their outcomes."""
     import contextlib
     import io
     import json
@@ -145,6 +149,7 @@ def gate_once(
     from numbench import cli
 
     argv = ["compare", str(old), str(new), "--history", str(store), "--fail-on-slowdown"]
+    argv += list(options)
     if confirm is not None:
         argv += ["--confirm", "--directory", str(confirm / "workflow")]
         argv += ["--configfile", str(confirm / "workflow" / "scenario.yaml")]
@@ -158,11 +163,16 @@ def gate_once(
 
 
 def judge(
-    out: Path, start: int, planted: tuple[str, str] = PLANTED, confirm: Path | None = None
+    out: Path,
+    start: int,
+    planted: tuple[str, str] = PLANTED,
+    confirm: Path | None = None,
+    options: tuple = (),
 ) -> str:
     """The kept runs judged as the module says, a line a pair, and the totals (``planted``:
     the slowed cells' library and operation; ``confirm``: the ``--environments`` folder
-    whose workflow measures the flagged cells again)."""
+    whose workflow measures the flagged cells again; ``options``: more of compare's
+    arguments)."""
     runs = sorted(out.glob("run*"), key=lambda p: int(p.name[3:]))
     before, after = runs[: start - 1], runs[start - 1 :]
     pairs = [(o, n, True) for o in before for n in after]
@@ -172,7 +182,7 @@ def judge(
         stores = {True: store_of(before, Path(work) / "before"), False: None}
         stores[False] = store_of(runs, Path(work) / "every")
         for old, new, across in pairs:
-            status, flagged, again = gate_once(old, new, stores[across], confirm)
+            status, flagged, again = gate_once(old, new, stores[across], confirm, options)
             hit = [c for c in flagged if (c["library"], c["operation"]) == planted]
             others = [c for c in flagged if c not in hit and c["change"] != "suspect"]
             caught += across and any(c["change"] in ("slower", "suspect") for c in hit)
@@ -226,10 +236,15 @@ def main() -> None:
     parser.add_argument(
         "--confirm", metavar="WORK", help="with --judge: --confirm in WORK's workflow"
     )
+    parser.add_argument("--screen-level", help="with --judge: compare's --screen-level")
+    parser.add_argument("--margin", help="with --judge: compare's --margin")
     args = parser.parse_args()
     out = Path(args.out)
     if args.judge:
-        print(judge(out, args.start, confirm=Path(args.confirm) if args.confirm else None))
+        options = [("--screen-level", args.screen_level), ("--margin", args.margin)]
+        options = tuple(x for flag, value in options if value for x in (flag, value))
+        confirm = Path(args.confirm) if args.confirm else None
+        print(judge(out, args.start, confirm=confirm, options=options))
         print(f"Machine: {machine()}")
         return
     if out.exists():
