@@ -6,7 +6,7 @@ import sys
 
 import _path  # noqa: F401
 
-from numbench.measure import inputs
+from numbench import inputs_file as inputs
 from numbench.inputs_file import InputsFileError
 from numbench.operations import OperationError
 

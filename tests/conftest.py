@@ -669,7 +669,8 @@ def constructed_results(gpu: str | None = None):
 def zygote_folder(tmp_path, monkeypatch):
     """A folder of its own (zygotes are per folder) with an elementwise 1000 input in
     ``in.npz``, zygotes that end soon after their last worker or job, and none left behind."""
-    from numbench.measure import inputs, zygote
+    from numbench import inputs_file as inputs
+    from numbench.measure import zygote
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(zygote.IDLE_ENV, "30")

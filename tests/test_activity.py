@@ -63,8 +63,8 @@ def test_without_proc_everything_is_unknown(tmp_path):
 def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
     from conftest import make_spec
 
+    from numbench import inputs_file as inputs
     from numbench.contract import read_cell
-    from numbench.measure import inputs
     from numbench.measure.supervisor import run_cell
 
     path = tmp_path / "sort-1000.npz"
@@ -147,8 +147,8 @@ def test_a_cell_s_record_of_the_machine_covers_its_spread_rounds_jobs(tmp_path):
 
     from conftest import make_spec
 
+    from numbench import inputs_file as inputs
     from numbench.contract import read_cell
-    from numbench.measure import inputs
     from numbench.measure.supervisor import run_cell, run_round
 
     path = tmp_path / "sort-1000.npz"

@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from conftest import run_script
 
+from numbench import inputs_file as inputs
 from numbench.cells import cell_path, inputs_path
 from numbench.contract import cell_table, write_atomic
-from numbench.measure import inputs
 from numbench.measure.replicates import MEASURED, ProcessRun
 from numbench.report.charts import chart_names
 from numbench.report.drawing import FORMATS

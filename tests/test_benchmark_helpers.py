@@ -22,9 +22,9 @@ def test_cell_median_measures_a_cell_the_workflow_s_way(tmp_path):
     """The helper writes the cell's file as the workflow does (one fresh worker process,
     unpaired, CPU, float64, the steady allocator, the timing given) and returns the median
     the workflow's aggregate reads from that file."""
+    from numbench import inputs_file as inputs
     from numbench.analyse.aggregate import cell_row
     from numbench.contract import read_cell
-    from numbench.measure import inputs
 
     path, out = tmp_path / "inputs.npz", tmp_path / "c.parquet"
     inputs.write("sort", 1000, 7, path)

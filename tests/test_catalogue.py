@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from numbench import config, libraries, operations
-from numbench.measure.inputs import FIXED_SIZE, make
+from numbench.inputs_file import FIXED_SIZE, make
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"

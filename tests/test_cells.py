@@ -11,11 +11,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import make_spec
 
+from numbench import inputs_file as inputs
 from numbench import operations
 from numbench.config import default_sizes
 from numbench.contract import CELL_COLUMNS, CorruptFile, read_cell
 from numbench.errors import MachineryFault
-from numbench.measure import inputs
 from numbench.measure.supervisor import run_cell, run_round
 
 FAST = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 3, "budget_s": 0.01}
@@ -194,7 +194,7 @@ def test_a_worker_leaves_no_temporary_file_behind(tmp_path, monkeypatch):
     autograph modules itself: they go to the worker's own folder, removed with it."""
     import tempfile
 
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
     from numbench.measure.process import run_worker
 
     path = tmp_path / "elementwise-1000.npz"

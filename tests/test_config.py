@@ -151,7 +151,7 @@ def test_element_counts_match_the_arrays_the_operation_makes(name):
     number counts as two reals), at two small sizes."""
     import numpy as np
 
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
 
     op = operations.get(name)
     params = op.resolve_params()

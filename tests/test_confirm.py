@@ -360,7 +360,7 @@ def test_compare_confirm_runs_real_workers_and_decides_the_gate(tmp_path, slowed
     confirmed. Whether it is cleared or left in doubt depends on this machine's noise in real
     rounds (a busy CI host left one in doubt at 1.032, upper bound 1.120), so that outcome is
     tested with injected timings above, and here only its agreement with the exit code."""
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
 
     wf = copy_workflow(tmp_path / "wf")
     config_file = tmp_path / "tiny.yaml"

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, make_spec, seed_roofs, snakemake
 
+from numbench import inputs_file as inputs
 from numbench.analyse.aggregate import aggregate
 from numbench.contract import read_cell
 from numbench.errors import CorruptFile
-from numbench.measure import inputs
 from numbench.measure.host_lock import snakemake_running_in, unlock_if_stale
 from numbench.measure.supervisor import CellResult, run_cell
 

@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 from conftest import make_spec, snakemake
 
+from numbench import inputs_file as inputs
 from numbench import libraries, operations
 from numbench.analyse.findings import gpu_notice
 from numbench.libraries import Unavailable
-from numbench.measure import inputs
 from numbench.measure.process import run_worker
 from numbench.report import sections
 from numbench.timing import EventTimer, Timer, TimingSettings

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_spec
 
+from numbench import inputs_file as inputs
 from numbench.errors import MachineryFault
 from numbench.measure import host_lock as cell_module
-from numbench.measure import inputs
 from numbench.measure.host_lock import LOCK_ENV, LockError, default_lock_path, timing_lock
 from numbench.measure.supervisor import run_cell
 

@@ -15,8 +15,8 @@ import pytest
 from conftest import REPO, make_spec
 
 from numbench import contract as tables
+from numbench import inputs_file as inputs
 from numbench.errors import MachineryFault
-from numbench.measure import inputs
 from numbench.measure import process as cell_module
 from numbench.measure.process import ended_report
 from numbench.measure.supervisor import run_cell, run_round

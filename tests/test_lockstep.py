@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import Machine, make_spec
 
-from numbench.measure import inputs
+from numbench import inputs_file as inputs
 from numbench.measure import lockstep as lockstep_module
 from numbench.measure import process as process_module
 from numbench.measure.lockstep import (

@@ -412,7 +412,7 @@ def test_an_archive_of_another_config_is_refused(remote):
 
 
 def test_inputs_that_differ_from_the_measured_ones_are_refused(remote):
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
 
     # an inputs file here made with another seed
     wf = fresh_workflow(remote, "inputs-here")

@@ -99,7 +99,7 @@ def test_this_machine_s_fingerprint_is_what_its_cells_record(tmp_path):
     with, and that fingerprint is this machine's."""
     from conftest import make_spec
 
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
     from numbench.measure.supervisor import run_cell
 
     path = tmp_path / "sort-1000.npz"

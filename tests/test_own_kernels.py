@@ -69,7 +69,7 @@ def write_op(
 
 def measure(tmp_path: Path, path: Path, name="twice", size=300, dtype="float64", params=None):
     """A cell of the operation measured in this process, by the worker's own code."""
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
     from numbench.measure.worker import measure as worker_measure
 
     npz = tmp_path / f"{name}-{size}-{dtype}.npz"
@@ -82,8 +82,8 @@ def measure(tmp_path: Path, path: Path, name="twice", size=300, dtype="float64",
 
 # -- the reference and the kernels get copies -----------------------------------------------------
 def test_a_reference_written_in_place_leaves_the_stored_inputs_byte_identical(tmp_path):
+    from numbench import inputs_file as inputs
     from numbench import operations
-    from numbench.measure import inputs
 
     path = write_op(tmp_path)
     op = operations.load_file(path).operation
@@ -415,7 +415,7 @@ def test_a_compiled_kernel_runs_as_it_is_and_its_row_says_so(tmp_path, library):
     measured by a real worker process; the cell file's ``as_is`` column is true."""
     import pyarrow.parquet as pq
 
-    from numbench.measure.inputs import write
+    from numbench.inputs_file import write
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="sine", template=AS_IS)
@@ -468,8 +468,8 @@ def test_an_own_generator_gets_its_seed_or_the_config_s_and_the_cell_records_it(
     import pyarrow.parquet as pq
     from conftest import REPO
 
+    from numbench import inputs_file as inputs
     from numbench.config import cell_spec, grid, resolve
-    from numbench.measure import inputs
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="ownseed", impl="", template=OWN_SEED)
@@ -501,8 +501,8 @@ def test_the_worker_refuses_inputs_drawn_with_another_seed(tmp_path):
     file drawn with another seed than the cell's (copied in, or run by hand) is refused."""
     from conftest import REPO
 
+    from numbench import inputs_file as inputs
     from numbench.config import cell_spec, grid, resolve
-    from numbench.measure import inputs
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="ownseed", impl="", template=OWN_SEED)
@@ -555,8 +555,8 @@ def test_inputs_read_from_npz_and_parquet_files_are_measured_and_recorded(tmp_pa
     import pandas as pd
     from conftest import REPO
 
+    from numbench import inputs_file as inputs
     from numbench.config import cell_spec, grid, resolve
-    from numbench.measure import inputs
     from numbench.measure.worker import measure as worker_measure
 
     path = write_op(tmp_path, extra='mutates_inputs=("a",),\n')
@@ -582,8 +582,8 @@ def test_inputs_read_from_npz_and_parquet_files_are_measured_and_recorded(tmp_pa
 
 
 def test_an_inputs_file_of_the_wrong_arrays_is_refused_naming_the_file_and_array(tmp_path):
+    from numbench import inputs_file as inputs
     from numbench.inputs_file import InputsFileError
-    from numbench.measure import inputs
 
     path = write_op(tmp_path)
     cases = {
@@ -725,7 +725,7 @@ def test_serial_and_parallel_numba_run_as_two_cells_each_recording_its_options(t
 
     from numbench.config import cell_spec, grid, resolve
     from numbench.config.operations import operation_seed
-    from numbench.measure.inputs import write
+    from numbench.inputs_file import write
     from numbench.measure.supervisor import run_cell
 
     path = write_op(tmp_path, name="sine", impl="", template=WITH_OPTIONS)
@@ -765,7 +765,7 @@ def test_each_compiler_gets_the_options_and_an_eager_library_refuses_them():
 
 def test_a_kernel_as_it_is_has_no_variant_cells(tmp_path):
     path = write_op(tmp_path, name="sine", template=AS_IS)
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
     from numbench.measure.worker import measure as worker_measure
 
     npz = tmp_path / "in.npz"

@@ -19,10 +19,11 @@ import pyarrow as pa
 import pytest
 from conftest import MARGIN, constructed_results, make_spec
 
+from numbench import inputs_file as inputs
 from numbench.analyse.aggregate import cell_row, end_to_end_s, pipelined_row, sample_rows
 from numbench.analyse.findings import pipeline_facts, pipeline_gaps
 from numbench.contract.facts import Findings
-from numbench.measure import inputs, worker
+from numbench.measure import worker
 from numbench.measure.process import run_worker
 from numbench.report.sections import (
     gap_sentence,

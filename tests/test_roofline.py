@@ -189,8 +189,8 @@ def test_the_first_touch_estimate_reads_the_output_bytes_the_worker_recorded():
 def test_the_worker_records_the_bytes_of_its_output(tmp_path):
     from conftest import make_spec
 
+    from numbench import inputs_file as inputs
     from numbench import operations
-    from numbench.measure import inputs
     from numbench.measure.process import run_worker
 
     path = tmp_path / "poly-1000.npz"

@@ -287,7 +287,7 @@ def test_an_installed_operation_is_found_by_its_entry_point(tmp_path, monkeypatc
 # -- run time -------------------------------------------------------------------------------------
 def measure(tmp_path: Path, path: Path, name="mysort", size=200, dtype="float64", library="numpy"):
     """Measure a cell of the user's operation in this process (the worker's own code)."""
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
     from numbench.measure.worker import measure as worker_measure
 
     npz = tmp_path / f"{name}-{size}.npz"
@@ -373,7 +373,7 @@ def test_fresh_copies_are_made_in_chunks_outside_the_timed_region():
 
 
 def test_an_operation_without_a_cost_model_has_null_rates(tmp_path):
-    from numbench.measure.inputs import write
+    from numbench.inputs_file import write
     from numbench.measure.supervisor import run_cell
 
     path = write_operation(tmp_path)
@@ -459,8 +459,8 @@ def test_compare_marks_cells_measured_with_other_operation_code():
 def test_a_lockstep_round_whose_library_writes_into_its_input_fails_the_cell(tmp_path, monkeypatch):
     """The worker stops after its samples; its partner, the NumPy baseline, is not held:
     freed, it ends ok with its samples, in every lockstep round the cell ran."""
+    from numbench.inputs_file import write
     from numbench.measure import supervisor
-    from numbench.measure.inputs import write
     from numbench.measure.supervisor import run_cell
 
     ended: list[dict[str, object]] = []  # each round's reports, by library

@@ -173,7 +173,7 @@ def test_a_job_waiting_for_the_timing_lock_has_loaded_no_library_and_stops_on_si
     """The cell's entry point, its lock held here: once it says it waits, it is stopped; what
     it imported up to then (``-X importtime``) holds no numerical library, no pyarrow, and
     not the supervisor; it stops waiting on SIGTERM (143) and writes no file."""
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
 
     path = tmp_path / "sort-1000.npz"
     inputs.write("sort", 1000, 3, path)

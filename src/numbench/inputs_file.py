@@ -1,10 +1,13 @@
 """Inputs files: numbench's own, which hold what a cell is measured on, and one's own, which
-stand in for the arrays ``make_inputs`` would draw. Both are read here, and only here.
+stand in for the arrays ``make_inputs`` would draw. Both are read here, and only here, and
+numbench's own are made here.
 
-Numbench's inputs file (results/inputs/OPERATION/SIZE.npz) read back: the arrays a cell is
-measured on, the float64 reference output, and what made them. ``numbench.measure.inputs``
-makes and writes the file; the worker loads it (``load``) and the analysis checks it
-(``check``), both from here.
+Numbench's inputs file (results/inputs/OPERATION/SIZE.npz): the arrays a cell is measured
+on, seeded (or one's own, below), the float64 reference output, and what made them: the
+seed, the operation's parameters and the hash of its code (``numbench.operations.loading``).
+The inputs job makes and writes it (``make``, ``write``); the worker loads it (``load``) and
+refuses a file made with other parameters or other code than its cell's spec names; the
+analysis checks it (``check``).
 
 Inputs of one's own, from files (``read``): ``operations.NAME.inputs`` names a ``.npz`` or
 Parquet file per size (``data/eos_{size}.npz``; ``{size}`` is replaced by each size), whose
@@ -22,6 +25,7 @@ the inputs job, which reads one's own Parquet files, imports it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import zipfile
@@ -161,3 +165,70 @@ def read(
             )
         out[name] = array.astype(np.float64)
     return out
+
+
+#: the size whose generator draws an operation's size-independent arrays (real sizes are >= 1)
+FIXED_SIZE = 0
+
+
+def make(
+    operation: str,
+    size: int,
+    seed: int,
+    params: dict | None = None,
+    operation_file: str | None = None,
+    operation_hash: str | None = None,
+    inputs_from: str | None = None,
+) -> dict[str, np.ndarray]:
+    """The arrays of the inputs file: the inputs (drawn, or read from the user's file of
+    ``inputs_from``: ``read``), the float64 reference and what made them. The operation is
+    imported here, not with this module: the worker loads this module to read its inputs."""
+    from numbench import operations
+    from numbench.operations import as_outputs, input_rng, params_json
+
+    found = operations.load(operation, operation_file, operation_hash)
+    op = found.operation
+    params = op.resolve_params(params)
+    arrays = {}
+    if op.make_fixed is not None:
+        arrays.update(op.make_fixed(input_rng(seed, operation, FIXED_SIZE)))
+    arrays.update(op.make_inputs(size, op.inputs_source(size, seed)))
+    if inputs_from is not None:  # the user's own arrays, of the shapes drawn ones have
+        shapes = {n: np.shape(arrays[n]) for n in op.input_names}
+        arrays = read(inputs_from, size, op.input_names, shapes)
+    reference = op.run_reference(arrays, params)
+    refs = as_outputs(reference)
+    out = {name: np.asarray(arrays[name], dtype=np.float64) for name in op.input_names}
+    for i, ref in enumerate(refs):
+        out[f"ref_{i}"] = ref
+    out["n_outputs"] = np.asarray(len(refs))
+    if isinstance(reference, dict):  # named outputs, in the reference's order
+        out["output_names"] = np.asarray(json.dumps([str(k) for k in reference]))
+    out["seed"] = np.asarray(seed)
+    if inputs_from is not None:
+        out["inputs_from"] = np.asarray(str(file_for(inputs_from, size)))
+    out["params_json"] = np.asarray(params_json(params))
+    out["operation_hash"] = np.asarray(found.sha256)
+    return out
+
+
+def write(
+    operation: str,
+    size: int,
+    seed: int,
+    path: str | os.PathLike,
+    params: dict | None = None,
+    operation_file: str | None = None,
+    operation_hash: str | None = None,
+    inputs_from: str | None = None,
+) -> None:
+    """Write the .npz whole or not at all, with the mode a plain write gives
+    (``numbench.contract.replacing``)."""
+    # imported here: the worker loads this module to read its inputs, and must not load
+    # pyarrow (``numbench.contract``) into the process it measures
+    from numbench.contract import write_bytes_atomic
+
+    buf = io.BytesIO()
+    made = make(operation, size, seed, params, operation_file, operation_hash, inputs_from)
+    np.savez(buf, **made)
+    write_bytes_atomic(buf.getvalue(), path)

@@ -258,9 +258,8 @@ def load_inputs(spec: CellSpec, op, out: ProcessReport):
     report's error saying why: the inputs file cannot be read, or it was made with other
     parameters, another seed or by other code of the operation than the cell's (remake
     it)."""
-    from numbench import operations
+    from numbench import inputs_file, operations
     from numbench.errors import CorruptFile
-    from numbench.measure import inputs as inputs_file
 
     params = op.resolve_params(spec.params)
     try:

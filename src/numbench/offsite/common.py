@@ -208,7 +208,7 @@ def inputs_checksums(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
     (a zip member records its time). Raises CorruptFile when a member fails its CRC check."""
     import numpy as np
 
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
 
     inputs.check(path)
     arrays: dict[str, dict[str, Any]] = {}
@@ -283,7 +283,7 @@ def write_inputs_file(
     checked against ``operation_hash``, and the inputs read from the user's file
     ``inputs_from`` where its entry has ``data`` (the bundle's copy there, the config's file
     here). ``run`` makes them there, ``import`` here, alike."""
-    from numbench.measure import inputs
+    from numbench import inputs_file as inputs
 
     inputs.write(
         item["operation"],

@@ -376,8 +376,8 @@ def _fault_of(cell, fault: type[Exception]):
 
 def _intact(path: Path) -> bool:
     """Whether an inputs file an earlier run left passes its check, to be kept."""
+    from numbench import inputs_file as inputs
     from numbench.errors import CorruptFile
-    from numbench.measure import inputs
 
     try:
         inputs.check(path)
