@@ -17,8 +17,9 @@ import pyarrow as pa
 import pytest
 from conftest import make_spec
 
+from numbench import inputs_file as inputs
 from numbench.analyse.aggregate import cell_row
-from numbench.measure import compile_cache, inputs, process, zygote
+from numbench.measure import compile_cache, process, zygote
 
 TIMING = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 5, "budget_s": 0.01}
 

@@ -15,6 +15,8 @@ FLOORS = {
     "ground": 0,  # cells, contract, spec, stats, timing, formatting, errors
     "operations": 1,
     "libraries": 1,
+    # numbench's inputs files, made with the operations they hold the inputs of
+    "inputs_file": 1,
     "config": 2,
     # the three stages share a floor: they meet through files (test_no_stage_imports_another)
     "measure": 3,
