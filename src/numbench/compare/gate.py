@@ -282,10 +282,10 @@ def moderate(group: pd.DataFrame, min_cells: int) -> pd.DataFrame:
     and gives every cell the degrees of freedom that the other cells' spreads lend. It only
     ever raises a spread: a cell whose own runs spread wider than the prior keeps its own
     (moderated down, a cell whose worker processes land in one of two modes far apart was
-    called slower between runs of unchanged code: docs/history.md, "Versions and the regression
-    gate"). Fewer than ``min_cells`` cells, or spreads that vary more than the chi-square
-    alone would: none (d0 = 0). Spreads that vary less: every cell gets the prior's (d0 capped at
-    ``MAX_PRIOR_DF``)."""
+    called slower between runs of unchanged code: docs/history.md, "Versions and the
+    regression gate"). Fewer than ``min_cells`` cells, or spreads that vary more than the
+    chi-square alone would: none (d0 = 0). Spreads that vary less: every cell gets the
+    prior's (d0 capped at ``MAX_PRIOR_DF``)."""
     from scipy import special
 
     group = group.copy()
@@ -416,11 +416,11 @@ def judge(
     # each run's value is the cell's level between runs (tau) plus its own run's error (se):
     # the history's spread holds both; a side's own interval says how far its run may stray
     spread2 = both["spread"].astype(float) ** 2
-    tau2 = np.maximum(spread2 - both["mean_se2"].fillna(0.0), NOISE_FLOOR**2)
+    usual = both["mean_se2"].fillna(0.0)
+    tau2 = np.maximum(spread2 - usual, NOISE_FLOOR**2)
     # the decision takes a side's own error as at least the cell's usual one in the history:
     # two rounds that agree by chance (a cell whose processes land in one of two modes) are
     # no surer than its usual runs; the screen keeps each side's own, and --confirm decides
-    usual = both["mean_se2"].fillna(0.0)
     se_old2 = np.maximum(both["se_old"] ** 2, usual)
     se_new2 = np.maximum(both["se_new"] ** 2, usual)
     pair_sd = np.sqrt(2 * tau2 + se_old2 + se_new2)

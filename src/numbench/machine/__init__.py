@@ -13,6 +13,6 @@ One concern, its modules on the floors of the stages they serve:
 * ``report`` (with the report stage): the summary's headline and time lines.
 
 The measuring side (``measure/{activity,quiet,cpu_taken,apart,host_lock}.py``) sits in
-``measure/`` beside the engine it serves, and reads ``/proc`` through ``system``. Importing this
-package imports none of its modules.
+``measure/`` beside the engine it serves, and reads ``/proc`` through ``system``. Importing
+this package imports none of its modules.
 """
