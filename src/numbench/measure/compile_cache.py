@@ -11,7 +11,9 @@ the cell's ``first_call_s`` is its cold processes' (what a user's first call cos
 report says how many loaded theirs.
 
 What is given up: the later rounds run the kernels the first chose, so the variation of
-that choice between processes is no longer sampled. Hence ``none`` is the default.
+that choice between processes is no longer sampled. That variation exists where a compiler
+times candidates (XLA on a GPU), not for Numba's LLVM or XLA on a CPU, so ``cell`` is the
+default and ``none`` the choice of who wants it sampled.
 
 The folders live in the temporary folder, named by the user, the folder the run works in
 and the run's process (``process.run_pid``: its host, pid and start time), so a run never
