@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_spec
 
-from numbench.measure import activity, job, zygote
+from numbench.measure import activity, zygote
 from numbench.measure.host_lock import timing_lock
 from numbench.measure.job import FAILED_EXIT
 
@@ -139,13 +139,13 @@ def test_a_job_zygote_s_key_changes_with_numbench_s_files(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b.py").write_text("y = 2\n")
-    before = job.package_digest(tmp_path)
-    assert job.package_digest(tmp_path) == before
+    before = zygote.package_digest(tmp_path)
+    assert zygote.package_digest(tmp_path) == before
     (tmp_path / "sub" / "b.py").write_text("y = 22\n")  # one byte more
-    assert job.package_digest(tmp_path) != before
+    assert zygote.package_digest(tmp_path) != before
     (tmp_path / "notes.txt").write_text("not a module\n")
-    after = job.package_digest(tmp_path)
-    assert job.package_digest(tmp_path) == after
+    after = zygote.package_digest(tmp_path)
+    assert zygote.package_digest(tmp_path) == after
 
 
 def test_pythonpath_gets_a_folder_first_and_once():

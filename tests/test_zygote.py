@@ -219,6 +219,49 @@ def test_what_differs_from_worker_to_worker_is_left_out_of_the_key():
     assert zygote.socket_name("torch", sys.executable, env) != one
 
 
+def test_a_workers_zygote_key_changes_with_an_adapter_file_it_imports(tmp_path):
+    """The zygote imports the adapter files NUMBENCH_ADAPTERS names: one edited during a
+    run must reach the next worker through a zygote of its own."""
+    from numbench.libraries import EXTRA_ADAPTERS_ENV
+
+    adapters = tmp_path / "mine.py"
+    adapters.write_text("ADAPTERS = ()\n")
+    env = {EXTRA_ADAPTERS_ENV: str(adapters)}
+    before = zygote.worker_code(env)
+    assert zygote.worker_code(env) == before
+    assert zygote.worker_code({}) != before
+    adapters.write_text("ADAPTERS = ()  # edited\n")
+    assert zygote.worker_code(env) != before
+
+
+PRELOADED = """
+import json, sys
+from numbench.measure import zygote
+refused, import_s = zygote.preload(sys.argv[1])
+print(json.dumps([refused, "numbench.timing" in sys.modules, "numbench.libraries" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize(
+    "library, imported",
+    [("numpy", True), ("json", False)],  # json: a library whose import brings no NumPy
+)
+def test_a_workers_zygote_imports_numbench_s_modules_after_a_library_that_brings_numpy(
+    library, imported
+):
+    """A worker finds numbench's modules imported (no worker pays for them), unless the
+    library's import did not bring NumPy in: numbench's would, and a worker's import_s
+    would miss NumPy's import."""
+    # one BLAS thread, as in a worker's environment: a pool would be refused
+    one = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, **one, "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", PRELOADED, library], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [None, imported, imported]
+
+
 def test_a_forked_workers_peak_memory_counts_the_zygotes_import(monkeypatch):
     """A forked worker's own peak counts only the pages it touched after the fork; its
     reported peak adds what the zygote held once imported, less what the worker held at

@@ -470,7 +470,7 @@ class ActivityWatch:
 SENTINEL_SIZE = 2**20
 SENTINEL_SEED = 20261126
 #: timed calls; the fastest counts
-SENTINEL_REPEATS = 5
+SENTINEL_REPEATS = 3
 #: how the sentinel is named in the docs and the findings
 SENTINEL_KERNEL = f"NumPy sort of {SENTINEL_SIZE} float64 values (seed {SENTINEL_SEED})"
 

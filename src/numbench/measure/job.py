@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import os
 import signal
 import sys
 import traceback
-from pathlib import Path
 
 from numbench.errors import MachineryFault
 from numbench.measure import zygote
@@ -133,28 +131,11 @@ def main(argv: list[str], then=None) -> int:
     return 0
 
 
-def package_root() -> Path:
-    """The folder of the numbench package this process runs."""
-    return Path(__file__).resolve().parents[1]
-
-
-def package_digest(root: Path | None = None) -> str:
-    """A digest of numbench's own files as they are now (those under ``root``, by default
-    the package's): each module's path, size and time of change."""
-    root = package_root() if root is None else root
-    seen = []
-    for path in sorted(root.rglob("*.py")):
-        with contextlib.suppress(OSError):
-            info = path.stat()
-            seen.append(f"{path.relative_to(root)}:{info.st_size}:{info.st_mtime_ns}")
-    return hashlib.sha256("\n".join(seen).encode()).hexdigest()[:20]
-
-
 def zygote_environment() -> dict[str, str]:
     """The environment a job's zygote gets, and its key: this job's, with the folder of the
     numbench this job runs first on ``PYTHONPATH``, as a worker's is."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = zygote.with_first(str(package_root().parent), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = zygote.with_first(str(zygote.package_root().parent), env.get("PYTHONPATH"))
     return env
 
 
@@ -167,7 +148,7 @@ def run(argv: list[str]) -> int:
     spec = CellSpec.from_json(parser().parse_args(argv).spec)
     if spec.worker_start != "fork" or not zygote.supported():
         return main(argv)
-    env, code = zygote_environment(), package_digest()
+    env, code = zygote_environment(), zygote.package_digest()
     name = zygote.socket_name(zygote.JOB, sys.executable, env, code=code)
     handed, how = _hand_over(argv, env, code)
     if handed is not None:

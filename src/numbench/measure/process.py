@@ -284,7 +284,13 @@ def spawn(
     how = "exec"
     if job.start == "fork" and job.library is not None and job.module == zygote.WORKER_MODULE:
         forked, how = zygote.fork_worker(
-            job.library, cmd, env, pass_fds, job.timeout_s, watch=run_pid()
+            job.library,
+            cmd,
+            env,
+            pass_fds,
+            job.timeout_s,
+            watch=run_pid(),
+            code=zygote.worker_code(env),
         )
         if forked is not None:
             return forked, how

@@ -38,8 +38,13 @@ through ``subprocess.Popen``, and counts the CPU time relayed as its own (``rela
 supervisor goes away (its connection closes) is killed by the zygote; one whose zygote dies is
 killed by the kernel (``PR_SET_PDEATHSIG``).
 
-This module's server side imports nothing of numbench's before the fork: a worker imports
-numbench's modules itself, from the files as they are when it starts.
+A worker's zygote imports numbench's own modules that every worker imports
+(``WORKER_MODULES``: the operations, the timer, the adapters) once the library's import is
+timed, and only where that import brought NumPy in (numbench's modules import it), so that
+``import_s`` stays the library's import alone and no worker pays numbench's at every start.
+Its key holds a digest of numbench's files and of the adapter files ``NUMBENCH_ADAPTERS``
+names (``worker_code``), so code edited during a run is what the next worker runs. The worker
+module itself runs afresh in each child.
 
 **A job's zygote** (key ``JOB``) is the one exception: it has imported numbench's supervisor,
 and forks each timing job's process (``numbench.measure.job``), not a worker. Its key holds a
@@ -108,6 +113,20 @@ PRELOAD = {
     # what the job's module imports, not the module itself, which each child runs afresh
     JOB: ("numbench.measure.host_lock", "numbench.measure.supervisor", "numbench.measure.quiet"),
 }
+#: numbench's modules a worker's zygote imports after its library (not the worker module,
+#: which each child runs as ``__main__``, nor its state read from the child's environment)
+WORKER_MODULES = (
+    "numbench.spec",
+    "numbench.timing",
+    "numbench.inputs_file",
+    "numbench.measure.cpu_taken",
+    "numbench.measure.lockstep",
+    "numbench.measure.compile_cache",
+    "numbench.operations",
+    "numbench.operations.kernels",
+    "numbench.operations.check",
+    "numbench.libraries",
+)
 #: the exit status of a child whose set-up failed before the worker ran
 SETUP_FAULT_EXIT = 70
 #: the module a forked child runs, as a fresh worker does with ``python -m``
@@ -153,6 +172,35 @@ def socket_name(
     # base's, and its packages are its own
     key = json.dumps([os.path.abspath(python), library, stable, code], separators=(",", ":"))
     return _names_begin(cwd) + hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def package_root() -> Path:
+    """The folder of the numbench package this process runs."""
+    return Path(__file__).resolve().parents[1]
+
+
+def package_digest(root: Path | None = None, also: tuple[str, ...] = ()) -> str:
+    """A digest of numbench's own files as they are now (those under ``root``, by default
+    the package's), and of the files ``also`` names: each one's path, size and time of
+    change."""
+    root = package_root() if root is None else root
+    seen = []
+    for path in [*sorted(root.rglob("*.py")), *map(Path, also)]:
+        with contextlib.suppress(OSError):
+            info = path.stat()
+            name = path.relative_to(root) if path.is_relative_to(root) else path.resolve()
+            seen.append(f"{name}:{info.st_size}:{info.st_mtime_ns}")
+    return hashlib.sha256("\n".join(seen).encode()).hexdigest()[:20]
+
+
+def worker_code(env: dict[str, str]) -> str:
+    """The ``code`` of a worker's zygote's key: numbench's files, and the adapter files that
+    ``NUMBENCH_ADAPTERS`` names in ``env`` (modules named by import path are the user's to
+    keep still during a run)."""
+    from numbench.libraries import EXTRA_ADAPTERS_ENV
+
+    named = env.get(EXTRA_ADAPTERS_ENV, "").split(os.pathsep)
+    return package_digest(also=tuple(e.strip() for e in named if e.strip().endswith(".py")))
 
 
 def with_first(folder: str, pythonpath: str | None) -> str:
@@ -404,25 +452,39 @@ def threading_native_id() -> int:
     return threading.get_native_id()
 
 
-def preload(library: str) -> str | None:
-    """Import the library's modules; None, or why its workers must start fresh."""
+def preload(library: str) -> tuple[str | None, float]:
+    """Import the library's modules, then (a worker's zygote) numbench's
+    (``WORKER_MODULES``): (None, or why its workers must start fresh; the seconds the
+    library's import took)."""
     import importlib
 
     unset = [v for v in JOB_IMPORT_THREADS if v not in os.environ] if library == JOB else []
     os.environ.update({variable: "1" for variable in unset})
+    t0 = time.perf_counter()
     try:
         for module in PRELOAD.get(library, (library,)):
             try:
                 importlib.import_module(module)
             except Exception as exc:  # noqa: BLE001 - a fresh worker reports it as it should
-                return f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
+                why = f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
+                return why, time.perf_counter() - t0
     finally:
         for variable in unset:
             os.environ.pop(variable, None)
+    import_s = time.perf_counter() - t0
+    # numbench's modules import NumPy: where the library did not, a worker pays for it
+    if library != JOB and "numpy" in sys.modules:
+        for module in WORKER_MODULES:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - a fresh worker reports it as it should
+                why = f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
+                return why, import_s
     running = [n for n in thread_names() if n not in FORK_SAFE_THREADS]
     if running:
-        return f"its import leaves {len(running)} thread(s) running ({', '.join(sorted(running))})"
-    return None
+        why = f"its import leaves {len(running)} thread(s) running ({', '.join(sorted(running))})"
+        return why, import_s
+    return None, import_s
 
 
 def vary_layout(seed: bytes | None = None) -> tuple:
@@ -701,9 +763,7 @@ def serve(name: str, library: str, idle_s: float, watch_pid: int) -> int:
     if os.fork() != 0:
         os._exit(0)  # the launcher waits for this one; the zygote goes on detached
     watch = Watch(watch_pid)
-    t0 = time.perf_counter()
-    refused = preload(library)
-    import_s = time.perf_counter() - t0
+    refused, import_s = preload(library)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(_address(name))
