@@ -7,7 +7,7 @@ from pathlib import Path
 
 import _path  # noqa: F401
 
-from numbench.measure.environments import EnvironmentBuildError, build
+from numbench.config.environments import EnvironmentBuildError, build
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--name", required=True)
