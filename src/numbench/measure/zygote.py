@@ -1,56 +1,29 @@
 """Workers forked from a process that has imported their library: ``worker_start: fork``
-(config/README.md), where ``exec`` starts a fresh interpreter for every worker.
+(config/README.md; the method, and what a fork shares, in docs/method.md, "Workers forked
+from a zygote"), where ``exec`` starts a fresh interpreter for every worker.
 
-Most of a fresh worker's life is not measurement: the interpreter starts and the library is
-imported (TensorFlow takes seconds) in every round of every cell. A zygote is a process that
-has imported one library, with the environment its workers get, and nothing else: it asks for
-no device, makes no thread pool and compiles no kernel. Each worker is forked from it, so the
-import is paid once per zygote instead of once per process. Everything after the import
-happens in the worker, as it did in a fresh one: the library asked for its device
-(``Adapter.load``), the operation loaded, the inputs read, the kernel compiled, the first call
-timed, the samples taken. Each worker is still a process of its own, with its own heap from
-the fork on and its own JIT state, ended after its cell's round.
+A zygote has imported one library with the environment its workers get, and then numbench's
+own modules that every worker imports (``WORKER_MODULES``, only where the library's import
+brought NumPy in, so that ``import_s`` stays the library's alone); it asks for no device,
+makes no thread pool and compiles no kernel. Everything after the import happens in each
+forked worker, as in a fresh one, and each draws its own address-space layout first
+(``vary_layout``). A library whose import leaves a thread running (but jemalloc's, which is
+fork-safe) is refused: its workers start fresh, and their reports say why.
 
-What a fork would share that fresh processes draw anew is the address space's layout: every
-child of one zygote starts with its parent's heap and maps. Each child therefore draws a layout
-of its own before it loads anything (``vary_layout``): a random number of pages mapped and
-kept, and a random number of small blocks of random sizes kept, so its inputs and its
-kernel's buffers land at other addresses than its siblings'. The interpreter's hash seed
-(``PYTHONHASHSEED``) is the zygote's for all its children.
+One zygote serves one key (``socket_name``): the interpreter, the library, the environment's
+variables but those that differ per worker (``VOLATILE``), the folder, and a digest of the
+code it imported (``worker_code``: numbench's files and the adapter files
+``NUMBENCH_ADAPTERS`` names), so an edit made during a run reaches the next worker. It
+listens on an abstract Unix socket (Linux only), answers only its own user, is started by
+the first worker that needs it (``launch``) and serves until idle for ``IDLE_S``, told to
+stop (``stop_all``) or its run ends. Each worker is the zygote's child: the zygote relays
+its pid, its exit status and its CPU time, which the supervisor counts as its own
+(``ForkedWorker``, ``relayed_cpu_s``). A worker whose supervisor goes is killed by the
+zygote; one whose zygote dies, by the kernel (``PR_SET_PDEATHSIG``).
 
-A library whose import leaves a thread running (other than jemalloc's background thread,
-which jemalloc makes safe across a fork itself) is not forked from: a thread that holds a lock
-when the process forks leaves it held for ever in the child. Its zygote says why, and its
-workers start fresh (``exec``), as each report's ``worker_start`` says.
-
-One zygote serves one key: the worker's interpreter, its library, device, dtype and threads,
-its environment's variables and the folder the workflow runs in. Its address is an abstract
-Unix socket named by the key (``socket_name``; Linux only: elsewhere every worker starts
-fresh); it answers only its own user (``SO_PEERCRED``). The first worker that needs it starts
-it (``launch``); it detaches, imports, and then serves until no worker has asked for
-``IDLE_S`` seconds, or until it is told to stop (``stop_all``: the workflow's end).
-
-Each worker is the zygote's child, not its supervisor's: the zygote sends back the worker's
-pid, and at its end its exit status and the CPU time it took (its rusage), with the zygote's
-own CPU time meanwhile. The supervisor sees it through ``ForkedWorker``, as it sees a child
-through ``subprocess.Popen``, and counts the CPU time relayed as its own (``relayed_cpu_s``;
-``numbench.measure.activity``), as it counts a fresh worker it waited for. A worker whose
-supervisor goes away (its connection closes) is killed by the zygote; one whose zygote dies is
-killed by the kernel (``PR_SET_PDEATHSIG``).
-
-A worker's zygote imports numbench's own modules that every worker imports
-(``WORKER_MODULES``: the operations, the timer, the adapters) once the library's import is
-timed, and only where that import brought NumPy in (numbench's modules import it), so that
-``import_s`` stays the library's import alone and no worker pays numbench's at every start.
-Its key holds a digest of numbench's files and of the adapter files ``NUMBENCH_ADAPTERS``
-names (``worker_code``), so code edited during a run is what the next worker runs. The worker
-module itself runs afresh in each child.
-
-**A job's zygote** (key ``JOB``) is the one exception: it has imported numbench's supervisor,
-and forks each timing job's process (``numbench.measure.job``), not a worker. Its key holds a
-digest of numbench's own files (``socket_name``'s ``code``), so code edited during a run is
-what the next job runs; its children draw no layout of their own (they measure nothing), and
-NumPy is imported in it with its BLAS limited to one thread (``JOB_IMPORT_THREADS``).
+**A job's zygote** (key ``JOB``) has imported numbench's supervisor instead, and forks each
+timing job's process (``numbench.measure.job``); its children draw no layout (they measure
+nothing), and NumPy is imported in it with one BLAS thread (``JOB_IMPORT_THREADS``).
 """
 
 from __future__ import annotations
@@ -76,31 +49,19 @@ IDLE_ENV = "NUMBENCH_ZYGOTE_IDLE_S"
 PREFIX = "numbench-zygote"
 #: variables that differ from worker to worker and are set in each child, not in the key
 VOLATILE = frozenset(
-    {
-        "NUMBENCH_SUPERVISOR_PID",
-        "NUMBENCH_TURNS",
-        "NUMBENCH_COMPILE_CACHE",
-        "TMPDIR",
-        "_",
-        "NUMBENCH_JOB_PID",
-        "NUMBENCH_JOB_PARENT",
-        "OLDPWD",
-        "PWD",
-        "SHLVL",
-    }
+    "NUMBENCH_SUPERVISOR_PID NUMBENCH_TURNS NUMBENCH_COMPILE_CACHE TMPDIR _ NUMBENCH_JOB_PID"
+    " NUMBENCH_JOB_PARENT OLDPWD PWD SHLVL".split()
 )
 #: threads a library may leave running at import that are safe across a fork
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 #: a job's zygote's key, where a worker's names its library, and the module its children run
 JOB, JOB_MODULE = "numbench-job", "numbench.measure.job"
-#: set in a job's forked process: the pid of the job's own process (which waits for it)
-#: and that one's parent's
+#: set in a job's forked process: the pid of the job's own process (waiting) and its parent's
 JOB_PID_ENV, JOB_PARENT_ENV = "NUMBENCH_JOB_PID", "NUMBENCH_JOB_PARENT"
 #: what ``fork_worker`` says where no zygote serves and it was told not to start one
 NOT_SERVING = "exec: no zygote serves"
-#: threads' variables a job's zygote imports NumPy with (and unsets after): its BLAS would
-#: start a thread pool at import, which a fork cannot take along; the supervisor computes
-#: nothing with it, and each worker's environment sets its own
+#: a job's zygote imports NumPy with these set to 1 (and unsets them after): a BLAS thread
+#: pool cannot cross a fork; the supervisor computes nothing, a worker's env sets its own
 JOB_IMPORT_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 #: the modules imported in a zygote, per library adapter (its ``module`` where not listed)
 PRELOAD = {
@@ -113,19 +74,11 @@ PRELOAD = {
     # what the job's module imports, not the module itself, which each child runs afresh
     JOB: ("numbench.measure.host_lock", "numbench.measure.supervisor", "numbench.measure.quiet"),
 }
-#: numbench's modules a worker's zygote imports after its library (not the worker module,
-#: which each child runs as ``__main__``, nor its state read from the child's environment)
-WORKER_MODULES = (
-    "numbench.spec",
-    "numbench.timing",
-    "numbench.inputs_file",
-    "numbench.measure.cpu_taken",
-    "numbench.measure.lockstep",
-    "numbench.measure.compile_cache",
-    "numbench.operations",
-    "numbench.operations.kernels",
-    "numbench.operations.check",
-    "numbench.libraries",
+#: numbench's modules a worker's zygote imports after its library (not the worker's own)
+WORKER_MODULES = tuple(
+    "numbench.spec numbench.timing numbench.inputs_file numbench.measure.cpu_taken"
+    " numbench.measure.lockstep numbench.measure.compile_cache numbench.operations"
+    " numbench.operations.kernels numbench.operations.check numbench.libraries".split()
 )
 #: the exit status of a child whose set-up failed before the worker ran
 SETUP_FAULT_EXIT = 70
@@ -164,12 +117,9 @@ def socket_name(
 ) -> str:
     """The zygote's address for a worker of ``library`` run by ``python`` with ``env``: the
     user, the folder, and a digest of everything a worker's import depends on (``code``:
-    what else it does, the digest of the files a job's zygote has imported)."""
+    the digest of numbench's files it imported, ``worker_code`` or ``package_digest``)."""
     stable = sorted((k, v) for k, v in env.items() if k not in VOLATILE)
-    here = Path(__file__)
-    code = f"{here.stat().st_mtime_ns}:{here.stat().st_size}:{code}"
-    # the interpreter as named, not resolved: a virtual environment's python links to its
-    # base's, and its packages are its own
+    # the interpreter as named, not resolved: a venv's python links to its base's
     key = json.dumps([os.path.abspath(python), library, stable, code], separators=(",", ":"))
     return _names_begin(cwd) + hashlib.sha256(key.encode()).hexdigest()[:20]
 
@@ -194,9 +144,8 @@ def package_digest(root: Path | None = None, also: tuple[str, ...] = ()) -> str:
 
 
 def worker_code(env: dict[str, str]) -> str:
-    """The ``code`` of a worker's zygote's key: numbench's files, and the adapter files that
-    ``NUMBENCH_ADAPTERS`` names in ``env`` (modules named by import path are the user's to
-    keep still during a run)."""
+    """A worker's zygote's ``code``: numbench's files and the adapter files that ``env``'s
+    ``NUMBENCH_ADAPTERS`` names (a module named by import path is the user's to keep still)."""
     from numbench.libraries import EXTRA_ADAPTERS_ENV
 
     named = env.get(EXTRA_ADAPTERS_ENV, "").split(os.pathsep)
@@ -249,8 +198,7 @@ class ForkedWorker:
         data = self.conn.recv(65536)
         if not data:
             self.conn.close()
-            # its worker went with it (``PR_SET_PDEATHSIG``): later looks answer at once, as
-            # for a child killed so, and a kill of its group on the way out finds it ended
+            # its worker went with it (``PR_SET_PDEATHSIG``): later looks answer as killed
             self.returncode = -signal.SIGKILL
             from numbench.errors import MachineryFault
 
@@ -452,39 +400,37 @@ def threading_native_id() -> int:
     return threading.get_native_id()
 
 
-def preload(library: str) -> tuple[str | None, float]:
-    """Import the library's modules, then (a worker's zygote) numbench's
-    (``WORKER_MODULES``): (None, or why its workers must start fresh; the seconds the
-    library's import took)."""
+def _imported(modules) -> str | None:
+    """Import ``modules``; None, or why one cannot be (a fresh worker reports it as it should)."""
     import importlib
 
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001
+            return f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
+    return None
+
+
+def preload(library: str) -> tuple[str | None, float]:
+    """Import the library's modules, then (a worker's zygote, where the library brought
+    NumPy in) numbench's (``WORKER_MODULES``): (None, or why its workers must start fresh;
+    the seconds the library's import took)."""
     unset = [v for v in JOB_IMPORT_THREADS if v not in os.environ] if library == JOB else []
     os.environ.update({variable: "1" for variable in unset})
     t0 = time.perf_counter()
     try:
-        for module in PRELOAD.get(library, (library,)):
-            try:
-                importlib.import_module(module)
-            except Exception as exc:  # noqa: BLE001 - a fresh worker reports it as it should
-                why = f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
-                return why, time.perf_counter() - t0
+        why = _imported(PRELOAD.get(library, (library,)))
     finally:
         for variable in unset:
             os.environ.pop(variable, None)
     import_s = time.perf_counter() - t0
-    # numbench's modules import NumPy: where the library did not, a worker pays for it
-    if library != JOB and "numpy" in sys.modules:
-        for module in WORKER_MODULES:
-            try:
-                importlib.import_module(module)
-            except Exception as exc:  # noqa: BLE001 - a fresh worker reports it as it should
-                why = f"{module} cannot be imported in a zygote ({type(exc).__name__}: {exc})"
-                return why, import_s
+    if why is None and library != JOB and "numpy" in sys.modules:
+        why = _imported(WORKER_MODULES)
     running = [n for n in thread_names() if n not in FORK_SAFE_THREADS]
-    if running:
+    if why is None and running:
         why = f"its import leaves {len(running)} thread(s) running ({', '.join(sorted(running))})"
-        return why, import_s
-    return None, import_s
+    return why, import_s
 
 
 def vary_layout(seed: bytes | None = None) -> tuple:
@@ -648,8 +594,7 @@ class Zygote:
         state["cpu"] = time.process_time()
         first = self.forks == 0
         self.forks += 1
-        # the pid is told only once the child leads its own group (os.setsid): a kill of
-        # the group that came sooner would find no such group, and miss the worker
+        # the pid is told once the child leads its group (setsid): a kill must find it
         led_r, led_w = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -692,8 +637,7 @@ class Zygote:
             os.dup2(null, 0)
             os.close(null)
             os.chdir(request["cwd"])
-            # the rest of its environment is the zygote's own, the same by its key, with
-            # what the interpreter's start added to it (a wrapper script's variables)
+            # the rest of its environment is the zygote's own: the same, by its key
             for variable in VOLATILE:
                 if variable in request["env"]:
                     os.environ[variable] = request["env"][variable]
@@ -716,8 +660,7 @@ class Zygote:
                 os.environ[FORKED_ENV] = json.dumps(told)
             else:
                 os.environ.pop(FORKED_ENV, None)
-            # the worker (or the job) as ``python -m`` runs it: it leaves by itself
-            # (``worker.leave``, ``job.leave``)
+            # as ``python -m`` runs it; it leaves by itself (``worker.leave``, ``job.leave``)
             import runpy
 
             runpy.run_module(self.module, run_name="__main__", alter_sys=True)
