@@ -102,7 +102,7 @@ def job_environment(job: WorkerJob) -> dict[str, str]:
     env[SUPERVISOR_ENV] = str(os.getpid())
     for variable in (zygote.JOB_PID_ENV, zygote.JOB_PARENT_ENV):  # the job's, not the worker's
         env.pop(variable, None)
-    src = str(Path(__file__).resolve().parents[2])
+    src = str(zygote.package_root().parent)
     env["PYTHONPATH"] = zygote.with_first(src, env.get("PYTHONPATH"))
     return env
 
