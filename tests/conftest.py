@@ -33,6 +33,10 @@ os.environ.setdefault("NUMBENCH_TEST_CACHES_MIB", "l2=1,l3=4")
 # ... and their compute roof from GEMMs of these sizes n (numbench.roofline.measure.TEST_GEMM_ENV),
 # not 512 to 2048: seconds of CPU a library and setting, in every test run that measures roofs.
 os.environ.setdefault("NUMBENCH_TEST_GEMM_SIZES", "128,256")
+# ... and the sentinel each cell's job times sorts this many values, not 2^20
+# (numbench.measure.activity.TEST_SENTINEL_ENV): four sorts of 8 MiB in every cell job the
+# suite runs, and no test reads the machine's speed from them.
+os.environ.setdefault("NUMBENCH_TEST_SENTINEL_SIZE", "4096")
 # The cells a test measures queue on the suite's own timing lock, not on the host's
 # (numbench.measure.host_lock.LOCK_ENV): beside a real run on this host the suite's cells would
 # otherwise wait for each of the run's cells in turn. The suite's processes (pytest-xdist's

@@ -85,13 +85,16 @@ def test_a_cell_row_records_the_machine_while_it_measured(tmp_path):
     assert set(read_cell(out).column("sentinel_s").to_pylist()) == {0.0123}
 
 
-def test_the_sentinel_is_the_fastest_of_its_timed_calls_after_an_untimed_one():
+def test_the_sentinel_is_the_fastest_of_its_timed_calls_after_an_untimed_one(monkeypatch):
     from numbench.measure.activity import (
         SENTINEL_KERNEL,
         SENTINEL_SIZE,
+        TEST_SENTINEL_ENV,
         sentinel_kernel,
         time_sentinel,
     )
+
+    monkeypatch.delenv(TEST_SENTINEL_ENV, raising=False)  # the real run's sentinel
 
     calls = []
     ticks = iter([0.0, 0.030, 1.0, 1.012, 2.0, 2.020])  # calls of 30, 12 and 20 ms
@@ -102,8 +105,24 @@ def test_the_sentinel_is_the_fastest_of_its_timed_calls_after_an_untimed_one():
         time_sentinel(lambda: None, repeats=0)
     # the kernel is the same every time: its values come from a fixed seed
     first, again = sentinel_kernel()(), sentinel_kernel()()
-    assert "sort" in SENTINEL_KERNEL and len(first) == SENTINEL_SIZE
+    assert "sort" in SENTINEL_KERNEL and len(first) == SENTINEL_SIZE == 2**20
     assert (first == again).all() and (first[1:] >= first[:-1]).all()
+
+
+def test_a_test_run_sorts_the_sentinel_values_it_names_and_no_other_run_does(monkeypatch):
+    from numbench.measure.activity import TEST_SENTINEL_ENV, sentinel_kernel, sentinel_size
+
+    named = {"NUMBENCH_TEST_ADAPTERS": "1", TEST_SENTINEL_ENV: "4096"}
+    assert sentinel_size(named) == 4096
+    # outside the tests (no NUMBENCH_TEST_ADAPTERS=1) the variable changes nothing
+    assert sentinel_size({TEST_SENTINEL_ENV: "4096"}) == 2**20
+    assert sentinel_size({"NUMBENCH_TEST_ADAPTERS": "1"}) == 2**20
+    for bad in ("big", "0", "-5", "1e4"):
+        with pytest.raises(ValueError, match=TEST_SENTINEL_ENV):
+            sentinel_size({**named, TEST_SENTINEL_ENV: bad})
+    for key, value in named.items():
+        monkeypatch.setenv(key, value)
+    assert len(sentinel_kernel()()) == 4096  # what a cell's job times in a test run
 
 
 def test_stretches_combine_weighted_by_their_length():

@@ -475,13 +475,33 @@ SENTINEL_REPEATS = 3
 SENTINEL_KERNEL = f"NumPy sort of {SENTINEL_SIZE} float64 values (seed {SENTINEL_SEED})"
 
 
+#: The test suite sets this (beside ``NUMBENCH_TEST_ADAPTERS=1``, without which it is ignored)
+#: to sort fewer values: its runs time the sentinel before every cell, their machine's speed
+#: is no test's subject, and the tests check that it is timed and carried, not its value (as
+#: ``numbench.roofline.measure.TEST_GEMM_ENV`` does for the compute roof).
+TEST_SENTINEL_ENV = "NUMBENCH_TEST_SENTINEL_SIZE"
+
+
+def sentinel_size(environ=os.environ) -> int:
+    """The values the sentinel sorts: ``SENTINEL_SIZE``, or what ``TEST_SENTINEL_ENV`` names
+    in a test run. A malformed value is an error naming the variable."""
+    from numbench.libraries import TEST_ADAPTERS_ENV
+
+    text = environ.get(TEST_SENTINEL_ENV, "").strip()
+    if not text or environ.get(TEST_ADAPTERS_ENV) != "1":
+        return SENTINEL_SIZE
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{TEST_SENTINEL_ENV}={text!r}: expected a count of values above 0")
+    return int(text)
+
+
 def sentinel_kernel() -> Callable[[], object] | None:
     """One call of the sentinel, its values drawn once; None without NumPy."""
     try:
         import numpy as np
     except ImportError:
         return None
-    values = np.random.default_rng(SENTINEL_SEED).random(SENTINEL_SIZE)
+    values = np.random.default_rng(SENTINEL_SEED).random(sentinel_size())
     return lambda: np.sort(values, kind="quicksort")
 
 
