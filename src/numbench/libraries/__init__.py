@@ -55,6 +55,15 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 #: Set to 1 by the tests: the test-only settings (``NUMBENCH_TEST_*``) are honoured only beside it
 TEST_ADAPTERS_ENV = "NUMBENCH_TEST_ADAPTERS"
+
+
+def setting_of_tests(variable: str, environ=os.environ) -> str | None:
+    """The value of the test-only ``variable`` where a test run sets it (beside
+    ``TEST_ADAPTERS_ENV=1``), stripped; None elsewhere, and where it is empty."""
+    text = environ.get(variable, "").strip()
+    return text if text and environ.get(TEST_ADAPTERS_ENV) == "1" else None
+
+
 #: the modules or ``.py`` files of adapters from outside the package (the module's docstring)
 EXTRA_ADAPTERS_ENV = "NUMBENCH_ADAPTERS"
 
@@ -110,6 +119,7 @@ __all__ = [
     "ADAPTERS",
     "EXTRA_ADAPTERS_ENV",
     "TEST_ADAPTERS_ENV",
+    "setting_of_tests",
     "Adapter",
     "Unavailable",
     "chosen_cpus",

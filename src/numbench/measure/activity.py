@@ -485,10 +485,10 @@ TEST_SENTINEL_ENV = "NUMBENCH_TEST_SENTINEL_SIZE"
 def sentinel_size(environ=os.environ) -> int:
     """The values the sentinel sorts: ``SENTINEL_SIZE``, or what ``TEST_SENTINEL_ENV`` names
     in a test run. A malformed value is an error naming the variable."""
-    from numbench.libraries import TEST_ADAPTERS_ENV
+    from numbench.libraries import setting_of_tests
 
-    text = environ.get(TEST_SENTINEL_ENV, "").strip()
-    if not text or environ.get(TEST_ADAPTERS_ENV) != "1":
+    text = setting_of_tests(TEST_SENTINEL_ENV, environ)
+    if text is None:
         return SENTINEL_SIZE
     if not text.isdigit() or int(text) < 1:
         raise ValueError(f"{TEST_SENTINEL_ENV}={text!r}: expected a count of values above 0")

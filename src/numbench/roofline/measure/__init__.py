@@ -293,10 +293,8 @@ TEST_CACHES_ENV = "NUMBENCH_TEST_CACHES_MIB"
 def named_caches(found: dict[str, int], environ=os.environ) -> dict[str, int]:
     """``found``, or the sizes ``TEST_CACHES_ENV`` names in a test run (a level it leaves out
     keeps its size). A malformed value is an error naming the variable."""
-    from numbench.libraries import TEST_ADAPTERS_ENV
-
-    text = environ.get(TEST_CACHES_ENV, "").strip()
-    if not text or environ.get(TEST_ADAPTERS_ENV) != "1":
+    text = libraries.setting_of_tests(TEST_CACHES_ENV, environ)
+    if text is None:
         return found
     sizes = dict(found)
     for part in text.split(","):
@@ -456,8 +454,8 @@ TEST_GEMM_ENV = "NUMBENCH_TEST_GEMM_SIZES"
 def gemm_sizes(device: str, environ=os.environ) -> tuple[int, ...]:
     """The sizes n of ``device``'s GEMMs (``GEMM_SIZES``), or those ``TEST_GEMM_ENV`` names
     in a test run. A malformed value is an error naming the variable."""
-    text = environ.get(TEST_GEMM_ENV, "").strip()
-    if not text or environ.get(libraries.TEST_ADAPTERS_ENV) != "1":
+    text = libraries.setting_of_tests(TEST_GEMM_ENV, environ)
+    if text is None:
         return GEMM_SIZES[device]
     try:
         sizes = tuple(int(part) for part in text.split(","))
