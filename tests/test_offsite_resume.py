@@ -290,7 +290,7 @@ def test_a_batch_whose_rounds_stopped_measures_the_cells_begun_on_and_no_other(
         path.write_text("round")
         return []
 
-    def fake_cell(spec, path, earlier):
+    def fake_cell(spec, path, earlier, round_sd_at=None):
         clock.now += round_s[spec.name]
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"cell")

@@ -15,12 +15,15 @@ from numbench.measure.replicates import (
     CellClock,
     ProcessRun,
     RoundFileError,
+    RunSd,
     measure_replicates,
     measure_round,
     read_rounds,
     round_order,
+    run_round_sd,
     verdict_settled,
     write_round,
+    write_round_sd,
 )
 from numbench.spec import ProcessReport, ReplicateSettings
 from numbench.stats import could_settle, median_ci, summarize
@@ -192,6 +195,56 @@ def test_a_verdict_that_max_rounds_could_not_settle_stops_at_the_minimum(capsys)
     runs, _ = measure_replicates(spec_with(round_sd=0.0), worker)
     assert [r.role for r in runs].count(MEASURED) == 2
     assert "after 2 rounds: its verdict is settled" in capsys.readouterr().out
+
+
+def test_the_run_s_round_spread_replaces_round_sd_in_the_stopping_rule(capsys):
+    """A speedup of 1.13 whose rounds agree: at round_sd 0.03 it goes on to 5 rounds (above);
+    where the run's cells spread 0.01 a round, 2 rounds' floor (0.014) already clears the
+    margin (0.027 away); where they spread 0.1, even 6 rounds' floor (0.080) reaches it, and
+    the cell stops at 2 naming the run's spread."""
+    worker = QuietWorker({"torch": [1e-3], "numpy": [1.13e-3]})
+    runs, _ = measure_replicates(spec_with(target_ci=0.5), worker, run_sd=RunSd(0.01, 25))
+    assert [r.role for r in runs].count(MEASURED) == 2
+    assert "after 2 rounds: its verdict is settled" in capsys.readouterr().out
+    worker = QuietWorker({"torch": [1e-3], "numpy": [1.13e-3]})
+    runs, _ = measure_replicates(spec_with(target_ci=0.5), worker, run_sd=RunSd(0.1, 25))
+    assert [r.role for r in runs].count(MEASURED) == 2
+    said = capsys.readouterr().out
+    assert "6 rounds could not settle it" in said
+    assert "at the run's round spread over 25 cells 0.1" in said
+
+
+def paired_runs(ratios: list[float]) -> list[ProcessRun]:
+    """One paired round per ratio: a baseline of 1 ms, the library's process ratio times
+    faster, each process's samples all alike."""
+    runs = []
+    for i, ratio in enumerate(ratios):
+        for role, t in ((BASELINE, 1e-3), (MEASURED, 1e-3 / ratio)):
+            runs.append(ProcessRun(role, i, 0.0, ProcessReport("ok", loops=1, samples_s=[t] * 3)))
+    return runs
+
+
+def test_the_run_s_round_spread_is_its_finished_cells_of_that_device_and_host(tmp_path):
+    spec = spec_with()
+    # rounds 1.1x apart: log ratios +-0.0477 about their mean, variance 2 * 0.0477^2 / 1
+    spread = paired_runs([1.0, 1.1])
+    for i in range(19):
+        assert write_round_sd(tmp_path, f"c{i}", spec, "here", spread)
+    assert run_round_sd(tmp_path, "cpu", "here") is None  # 19 cells: too few to say
+    assert not write_round_sd(tmp_path, "one", spec, "here", paired_runs([1.3]))  # 1 round
+    write_round_sd(tmp_path, "c19", spec, "here", spread)
+    # another host's, another device's and a broken file change nothing
+    write_round_sd(tmp_path, "elsewhere", spec, "there", paired_runs([1.0, 3.0]))
+    (tmp_path / "gpu.json").write_text('{"device": "gpu", "host": "here", "variance": 9, "df": 1}')
+    (tmp_path / "broken.json").write_text("{")
+    found = run_round_sd(tmp_path, "cpu", "here")
+    # 20 cells of 1 df, each variance 0.00454: the median of chi-square(1) is 0.4549, so the
+    # typical sd is sqrt(0.00454 / 0.4549) = 0.0999
+    assert found is not None and found.cells == 20
+    assert found.sd == pytest.approx(0.0999, abs=5e-4)
+    # a cell's own earlier file is left out of its own estimate
+    assert run_round_sd(tmp_path, "cpu", "here", but="c19") is None
+    assert run_round_sd(tmp_path / "absent", "cpu", "here") is None
 
 
 @pytest.mark.parametrize(

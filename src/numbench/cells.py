@@ -15,8 +15,10 @@ no character outside each field's alphabet.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 #: The order of a cell's fields in its paths.
 FIELDS = ("library", "device", "dtype", "threads", "operation", "size")
@@ -59,6 +61,9 @@ CELL_FILE = f"results/cells/{STEM}.parquet"
 CELL_LOG = f"logs/cells/{STEM}.log"
 ROUND_FILE = f"results/rounds/{STEM}/r{{round}}.json"
 ROUND_LOG = f"logs/rounds/{STEM}/r{{round}}.log"
+#: where each finished paired cell leaves its rounds' variance for the cells after it
+#: (``numbench.measure.replicates.run_round_sd``): a guide to the stopping rule, no result
+ROUND_SD_FOLDER = "results/round_sd"
 INPUTS_FILE = "results/inputs/{operation}/{size}.npz"
 INPUTS_LOG = "logs/inputs/{operation}/{size}.log"
 
@@ -79,6 +84,16 @@ CELL_FILE_RE = _regex(CELL_FILE)
 CELL_LOG_RE = _regex(CELL_LOG)
 ROUND_FILE_RE = _regex(ROUND_FILE)
 INPUTS_LOG_RE = _regex(INPUTS_LOG)
+
+
+def round_sd_place(cell_file: str | os.PathLike) -> tuple[Path, str] | None:
+    """The folder (``ROUND_SD_FOLDER`` beside the cell file's ``results/``, under whatever
+    folder holds it) and the name under which a cell file's cell leaves its round variance;
+    None for a file outside the layout (a test's, say)."""
+    parts = Path(cell_file).parts
+    if len(parts) < 8 or not CELL_FILE_RE.fullmatch("/".join(parts[-8:])):
+        return None
+    return Path(*parts[:-8], ROUND_SD_FOLDER), "-".join(parts[-6:]).removesuffix(".parquet")
 
 
 @dataclass(frozen=True, order=True)

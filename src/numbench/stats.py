@@ -233,6 +233,12 @@ def chi2_median(df: float) -> float:
     return 2.0 * (lo + hi) / 2.0
 
 
+def round_log_ratios(base: Sequence, lib: Sequence) -> np.ndarray:
+    """log(median baseline / median library) of each paired round: the samples of the
+    rounds' baseline processes and of their library processes, in round order."""
+    return np.array([np.log(np.median(b) / np.median(x)) for b, x in zip(base, lib, strict=True)])
+
+
 def typical_sd(variances: Sequence[float], dfs: Sequence[int]) -> float:
     """The typical standard deviation behind many small-sample variances (0 if none).
 

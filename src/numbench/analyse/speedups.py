@@ -94,7 +94,15 @@ from numbench.contract import (
     write_atomic,
 )
 from numbench.contract.conclusions import check_baseline, in_doubt  # noqa: F401 - re-exported
-from numbench.stats import Z95, ratio_ci, repeat_chance, typical_sd, verdict, verdict_settled
+from numbench.stats import (
+    Z95,
+    ratio_ci,
+    repeat_chance,
+    round_log_ratios,
+    typical_sd,
+    verdict,
+    verdict_settled,
+)
 
 CELL_KEY = list(KEY_WITH_HOST)
 
@@ -122,11 +130,6 @@ def group_samples(samples: pd.DataFrame) -> dict[tuple, dict[str, list[np.ndarra
         cell = (*cell[:3], int(cell[3]), cell[4], int(cell[5]), *cell[6:])
         out.setdefault(cell, {}).setdefault(key[-2], []).append(part["seconds"].to_numpy())
     return out
-
-
-def round_log_ratios(base: list[np.ndarray], lib: list[np.ndarray]) -> np.ndarray:
-    """log(median baseline / median library) of each paired round."""
-    return np.array([np.log(np.median(b) / np.median(x)) for b, x in zip(base, lib, strict=True)])
 
 
 def round_floor(spreads: list[tuple[float, int]]) -> float:

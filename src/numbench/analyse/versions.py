@@ -47,12 +47,20 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from numbench.analyse.speedups import cell_seed, floored, round_floor, round_log_ratios
+from numbench.analyse.speedups import cell_seed, floored, round_floor
 from numbench.cells import KEY, Cell
 from numbench.contract import BASELINE, LATENCY, MEASURED, read_cell, write_atomic
 from numbench.contract.conclusions import BROKEN, NOT_COMPARABLE, VERSIONS_SCHEMA
 from numbench.spec import STATUSES
-from numbench.stats import SAME, check_margin, ratio_ci, summarize, verdict, verdict_settled
+from numbench.stats import (
+    SAME,
+    check_margin,
+    ratio_ci,
+    round_log_ratios,
+    summarize,
+    verdict,
+    verdict_settled,
+)
 
 #: where a cell's file names start, for paths given below another folder
 CELLS_FOLDER = "results/cells/"

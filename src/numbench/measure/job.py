@@ -39,6 +39,7 @@ import signal
 import sys
 import traceback
 
+from numbench.cells import round_sd_place
 from numbench.errors import MachineryFault
 from numbench.measure import zygote
 from numbench.measure.host_lock import cell_label, exit_on_sigterm, keep_pandas_out, timing_lock
@@ -109,6 +110,7 @@ def main(argv: list[str], then=None) -> int:
                     earlier=args.earlier,
                     lock_timeout_s=args.lock_timeout_s,
                     quiet=quiet,
+                    round_sd_at=round_sd_place(args.output),
                 )
                 print(
                     f"cell: {result.status}" + (f": {result.error}" if result.error else ""),

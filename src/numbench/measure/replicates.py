@@ -27,7 +27,11 @@ slower: ``numbench.stats.verdict``) is in doubt while its speedup's 95% interval
 stopping margin or its inverse (``stop_margin``), the interval widened first to the least spread a few rounds can show
 (``round_sd``: two or three rounds cannot measure their own spread; the typical round
 spread, estimated as ``numbench.analyse.speedups`` does, is in docs/history.md,
-"Reproducibility: fourteen run pairs"). A cell
+"Reproducibility: fourteen run pairs"). Once ``RUN_SD_CELLS`` paired cells of the run
+have finished on the cell's device and host, the floor takes their typical round spread
+(``run_round_sd``) for ``round_sd``: the same estimate the speedup table floors every
+interval with once all cells are in, so that a cell the rule calls settled is settled
+there too, and a cell the table would call in doubt is not stopped as settled. A cell
 settled faster, slower or the same stops at ``min``, however wide its interval; a cell near
 the stopping margin gets more rounds, because there a second run would otherwise give the other
 verdict. A cell that even ``max`` rounds could not settle stops too (``could_settle``: the
@@ -62,6 +66,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -76,11 +81,17 @@ from numbench.stats import (
     median_ci,
     ratio_ci,
     relative_half_width,
+    round_log_ratios,
+    typical_sd,
     verdict_settled,
 )
 
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
 STOPPING_RESAMPLES = 500
+#: the finished paired cells of a run whose round spread the stopping rule takes for
+#: ``replicates.round_sd`` (``run_round_sd``): fewer leave ``round_sd``'s own value, since a
+#: typical spread from a few 2-round cells is a guess of its own
+RUN_SD_CELLS = 20
 
 
 @dataclass
@@ -91,6 +102,15 @@ class ProcessRun:
     replicate: int
     started_unix: float
     report: ProcessReport
+
+
+@dataclass(frozen=True)
+class RunSd:
+    """The run's typical round-to-round standard deviation of a log speedup so far
+    (``run_round_sd``), and over how many finished cells."""
+
+    sd: float
+    cells: int
 
 
 @dataclass
@@ -139,27 +159,35 @@ def round_order(spec: CellSpec, replicate: int) -> tuple[str, str]:
     return (BASELINE, MEASURED) if first_baseline else (MEASURED, BASELINE)
 
 
-def enough_rounds(spec: CellSpec, runs: list[ProcessRun]) -> str | None:
+def enough_rounds(
+    spec: CellSpec, runs: list[ProcessRun], run_sd: RunSd | None = None
+) -> str | None:
     """Why more processes would not change what the cell says, in words, or None while they
     could. Paired: its speedup's verdict is settled (``verdict_settled``, with the floor
-    ``1.96 * round_sd / sqrt(rounds)``), or no round up to ``max`` could settle it
+    ``1.96 * sd / sqrt(rounds)``), or no round up to ``max`` could settle it
     (``could_settle``: the narrowest interval ``max`` rounds can show about its speedup
     still holds the stopping margin or its inverse, so those rounds would leave it in doubt
-    at their cost). Unpaired: its median's interval is within ``replicates.target_ci`` of
-    its value."""
+    at their cost). ``sd`` is the run's own round spread so far (``run_sd``, from
+    ``run_round_sd``) where known, else ``replicates.round_sd``. Unpaired: its median's
+    interval is within ``replicates.target_ci`` of its value."""
     own = [r.report.samples_s for r in runs if r.role == MEASURED]
     base = [r.report.samples_s for r in runs if r.role == BASELINE]
     reps = spec.replicates
     if base and len(base) == len(own):
+        sd, whose = (
+            (reps.round_sd, "replicates.round_sd")
+            if run_sd is None
+            else (run_sd.sd, f"the run's round spread over {run_sd.cells} cells")
+        )
         point, lo, hi = ratio_ci(base, own, paired=True, resamples=STOPPING_RESAMPLES)
-        floor = Z95 * reps.round_sd / math.sqrt(len(own))
+        floor = Z95 * sd / math.sqrt(len(own))
         if verdict_settled(point, lo, hi, reps.stop_margin, floor):
             return "its verdict is settled"
-        if not could_settle(point, reps.max, reps.round_sd, reps.stop_margin):
+        if not could_settle(point, reps.max, sd, reps.stop_margin):
             return (
                 f"its verdict is in doubt and {reps.max} rounds could not settle it (speedup "
                 f"{point:.3g}: even the narrowest interval {reps.max} rounds can show, "
-                f"replicates.round_sd = {reps.round_sd:g}, holds the stopping margin "
+                f"at {whose} {sd:.3g}, holds the stopping margin "
                 f"{reps.stop_margin:g} or its inverse)"
             )
         return None
@@ -280,9 +308,11 @@ def measure_replicates(
     run_pair: RunPair | None = None,
     clock: CellClock | None = None,
     busy_now: Callable[[int], float | None] | None = look,
+    run_sd: RunSd | None = None,
 ) -> tuple[list[ProcessRun], str | None]:
     """Run the cell's processes; return them and, when pairing had to stop, why.
-    ``run_pair`` runs a lockstep round (``measure_round``).
+    ``run_pair`` runs a lockstep round (``measure_round``); ``run_sd``: the run's round
+    spread so far, which the stopping rule takes for ``round_sd`` (``enough_rounds``).
 
     ``earlier``: the processes of rounds already measured in jobs of their own (the spread
     rounds, ``replicates.early_rounds``); they count as the first rounds, and the rounds run here
@@ -322,7 +352,7 @@ def measure_replicates(
             return runs, pairing_error
     for replicate in range(done, spec.replicates.max):
         if replicate >= spec.replicates.min:
-            why = enough_rounds(spec, runs)
+            why = enough_rounds(spec, runs, run_sd)
             if why is not None:
                 print(f"after {replicate} rounds: {why}; no more rounds", flush=True)
                 break
@@ -439,3 +469,63 @@ def rounds_activity(paths: list[str | os.PathLike]) -> list[dict]:
         if isinstance(activity, dict):
             found.append(activity)
     return found
+
+
+def round_variance(runs: list[ProcessRun]) -> tuple[float, int] | None:
+    """A paired cell's variance of its rounds' log speedups and its degrees of freedom
+    (rounds - 1), as the speedup table's floor takes it (``numbench.analyse.speedups``);
+    None for a cell without two paired rounds."""
+    own = [r.report.samples_s for r in runs if r.role == MEASURED]
+    base = [r.report.samples_s for r in runs if r.role == BASELINE]
+    if len(own) < 2 or len(base) != len(own) or not all(own) or not all(base):
+        return None
+    ratios = round_log_ratios(base, own)
+    if not np.isfinite(ratios).all():
+        return None
+    return float(np.var(ratios, ddof=1)), len(ratios) - 1
+
+
+def write_round_sd(
+    folder: str | os.PathLike, name: str, spec: CellSpec, host: str | None, runs: list[ProcessRun]
+) -> bool:
+    """Leave a finished paired cell's round variance (``round_variance``) in ``folder``
+    as ``name``.json for the cells measured after it (``run_round_sd``); False (nothing
+    written) for a cell without two paired rounds."""
+    found = round_variance(runs)
+    if found is None:
+        return False
+    data = {"device": spec.device, "host": host, "variance": found[0], "df": found[1]}
+    os.makedirs(folder, exist_ok=True)
+    write_text_atomic(json.dumps(data), Path(folder, f"{name}.json"))
+    return True
+
+
+def run_round_sd(
+    folder: str | os.PathLike, device: str, host: str | None, but: str | None = None
+) -> RunSd | None:
+    """The run's round spread so far on ``device`` of ``host``: ``typical_sd`` of the round
+    variances that the finished cells left in ``folder`` (``write_round_sd``), the same
+    estimate the speedup table's floor makes once every cell is in; None below
+    ``RUN_SD_CELLS`` cells. ``but``: a cell's own name, left out (its earlier measurement).
+    A file that cannot be read is passed over: the estimate is a guide to the stopping rule,
+    never part of a result."""
+    variances, dfs = [], []
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".json") and n != f"{but}.json"]
+    except OSError:
+        return None
+    for name in names:
+        try:
+            with open(Path(folder, name)) as fh:
+                data = json.load(fh)
+            if data["device"] != device or data["host"] != host:
+                continue
+            variance, df = float(data["variance"]), int(data["df"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if df > 0 and math.isfinite(variance) and variance >= 0:
+            variances.append(variance)
+            dfs.append(df)
+    if len(variances) < RUN_SD_CELLS:
+        return None
+    return RunSd(typical_sd(variances, dfs), len(variances))

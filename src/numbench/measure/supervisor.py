@@ -44,12 +44,15 @@ from numbench.measure.replicates import (
     CellClock,
     ProcessRun,
     RoundFileError,
+    RunSd,
     measure_replicates,
     measure_round,
     read_rounds,
     rounds_activity,
     rounds_quiet_wait_s,
+    run_round_sd,
     write_round,
+    write_round_sd,
 )
 from numbench.operations.kernels import library_options, options_json
 from numbench.spec import CellMeta, CellSpec
@@ -195,6 +198,20 @@ def record_quiet_wait(meta: CellMeta, waited, rounds_waited_s: float | None) -> 
     meta.quiet_reached = None if waited is None else waited.reached
 
 
+def _run_sd(round_sd_at, spec: CellSpec, host: str | None) -> RunSd | None:
+    """The run's round spread so far (``replicates.run_round_sd``), said in the log where
+    known; None without ``round_sd_at`` or enough finished cells."""
+    if round_sd_at is None:
+        return None
+    run_sd = run_round_sd(round_sd_at[0], spec.device, host, but=round_sd_at[1])
+    if run_sd is not None:
+        print(
+            f"stopping rule: the run's round spread, {run_sd.sd:.3g} over {run_sd.cells} cells",
+            flush=True,
+        )
+    return run_sd
+
+
 def run_cell(
     spec: CellSpec,
     output: str | os.PathLike,
@@ -203,6 +220,7 @@ def run_cell(
     lock_timeout_s: float | None = None,
     quiet: QuietSettings | None = None,
     sentinel: Callable[[], float | None] = time_sentinel,
+    round_sd_at: tuple[str | os.PathLike, str] | None = None,
 ) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
@@ -212,7 +230,10 @@ def run_cell(
     lock held, for the machine to quiet down before measuring (the config's
     ``wait_for_quiet``, ``numbench.measure.quiet``). ``sentinel``: times the sentinel once,
     lock held, after the wait and before the rounds (``sentinel_s``; the tests give their
-    own). Every outcome of the library writes the Parquet; a fault of
+    own). ``round_sd_at``: the folder and name (``numbench.cells.round_sd_place``) where the
+    run's finished cells leave their round variance: the stopping rule takes their typical
+    spread for ``replicates.round_sd`` once there are enough (``replicates.run_round_sd``),
+    and this cell, paired, leaves its own once written. Every outcome of the library writes the Parquet; a fault of
     numbench's machinery or of the host (the lock, an unusable round file, a worker that
     cannot start, a file that cannot be written) raises ``MachineryFault`` and writes none.
     """
@@ -225,10 +246,13 @@ def run_cell(
         meta.locked_from_unix = time.time()
         waited = quiet.wait() if quiet is not None else None
         meta.sentinel_s = sentinel()
+        run_sd = _run_sd(round_sd_at, spec, meta.host)
         with keep_apart(spec.threads) as apart:
             watch = ActivityWatch()
             clock = CellClock(earlier_s=earlier_wall - (rounds_waited_s or 0.0))
-            runs, pairing_error = measure_replicates(spec, run_worker, before, run_lockstep, clock)
+            runs, pairing_error = measure_replicates(
+                spec, run_worker, before, run_lockstep, clock, run_sd=run_sd
+            )
             own_stretch = replace(watch.stop(), workflow_moved=apart.moved)
         meta.locked_until_unix = time.time()
     forget(cell_compile_folder(spec))  # its rounds are over (compile_cache)
@@ -258,4 +282,7 @@ def run_cell(
             meta.gb_per_s = meta.bytes / median / 1e9
     with machinery(f"cannot write the cell's file {output}"):
         write_atomic(cell_table(spec.key, meta, runs), output)
+    if round_sd_at is not None and meta.status == "ok" and meta.paired_with:
+        with contextlib.suppress(OSError):  # a guide to later cells' stopping, no result
+            write_round_sd(*round_sd_at, spec, meta.host, runs)
     return CellResult(meta, runs)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from numbench.cells import round_sd_place
 from numbench.contract import write_bytes_atomic
 from numbench.offsite.common import (
     ARCHIVE_FORMAT,
@@ -509,7 +510,7 @@ def run_cells(
                 _output_to(Path(cell.log), append=bool(earlier)),
                 _fault_of(cell, MachineryFault),
             ):
-                result = run_cell(spec, path, earlier=earlier)
+                result = run_cell(spec, path, earlier=earlier, round_sd_at=round_sd_place(path))
                 print(f"cell: {result.status}" + (f": {result.error}" if result.error else ""))
             for done in earlier:  # read into the cell file: no longer needed
                 done.unlink(missing_ok=True)
