@@ -260,6 +260,13 @@ def test_firmness_counts_the_doubtful_verdicts_whose_cell_stopped_before_max_in_
     assert f.short == 1
     line = firmness_line(f, MARGIN)
     assert "1 of them stopped before `replicates.max` rounds, which could not have" in line
+    assert "at the run's round spread" in line
+    # the run's own round spread (the rows' floor) decides where the table has one: at 0.1 a
+    # speedup of 1.0 is beyond what 4 rounds could settle (floor 0.098 > log 1.1 = 0.095);
+    # the floor of 2 rounds at 0.1 is expm1(1.96 * 0.1 / sqrt(2)) = 0.1487
+    same = (speedups["library"] == "torch") & (speedups["operation"] == "sort")
+    speedups.loc[same & (speedups["size"] == 10_000), "ci_floor"] = 0.1487
+    assert decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN).firmness.short == 2
     # cells from before their settings were recorded say nothing either way
     bench["replicate_settings"], bench["capped"] = None, False
     older = decide(bench, speedups, crossovers, "numpy", "cpu", MARGIN)

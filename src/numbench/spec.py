@@ -88,7 +88,9 @@ class ReplicateSettings:
     early_rounds: int
     #: after ``min``, a paired cell adds rounds while its speedup's verdict is in doubt: while
     #: its interval, widened to at least ``1.96 * round_sd / sqrt(rounds)`` in log terms,
-    #: holds ``stop_margin`` or ``1 / stop_margin`` (``numbench.stats.verdict_settled``)
+    #: holds ``stop_margin`` or ``1 / stop_margin`` (``numbench.stats.verdict_settled``);
+    #: the run's own round spread takes its place once enough cells have finished
+    #: (``numbench.measure.replicates.run_round_sd``)
     round_sd: float
     #: a round with a process whose CPUs other programs used more than this share of while it
     #: measured (``ProcessReport.cpu_taken``) is measured again, up to ``CPU_TAKEN_RETRIES``

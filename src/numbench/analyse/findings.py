@@ -31,6 +31,7 @@ and ``decide`` is their one reader.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -79,7 +80,7 @@ from numbench.formatting import missing
 from numbench.machine.analyse import capped_cells, machine_quality, replicate_setting, run_time
 from numbench.roofline.analyse import roofline_findings
 from numbench.roofline.contract import read_roofs
-from numbench.stats import FASTER, SLOWER, could_settle, verdict
+from numbench.stats import FASTER, SLOWER, Z95, could_settle, verdict
 
 #: the warnings list cells by operation, size and library (a stable sort keeps the rest)
 BY_SIZE = list(SORT_BY_SIZE[:3])
@@ -96,12 +97,21 @@ def firmness(speedups: pd.DataFrame, bench: pd.DataFrame | None = None) -> Firmn
     return Firmness(len(measured), settled, expected, stopped_short(measured, bench))
 
 
+def floor_spread(floor: float | None, rounds: int) -> float | None:
+    """The round spread ``s0`` that a speedup row's ``ci_floor`` (``expm1(1.96 * s0 /
+    sqrt(rounds))``, ``numbench.analyse.speedups.floored``) was made with; None for no floor."""
+    if floor is None or not math.isfinite(floor) or floor <= 0 or rounds < 1:
+        return None
+    return math.log1p(floor) * math.sqrt(rounds) / Z95
+
+
 def stopped_short(measured: pd.DataFrame, bench: pd.DataFrame | None) -> int | None:
     """How many paired verdicts in doubt rest on a cell that stopped before its
     ``replicates.max`` rounds, uncapped, because ``max`` rounds could not have settled them:
-    ``could_settle`` false at its speedup with the cell's own ``round_sd`` and stopping
-    margin, the test the stopping rule made (``numbench.measure.replicates.enough_rounds``).
-    None where the cells lack their rounds or their settings."""
+    ``could_settle`` false at its speedup and stopping margin, the test the stopping rule
+    makes (``numbench.measure.replicates.enough_rounds``), at the run's round spread (the
+    one the row's ``ci_floor`` was made with), or the cell's own ``round_sd`` where the row
+    has no floor. None where the cells lack their rounds or their settings."""
     if bench is None or not {"replicates", "replicate_settings"} <= set(bench):
         return None
     if bench["replicate_settings"].isna().all():
@@ -110,7 +120,10 @@ def stopped_short(measured: pd.DataFrame, bench: pd.DataFrame | None) -> int | N
     if "paired" in doubtful:
         doubtful = doubtful[doubtful["paired"].fillna(False).astype(bool)]
     key = [k for k in KEY_WITH_HOST if k in doubtful and k in bench]
-    rows = doubtful[[*key, "speedup"]].merge(bench.drop_duplicates(key), on=key, how="inner")
+    extra = ["ci_floor"] if "ci_floor" in doubtful else []
+    rows = doubtful[[*key, "speedup", *extra]].merge(
+        bench.drop_duplicates(key), on=key, how="inner"
+    )
     short = 0
     for row in rows.itertuples(index=False):
         most, sd, margin = (
@@ -119,6 +132,7 @@ def stopped_short(measured: pd.DataFrame, bench: pd.DataFrame | None) -> int | N
         )
         if None in (most, sd, margin) or bool(getattr(row, "capped", False) or False):
             continue
+        sd = floor_spread(getattr(row, "ci_floor", None), row.replicates) or sd
         if row.replicates < most and not could_settle(row.speedup, most, sd, margin):
             short += 1
     return short

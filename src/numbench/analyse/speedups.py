@@ -15,7 +15,7 @@ speedup beyond the practical ``margin`` (``numbench.stats.verdict``).
 A cell whose baseline did not measure (mismatch, failed, ...) keeps its row with a null
 speedup: no claim can be made, and the summary says why.
 
-The round floor. A paired cell has 2 to 4 rounds, too few to measure its own round-to-round
+The round floor. A paired cell has 2 to ``replicates.max`` rounds, most of them 2, too few to measure its own round-to-round
 spread: the bootstrap over two rounds is about their range, often far narrower than the
 spread itself (docs/history.md, "Reproducibility: fourteen run pairs", pair 2). So no
 paired interval is narrower, in log terms, than ``1.96 * s0 / sqrt(n)``: ``s0`` is the

@@ -15,7 +15,7 @@ slower. Its 95% interval is the two-level bootstrap of ``numbench.stats.ratio_ci
 the same rounds on both sides where both have the same processes (``paired``), each side's
 processes on their own otherwise.
 
-The round floor is the speedups' (``numbench.analyse.speedups``): a cell has 2 to 4 rounds,
+The round floor is the speedups' (``numbench.analyse.speedups``): a cell has 2 to ``replicates.max`` rounds,
 too few to measure its own round-to-round spread, so no paired interval is narrower, in log
 terms, than ``1.96 * s0 / sqrt(rounds)``. ``s0`` is the typical round-to-round standard
 deviation of the log ratio (``numbench.stats.typical_sd`` of the cells' round variances, each

@@ -188,7 +188,7 @@ def firmness_line(f: Firmness, margin: float) -> str:
     if doubt and f.short:
         text += (
             f", {f.short} of them stopped before `replicates.max` rounds, which could not have "
-            "settled them at `replicates.round_sd`'s spread (a higher `replicates.max` might)"
+            "settled them at the run's round spread (a higher `replicates.max` might)"
         )
     if f.expected is not None:
         text += (
