@@ -66,4 +66,4 @@ def test_twins_stop_at_the_gate_s_margin_and_are_test_only(tmp_path):
     kept = versions_power.twin_config(
         REPO / "config" / "config.yaml", [1.1], tmp_path / "kept.yaml", 1.05, None
     )
-    assert yaml.safe_load(kept.read_text(encoding="utf-8"))["replicates"]["max"] == 4
+    assert yaml.safe_load(kept.read_text(encoding="utf-8"))["replicates"]["max"] == 8
