@@ -239,6 +239,13 @@ def round_log_ratios(base: Sequence, lib: Sequence) -> np.ndarray:
     return np.array([np.log(np.median(b) / np.median(x)) for b, x in zip(base, lib, strict=True)])
 
 
+def round_variance(base: Sequence, lib: Sequence) -> tuple[float, int]:
+    """The variance of the paired rounds' log ratios (``round_log_ratios``) and its degrees
+    of freedom, rounds - 1: one cell's term of ``typical_sd``."""
+    ratios = round_log_ratios(base, lib)
+    return float(np.var(ratios, ddof=1)), len(ratios) - 1
+
+
 def typical_sd(variances: Sequence[float], dfs: Sequence[int]) -> float:
     """The typical standard deviation behind many small-sample variances (0 if none).
 

@@ -98,7 +98,7 @@ from numbench.stats import (
     Z95,
     ratio_ci,
     repeat_chance,
-    round_log_ratios,
+    round_variance,
     typical_sd,
     verdict,
     verdict_settled,
@@ -180,10 +180,7 @@ def compute_speedups(
         else:
             point, lo, hi = ratio_ci(base, lib, paired=paired, seed=cell_seed(key))
         if paired and np.isfinite(point) and len(lib) >= 2:
-            ratios = round_log_ratios(base, lib)
-            spreads.setdefault(r.device, []).append(
-                (float(np.var(ratios, ddof=1)), len(ratios) - 1)
-            )
+            spreads.setdefault(r.device, []).append(round_variance(base, lib))
         measured.append((r, key, base_key, paired, point, lo, hi, len(lib or [])))
     s0 = {device: round_floor(v) for device, v in spreads.items()}
     rows = []

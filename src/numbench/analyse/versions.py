@@ -56,7 +56,7 @@ from numbench.stats import (
     SAME,
     check_margin,
     ratio_ci,
-    round_log_ratios,
+    round_variance,
     summarize,
     verdict,
     verdict_settled,
@@ -174,9 +174,8 @@ def compute_versions(
         if env_groups and base_groups and side["base_status"] == "ok":
             point, lo, hi = ratio_ci(env_groups, base_groups, paired=paired, seed=seed)
         if paired and np.isfinite(point) and len(env_groups) >= 2:
-            ratios = round_log_ratios(base_groups, env_groups)
             spreads.setdefault((cell.environment, cell.device), []).append(
-                (float(np.var(ratios, ddof=1)), len(ratios) - 1)
+                round_variance(base_groups, env_groups)
             )
         medians = [
             summarize(g, seed=seed).median_s if g else None for g in (env_groups, base_groups)

@@ -81,10 +81,10 @@ from numbench.stats import (
     median_ci,
     ratio_ci,
     relative_half_width,
-    round_log_ratios,
     typical_sd,
     verdict_settled,
 )
+from numbench.stats import round_variance as stats_round_variance
 
 #: bootstrap resamples of the stopping rule (the published intervals use the full count)
 STOPPING_RESAMPLES = 500
@@ -479,10 +479,8 @@ def round_variance(runs: list[ProcessRun]) -> tuple[float, int] | None:
     base = [r.report.samples_s for r in runs if r.role == BASELINE]
     if len(own) < 2 or len(base) != len(own) or not all(own) or not all(base):
         return None
-    ratios = round_log_ratios(base, own)
-    if not np.isfinite(ratios).all():
-        return None
-    return float(np.var(ratios, ddof=1)), len(ratios) - 1
+    variance, df = stats_round_variance(base, own)
+    return (variance, df) if math.isfinite(variance) else None
 
 
 def write_round_sd(
