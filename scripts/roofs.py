@@ -15,7 +15,11 @@ from numbench.roofline.measure import measure_roofs
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--dims", required=True, help='JSON: [["cpu", "float64", 1], ...]')
-parser.add_argument("--libraries", required=True, help="JSON: the grid's libraries")
+parser.add_argument(
+    "--libraries",
+    required=True,
+    help='JSON: each device\'s libraries, {"cpu": ["numpy", ...], ...}',
+)
 parser.add_argument("--allocator", required=True, help="the config's allocator")
 parser.add_argument("--lock-timeout-s", type=float, default=None)
 parser.add_argument(

@@ -90,6 +90,9 @@ def test_device_gpu_without_a_gpu_exits_0_and_says_so(workdir):
     assert gpu_roofs["value"].isna().all() and gpu_roofs["error"].str.contains("torch").all()
     cpu_roofs = roofs[(roofs["device"] == "cpu") & (roofs["status"] == "ok")]
     assert {"dram", "compute"} <= set(cpu_roofs["roof"])
+    # only NumPy has CPU cells, so only its GEMM is timed for the CPU's compute roof
+    (cpu_compute,) = cpu_roofs.loc[cpu_roofs["roof"] == "compute", "candidates"]
+    assert sorted(json.loads(cpu_compute)) == ["numpy"]
     assert df.loc[df["device"] == "gpu", "roof"].isna().all()
 
 

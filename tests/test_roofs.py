@@ -326,7 +326,8 @@ def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
     lock, jobs = tmp_path / "timing.lock", []
     out = tmp_path / "roofs.parquet"
     dims = [("cpu", "float64", 1), ("cpu", "float32", 2), ("gpu", "float32", 1)]
-    libs = ["numpy", "torch", "numba"]
+    # device: gpu's grid: NumPy (the baseline) on the CPU, PyTorch on the GPU
+    libs = {"cpu": ["numba", "numpy"], "gpu": ["torch"]}
     roofs.measure_roofs(
         dims,
         libs,
@@ -351,7 +352,8 @@ def test_roofs_are_measured_per_device_dtype_and_threads_under_the_timing_lock(
     gemm_envs = [env for job, env in jobs if job["kind"] == "gemm"]
     assert {env["OMP_NUM_THREADS"] for env in gemm_envs} == {"1", "2"}
     gemm_libs = {(job["device"], job["library"]) for job, _ in jobs if job["kind"] == "gemm"}
-    assert gemm_libs == {("cpu", "numpy"), ("cpu", "torch"), ("gpu", "torch")}
+    # PyTorch's cells are all on the GPU: its CPU GEMM would set no cell's roof
+    assert gemm_libs == {("cpu", "numpy"), ("gpu", "torch")}
     assert table["locked_from_unix"].notna().all()
 
 
@@ -361,7 +363,7 @@ def test_the_roofs_measured_again_at_the_end_keep_the_start_s_rows_and_say_their
     monkeypatch.setattr(roofs, "host_facts", fake_facts)
     lock, jobs = tmp_path / "timing.lock", []
     start, end = tmp_path / "start.parquet", tmp_path / "roofs.parquet"
-    dims, libs = [("cpu", "float64", 1)], ["numpy"]
+    dims, libs = [("cpu", "float64", 1)], {"cpu": ["numpy"]}
     common = {"lock": str(lock), "runner": fake_runner(lock, jobs), "say": lambda _: None}
     roofs.measure_roofs(dims, libs, "steady", start, **common)
     roofs.measure_roofs(dims, libs, "steady", end, round_name="end", earlier=start, **common)
@@ -390,7 +392,7 @@ def test_the_roofs_job_takes_snakemake_s_cpus_back_once_it_holds_the_lock(tmp_pa
     dims, out = [("cpu", "float64", 1)], tmp_path / "roofs.parquet"
     runner = fake_runner(lock, jobs)
     roofs.measure_roofs(
-        dims, ["numpy"], "steady", out, lock=str(lock), runner=runner, say=lambda _: None
+        dims, {"cpu": ["numpy"]}, "steady", out, lock=str(lock), runner=runner, say=lambda _: None
     )
     assert taken == [([os.getppid(), 42], 0)] and jobs  # once, before the first worker
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from numbench.cells import Cell, roof_dims
+from numbench.cells import Cell, roof_dims, roof_libraries
 from numbench.config import grid, job_plan, resolve
 from numbench.config.grid import (
     RUNTIME_MARGIN_MIN,
@@ -51,6 +51,17 @@ def test_roof_dims_are_the_grids_device_dtype_threads_once_each_sorted():
     assert roof_gpus(dims) == 1
     assert roof_gpus(dims[:2]) == 0
     assert roof_threads([]) == 1 and roof_gpus([]) == 0
+
+
+def test_roof_libraries_are_each_device_s_own_so_a_gpu_library_sets_no_cpu_roof():
+    cells = [
+        Cell("torch", "gpu", "matmul", 64, "float32", 1),
+        Cell("jax", "gpu", "fft", 64, "float32", 1),
+        Cell("numpy", "cpu", "matmul", 64, "float32", 1),
+        Cell("numpy", "cpu", "fft", 64, "float32", 1),
+    ]
+    assert roof_libraries(cells) == {"cpu": ["numpy"], "gpu": ["jax", "torch"]}
+    assert roof_libraries([]) == {}
 
 
 def test_cpu_taken_option_is_empty_without_a_limit():

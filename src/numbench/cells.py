@@ -204,3 +204,13 @@ def roof_dims(cells) -> list[tuple[str, str, int]]:
     """The (device, dtype, threads) of ``cells``, each once, sorted: the settings a roofs
     table has rows for (the workflow's roofs job, an offsite run's)."""
     return sorted({(c.device, c.dtype, int(c.threads)) for c in cells})
+
+
+def roof_libraries(cells) -> dict[str, list[str]]:
+    """Each device of ``cells`` and the libraries with cells on it, sorted: the GEMMs that
+    may set a device's compute roof are those of its cells' libraries (on ``device: gpu``
+    the CPU's roof is NumPy's alone, not that of libraries whose cells are on the GPU)."""
+    found: dict[str, set[str]] = {}
+    for c in cells:
+        found.setdefault(c.device, set()).add(c.library)
+    return {device: sorted(libs) for device, libs in sorted(found.items())}

@@ -109,6 +109,7 @@ ROOFS_INPUT = [ROOFS_FILE] if CFG["roofs"] else []
 ROOFS_AT_END = CFG["roofs"] and CFG["roofs_at_end"]
 ROOFS_START_FILE = "results/roofs_start.parquet" if ROOFS_AT_END else ROOFS_FILE
 ROOF_DIMS = PLAN.roof_dims
+ROOF_LIBRARIES = PLAN.roof_libraries
 ROOF_THREADS = PLAN.roof_threads
 ROOF_GPUS = PLAN.roof_gpus
 ROOF_CPU_TAKEN_ARG = PLAN.roof_cpu_taken_option

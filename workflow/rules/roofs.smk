@@ -29,7 +29,7 @@ rule roofs:
         version=ROOFS_VERSION,
         script=SCRIPTS / "roofs.py",
         dims=json.dumps(ROOF_DIMS),
-        libraries=json.dumps(CFG["libraries"]),
+        libraries=json.dumps(ROOF_LIBRARIES),
         allocator=CFG["allocator"],
         cpu_taken=ROOF_CPU_TAKEN_ARG,
     shell:
@@ -63,7 +63,7 @@ if ROOFS_AT_END:
             version=ROOFS_VERSION,
             script=SCRIPTS / "roofs.py",
             dims=json.dumps(ROOF_DIMS),
-            libraries=json.dumps(CFG["libraries"]),
+            libraries=json.dumps(ROOF_LIBRARIES),
             allocator=CFG["allocator"],
             cpu_taken=ROOF_CPU_TAKEN_ARG,
         shell:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from numbench import inputs_file, libraries, operations
-from numbench.cells import Cell, inputs_path, roof_dims
+from numbench.cells import Cell, inputs_path, roof_dims, roof_libraries
 from numbench.config.dims import adapter_of, cell_options
 from numbench.config.environments import environment
 from numbench.config.operations import (
@@ -272,6 +272,8 @@ class JobPlan:
     """Everything the rules ask the scheduler for that is worked out from the config."""
 
     roof_dims: list[RoofDim]
+    #: each device's libraries, whose GEMMs may set its compute roof (``roof_libraries``)
+    roof_libraries: dict[str, list[str]]
     roof_threads: int
     roof_gpus: int
     roof_cpu_taken_option: str
@@ -288,6 +290,7 @@ def job_plan(cfg: dict, cells: list[Cell]) -> JobPlan:
     dims = roof_dims(cells)
     return JobPlan(
         roof_dims=dims,
+        roof_libraries=roof_libraries(cells),
         roof_threads=roof_threads(dims),
         roof_gpus=roof_gpus(dims),
         roof_cpu_taken_option=cpu_taken_option(cfg),

@@ -429,6 +429,13 @@ def plan_dims(plan: dict, what: str) -> list[tuple[str, str, int]]:
     return roof_dims(cell_of(entry["spec"], what) for entry in plan["cells"])
 
 
+def plan_libraries(plan: dict, what: str) -> dict[str, list[str]]:
+    """Each device of the plan's cells and the libraries with cells on it."""
+    from numbench.cells import roof_libraries
+
+    return roof_libraries(cell_of(entry["spec"], what) for entry in plan["cells"])
+
+
 def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], None]) -> dict:
     """Measure the plan's roofs into ``work``/``ROOFS_MEMBER`` (its output in ``ROOFS_LOG``)
     and return the manifest's entry for them."""
@@ -455,7 +462,7 @@ def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], Non
 
             measure_roofs(
                 plan_dims(plan, "the plan"),
-                list(config["libraries"]),
+                plan_libraries(plan, "the plan"),
                 config["allocator"],
                 path,
                 say=tell,

@@ -81,7 +81,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -466,17 +466,20 @@ def gemm_sizes(device: str, environ=os.environ) -> tuple[int, ...]:
     return sizes
 
 
-def gemm_libraries(grid_libraries, device: str) -> list[str]:
-    """The libraries of the grid whose GEMM may set ``device``'s compute roof."""
-    chosen = []
-    for name in GEMM_LIBRARIES:
-        if name in grid_libraries and device in libraries.get(name).devices:
-            chosen.append(name)
-    return chosen
+def gemm_libraries(device_libraries: Mapping[str, Sequence[str]], device: str) -> list[str]:
+    """The libraries whose GEMM may set ``device``'s compute roof: those of
+    ``device_libraries[device]`` (the libraries with cells there: ``cells.roof_libraries``)
+    that have a GEMM on it."""
+    here = device_libraries.get(device, ())
+    return [n for n in GEMM_LIBRARIES if n in here and device in libraries.get(n).devices]
 
 
 def measure_group(
-    device: str, threads: int, dtypes: list[str], grid_libraries, jobs: RoofJobs
+    device: str,
+    threads: int,
+    dtypes: list[str],
+    device_libraries: Mapping[str, Sequence[str]],
+    jobs: RoofJobs,
 ) -> list[dict]:
     """The rows of one (device, threads) and its dtypes: each library's GEMM, then the
     memory job (CPU) or the GPU job, each a worker (``RoofJobs``). Neither takes the host's
@@ -486,7 +489,7 @@ def measure_group(
     t0 = time.perf_counter()
     facts = host_facts(threads)
     gemms: dict[str, dict[str, dict]] = {}
-    for library in gemm_libraries(grid_libraries, device):
+    for library in gemm_libraries(device_libraries, device):
         for dtype in dtypes:
             adapter = {"device": device, "dtype": dtype, "threads": threads}
             job = {"kind": "gemm", "library": library, "sizes": gemm_sizes(device), **adapter}
@@ -509,7 +512,11 @@ def measure_group(
     return [{**common, **row, "measured_at": when, "measure_s": seconds} for row in group_rows]
 
 
-def measure_dims(dims: list[tuple[str, str, int]], grid_libraries, jobs: RoofJobs) -> list[dict]:
+def measure_dims(
+    dims: list[tuple[str, str, int]],
+    device_libraries: Mapping[str, Sequence[str]],
+    jobs: RoofJobs,
+) -> list[dict]:
     """The rows of every (device, dtype, threads) of ``dims``, grouped by (device, threads)
     (``measure_group``); under the caller's lock."""
     groups: dict[tuple[str, int], list[str]] = {}
@@ -517,13 +524,13 @@ def measure_dims(dims: list[tuple[str, str, int]], grid_libraries, jobs: RoofJob
         groups.setdefault((device, int(threads)), []).append(dtype)
     rows: list[dict] = []
     for (device, threads), dtypes in sorted(groups.items()):
-        rows.extend(measure_group(device, threads, dtypes, grid_libraries, jobs))
+        rows.extend(measure_group(device, threads, dtypes, device_libraries, jobs))
     return rows
 
 
 def measure_roofs(
     dims: list[tuple[str, str, int]],
-    grid_libraries: list[str],
+    device_libraries: Mapping[str, Sequence[str]],
     allocator: str,
     output: str | os.PathLike,
     lock: str | None = None,
@@ -536,7 +543,9 @@ def measure_roofs(
     busy_now: Callable[[], float | None] | None = look,
 ) -> pa.Table:
     """Measure the roofs of every (device, dtype, threads) of ``dims`` under the host's
-    timing lock, and write them to ``output``. A job that other programs disturbed by more
+    timing lock, and write them to ``output``; ``device_libraries``: each device's libraries
+    (``cells.roof_libraries``), whose GEMMs may set its compute roof. A job that other
+    programs disturbed by more
     than ``max_cpu_taken`` (the config's ``replicates.max_cpu_taken``) is measured again,
     unless a look at the machine first (``busy_now``; None: none) finds others still busy.
     ``runner`` runs one worker (``run_job``; the tests give their own).
@@ -559,7 +568,7 @@ def measure_roofs(
     with timing_lock(lock, holder=label, timeout_s=lock_timeout_s, say=say):
         take_workflow_affinity(workflow_pids(job_parent()))
         locked_from = time.time()
-        rows = measure_dims(dims, grid_libraries, jobs)
+        rows = measure_dims(dims, device_libraries, jobs)
         locked_until = time.time()
     for row in rows:
         row.update(locked_from_unix=locked_from, locked_until_unix=locked_until, round=round_name)
