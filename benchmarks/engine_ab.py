@@ -7,7 +7,9 @@ per pair of runs, how many verdicts agree and how many reversed (faster in one, 
 the other). The spread of a cell's rounds is read two ways from its cell file: the paired
 speedup's (the standard deviation of the log of each round's baseline median over its own
 median: what the verdicts rest on) and the cell's own (``process_spread``, max over min of
-its processes' medians). ``--out DIR`` writes ``runs.csv`` and ``cells.csv`` (one row per
+its processes' medians). Cells of three rounds or more also say how far their early
+round (its own job, minutes before) sat from their later rounds (one job, back to back),
+beside the later rounds' own spread (``round_spread``). ``--out DIR`` writes ``runs.csv`` and ``cells.csv`` (one row per
 cell and run, both spreads and the ``unstable`` flag), small enough to keep as evidence.
 
     .venv/bin/python benchmarks/engine_ab.py LABEL=RESULTS[@WALL_S] ... [--out DIR]
@@ -26,16 +28,26 @@ import pandas as pd
 KEY = ["library", "device", "operation", "size", "dtype"]
 
 
-def round_spread(cell_file: Path) -> float | None:
-    """The standard deviation of the log paired speedup over the cell's rounds; None for a
-    cell with no baseline beside it or fewer than two rounds."""
+def round_spread(cell_file: Path) -> dict:
+    """The spread of the cell's paired rounds, from the log paired speedup of each round:
+    ``paired_round_sd``, its standard deviation over every round (None with no baseline
+    beside it or fewer than two rounds); and, with three rounds or more, ``early_shift``,
+    round 0 (the early round's job, minutes before) less the mean of the later rounds (the
+    cell's own job, back to back), beside ``later_round_sd``, the later rounds' own spread:
+    a shift larger than that spread is drift between the jobs the later rounds cannot see."""
     c = pd.read_parquet(cell_file, columns=["role", "replicate", "mode", "seconds"])
     c = c[c["mode"] == "latency"]
     medians = c.groupby(["role", "replicate"])["seconds"].median().unstack("role")
+    out = dict.fromkeys(("paired_round_sd", "early_shift", "later_round_sd"))
     if "baseline" not in medians or "measured" not in medians:
-        return None
-    logs = np.log(medians["baseline"] / medians["measured"]).dropna()
-    return float(logs.std(ddof=1)) if len(logs) >= 2 else None
+        return out
+    logs = np.log(medians["baseline"] / medians["measured"]).dropna().sort_index()
+    if len(logs) >= 2:
+        out["paired_round_sd"] = float(logs.std(ddof=1))
+    if len(logs) >= 3:
+        out["early_shift"] = float(logs.iloc[0] - logs.iloc[1:].mean())
+        out["later_round_sd"] = float(logs.iloc[1:].std(ddof=1))
+    return out
 
 
 def cells(label: str, results: Path) -> pd.DataFrame:
@@ -52,7 +64,7 @@ def cells(label: str, results: Path) -> pd.DataFrame:
                 "rounds": int(b["replicates"]),
                 "unstable": bool(b["unstable"]),
                 "process_spread": float(b["process_spread"]),
-                "paired_round_sd": round_spread(path) if path.exists() else None,
+                **(round_spread(path) if path.exists() else {}),
                 "worker_start": b.get("worker_start"),
             }
         )
@@ -73,6 +85,9 @@ def run_row(label: str, table: pd.DataFrame, wall_s: float | None) -> dict:
         "unstable": int(table["unstable"].sum()),
         "median_paired_round_sd": float(table["paired_round_sd"].median()),
         "median_process_spread": float(table["process_spread"].median()),
+        "cells_3_rounds": int(table["early_shift"].notna().sum()),
+        "median_abs_early_shift": float(table["early_shift"].abs().median()),
+        "median_later_round_sd": float(table["later_round_sd"].median()),
     }
 
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import sys
 
+import pytest
 import yaml
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import _report  # noqa: E402
+import engine_ab  # noqa: E402
 import versions_power  # noqa: E402
 
 TIMING = {"min_sample_time_s": 0.001, "min_samples": 3, "max_samples": 5, "budget_s": 0.02}
@@ -67,3 +69,27 @@ def test_twins_stop_at_the_gate_s_margin_and_are_test_only(tmp_path):
         REPO / "config" / "config.yaml", [1.1], tmp_path / "kept.yaml", 1.05, None
     )
     assert yaml.safe_load(kept.read_text(encoding="utf-8"))["replicates"]["max"] == 8
+
+
+def test_engine_ab_reads_the_early_round_s_shift_from_the_later_rounds(tmp_path):
+    import pandas as pd
+
+    # round r: baseline 1 ms, library 1 ms / ratio, for paired ratios e^0.3, e^0.1, e^-0.1
+    ratios = {0: math.exp(0.3), 1: math.exp(0.1), 2: math.exp(-0.1)}
+    rows = []
+    for r, ratio in ratios.items():
+        for role, seconds in (("baseline", 1e-3), ("measured", 1e-3 / ratio)):
+            rows += [{"role": role, "replicate": r, "mode": "latency", "seconds": seconds}] * 3
+    rows.append({"role": "measured", "replicate": 0, "mode": "pipelined", "seconds": 9.0})
+    path = tmp_path / "cell.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    got = engine_ab.round_spread(path)
+    # logs 0.3, 0.1, -0.1: sd 0.2; later rounds' mean 0, so the shift is 0.3; their sd 0.1414
+    assert got["paired_round_sd"] == pytest.approx(0.2)
+    assert got["early_shift"] == pytest.approx(0.3)
+    assert got["later_round_sd"] == pytest.approx(math.sqrt(0.02))
+    two = pd.DataFrame([row for row in rows if row["replicate"] < 2])
+    two.to_parquet(path)
+    got = engine_ab.round_spread(path)
+    assert got["paired_round_sd"] == pytest.approx(math.sqrt(0.02))
+    assert got["early_shift"] is None and got["later_round_sd"] is None
