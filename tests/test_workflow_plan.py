@@ -54,11 +54,11 @@ def test_roof_dims_are_the_grids_device_dtype_threads_once_each_sorted():
 
 
 def test_roof_libraries_are_each_device_s_own_so_a_gpu_library_sets_no_cpu_roof():
+    # device: gpu's grid: the baseline's cells on the CPU, the others' on the GPU
+    placed = [("torch", "gpu"), ("jax", "gpu"), ("numpy", "cpu"), ("numpy", "cpu")]
     cells = [
-        Cell("torch", "gpu", "matmul", 64, "float32", 1),
-        Cell("jax", "gpu", "fft", 64, "float32", 1),
-        Cell("numpy", "cpu", "matmul", 64, "float32", 1),
-        Cell("numpy", "cpu", "fft", 64, "float32", 1),
+        Cell(lib, device, "fft", 64 * (n + 1), "float32", 1)
+        for n, (lib, device) in enumerate(placed)
     ]
     assert roof_libraries(cells) == {"cpu": ["numpy"], "gpu": ["jax", "torch"]}
     assert roof_libraries([]) == {}
