@@ -64,6 +64,8 @@ from numbench.cells import (
     Cell,
     inputs_log_path,
     inputs_path,
+    roof_dims,
+    roof_libraries,
 )
 from numbench.contract import replacing
 
@@ -422,18 +424,10 @@ ROOFS_LOG = "logs/roofs.log"
 ROOFS_MEMBERS = (ROOFS_MEMBER, ROOFS_LOG)
 
 
-def plan_dims(plan: dict, what: str) -> list[tuple[str, str, int]]:
-    """The (device, dtype, threads) of the plan's cells, each once."""
-    from numbench.cells import roof_dims
-
-    return roof_dims(cell_of(entry["spec"], what) for entry in plan["cells"])
-
-
-def plan_libraries(plan: dict, what: str) -> dict[str, list[str]]:
-    """Each device of the plan's cells and the libraries with cells on it."""
-    from numbench.cells import roof_libraries
-
-    return roof_libraries(cell_of(entry["spec"], what) for entry in plan["cells"])
+def plan_cells(plan: dict, what: str) -> list[Cell]:
+    """The plan's cells (``numbench.cells.Cell``), for the roofs' settings and libraries
+    (``cells.roof_dims``, ``cells.roof_libraries``)."""
+    return [cell_of(entry["spec"], what) for entry in plan["cells"]]
 
 
 def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], None]) -> dict:
@@ -460,9 +454,10 @@ def measure_there(plan: dict, work: Path, resume: bool, say: Callable[[str], Non
             def tell(line: str) -> None:
                 print(line, file=out, flush=True)
 
+            cells = plan_cells(plan, "the plan")
             measure_roofs(
-                plan_dims(plan, "the plan"),
-                plan_libraries(plan, "the plan"),
+                roof_dims(cells),
+                roof_libraries(cells),
                 config["allocator"],
                 path,
                 say=tell,
@@ -500,7 +495,7 @@ def check_staged(staged_path: Path, recorded: dict | None, plan: dict, host, arc
             f"{archive}: {ROOFS_MEMBER} holds roofs of hosts other than the archive's "
             f"({sorted(map(str, hosts - {host}))[:3]})"
         )
-    dims = set(plan_dims(plan, f"the plan in {archive}"))
+    dims = set(roof_dims(plan_cells(plan, f"the plan in {archive}")))
     rows = zip(*(table.column(c).to_pylist() for c in ("device", "dtype", "threads")), strict=True)
     strangers = {(d, t, int(n)) for d, t, n in rows} - dims
     if strangers:
