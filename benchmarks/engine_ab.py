@@ -7,10 +7,11 @@ per pair of runs, how many verdicts agree and how many reversed (faster in one, 
 the other). The spread of a cell's rounds is read two ways from its cell file: the paired
 speedup's (the standard deviation of the log of each round's baseline median over its own
 median: what the verdicts rest on) and the cell's own (``process_spread``, max over min of
-its processes' medians). Cells of three rounds or more also say how far their early
-round (its own job, minutes before) sat from their later rounds (one job, back to back),
-beside the later rounds' own spread (``round_spread``). ``--out DIR`` writes ``runs.csv`` and ``cells.csv`` (one row per
-cell and run, both spreads and the ``unstable`` flag), small enough to keep as evidence.
+its processes' medians). Cells of three rounds or more also say how far their early round
+(its own job, minutes before) sat from their later rounds (one job, back to back), beside
+the later rounds' own spread (``round_spread``). ``--out DIR`` writes ``runs.csv`` and
+``cells.csv`` (one row per cell and run, both spreads and the ``unstable`` flag), small
+enough to keep as evidence.
 
     .venv/bin/python benchmarks/engine_ab.py LABEL=RESULTS[@WALL_S] ... [--out DIR]
 """

@@ -31,7 +31,6 @@ and ``decide`` is their one reader.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
@@ -39,7 +38,7 @@ import time
 import pandas as pd
 
 from numbench.analyse.dimensions import precision_gaps, scaling_gaps, settings
-from numbench.analyse.speedups import GROUP_COLUMNS
+from numbench.analyse.speedups import GROUP_COLUMNS, floor_spread
 from numbench.cells import KEY_WITH_HOST, SORT_BY_SIZE
 from numbench.contract import pipelined_cells
 from numbench.contract.conclusions import check_baseline, in_doubt
@@ -80,7 +79,7 @@ from numbench.formatting import missing
 from numbench.machine.analyse import capped_cells, machine_quality, replicate_setting, run_time
 from numbench.roofline.analyse import roofline_findings
 from numbench.roofline.contract import read_roofs
-from numbench.stats import FASTER, SLOWER, Z95, could_settle, verdict
+from numbench.stats import FASTER, SLOWER, could_settle, verdict
 
 #: the warnings list cells by operation, size and library (a stable sort keeps the rest)
 BY_SIZE = list(SORT_BY_SIZE[:3])
@@ -95,14 +94,6 @@ def firmness(speedups: pd.DataFrame, bench: pd.DataFrame | None = None) -> Firmn
     expected = None if chance is None or chance.isna().any() else float(chance.sum())
     settled = int((~in_doubt(measured)).sum())
     return Firmness(len(measured), settled, expected, stopped_short(measured, bench))
-
-
-def floor_spread(floor: float | None, rounds: int) -> float | None:
-    """The round spread ``s0`` that a speedup row's ``ci_floor`` (``expm1(1.96 * s0 /
-    sqrt(rounds))``, ``numbench.analyse.speedups.floored``) was made with; None for no floor."""
-    if floor is None or not math.isfinite(floor) or floor <= 0 or rounds < 1:
-        return None
-    return math.log1p(floor) * math.sqrt(rounds) / Z95
 
 
 def stopped_short(measured: pd.DataFrame, bench: pd.DataFrame | None) -> int | None:

@@ -151,6 +151,14 @@ def floored(
     return min(lo, point * np.exp(-h)), max(hi, point * np.exp(h)), float(np.expm1(h))
 
 
+def floor_spread(floor: float | None, rounds: int) -> float | None:
+    """The round spread ``s0`` that a speedup row's ``ci_floor`` was made with: ``floored``'s
+    floor, ``expm1(1.96 * s0 / sqrt(rounds))``, inverted; None for no floor."""
+    if floor is None or not math.isfinite(floor) or floor <= 0 or rounds < 1:
+        return None
+    return math.log1p(floor) * math.sqrt(rounds) / Z95
+
+
 def compute_speedups(
     benchmarks: pd.DataFrame,
     samples: pd.DataFrame,
