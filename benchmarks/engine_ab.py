@@ -70,6 +70,9 @@ def cells(label: str, results: Path) -> pd.DataFrame:
             }
         )
     table = pd.DataFrame(rows)
+    # a column no cell filled holds None (object), not NaN: numbers, for the medians
+    spreads = ["paired_round_sd", "early_shift", "later_round_sd"]
+    table[spreads] = table.reindex(columns=spreads).astype(float)
     verdicts = speed[KEY + ["verdict", "settled", "speedup"]]
     return table.merge(verdicts, on=KEY, how="left")
 
