@@ -190,12 +190,12 @@ def test_a_cell_s_record_of_the_machine_covers_its_spread_rounds_jobs(tmp_path):
     assert row["steal_share"] == pytest.approx(0.2, abs=0.01)
     # a round file from before the rounds recorded the machine adds nothing: the cell's own
     # stretch alone
-    from numbench.measure.replicates import rounds_activity
+    from numbench.measure.replicates import rounds_field
 
-    assert rounds_activity([round_file]) == [data["activity"]]
+    assert rounds_field([round_file], "activity") == [data["activity"]]
     del data["activity"]
     round_file.write_text(json.dumps(data))
-    assert rounds_activity([round_file]) == []
+    assert rounds_field([round_file], "activity") == []
     run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[round_file])
     assert 0.0 <= read_cell(out).to_pylist()[0]["other_cpu_share"] <= 1.0
 
@@ -237,6 +237,38 @@ def snakemake_chain(proc):
     write_process(proc, 100, 1, ["-bash"], 50)
     write_process(proc, 200, 100, ["/venv/bin/python3.12", "-m", "snakemake", "--cores", "1"], 600)
     write_process(proc, 300, 200, ["/bin/bash", "-c", "python run_cell.py"], 10)
+
+
+def test_a_cell_records_when_its_first_job_started_its_early_round_s_or_its_own(tmp_path):
+    """The round's job says when it started (its file); the cell's job takes the earliest
+    of its jobs' starts (``jobs_from_unix``), its own where a round file has none."""
+    import json
+
+    from conftest import make_spec
+
+    from numbench import inputs_file as inputs
+    from numbench.contract import read_cell
+    from numbench.measure.supervisor import run_cell, run_round
+
+    path = tmp_path / "sort-1000.npz"
+    inputs.write("sort", 1000, 3, path)
+    timing = {"min_sample_time_s": 0.001, "min_samples": 2, "max_samples": 3, "budget_s": 0.01}
+    spec = make_spec("numpy", "cpu", "sort", 1000, str(path), timing, replicates=(2, 2))
+    spec = spec.replace(replicates={**spec.replicates.__dict__, "early_rounds": 1})
+    round_file, out, lock = tmp_path / "r0.json", tmp_path / "cell.parquet", str(tmp_path / "l")
+    run_round(spec, 0, round_file, lock=lock, job_started_unix=1_000.0)
+    assert json.loads(round_file.read_text())["job_started_unix"] == 1_000.0
+    run_cell(spec, out, lock=lock, earlier=[round_file], job_started_unix=1_050.0)
+    assert read_cell(out).to_pylist()[0]["jobs_from_unix"] == 1_000.0
+    data = json.loads(round_file.read_text())
+    del data["job_started_unix"]  # a round file from before it was recorded
+    round_file.write_text(json.dumps(data))
+    run_cell(spec, out, lock=lock, earlier=[round_file], job_started_unix=1_050.0)
+    assert read_cell(out).to_pylist()[0]["jobs_from_unix"] == 1_050.0
+    data["job_started_unix"] = "yesterday"
+    round_file.write_text(json.dumps(data))
+    with pytest.raises(Exception, match="job_started_unix is 'yesterday'"):
+        run_cell(spec, out, lock=lock, earlier=[round_file])
 
 
 def test_snakemake_is_told_by_its_command_line():

@@ -48,6 +48,19 @@ def test_both_dtypes_and_both_thread_counts_sit_side_by_side(finished):
     assert len(speedups) == 4 and set(speedups["threads"]) == {1, CPUS}
 
 
+def test_each_cell_begins_where_its_early_round_s_job_did(finished):
+    """Every cell's first job is its early round's (one a cell here): ``jobs_from_unix``
+    comes before that round's processes started, whose job ran before the cell's own."""
+    bench = pd.read_parquet(finished / "results" / "benchmarks.parquet")
+    assert bench["jobs_from_unix"].notna().all()
+    for cell in bench.itertuples():
+        path = finished / "results" / "cells" / cell.library / cell.device / cell.dtype
+        rows = pd.read_parquet(path / f"t{cell.threads}" / cell.operation / f"{cell.size}.parquet")
+        early = rows.loc[rows["replicate"] == 0, "process_started_unix"].min()
+        later = rows.loc[rows["replicate"] > 0, "process_started_unix"].min()
+        assert cell.jobs_from_unix <= early < later, cell
+
+
 def test_precision_and_scaling_are_the_ratios_of_the_cells_samples(finished):
     samples = pd.read_parquet(finished / "results" / "samples.parquet")
     prec = pd.read_parquet(finished / "results" / "precision.parquet")

@@ -137,6 +137,20 @@ def test_without_roofs_the_run_begins_before_the_first_cell_by_its_early_rounds(
     assert t.wall_s == pytest.approx(53.5) and t.analysis_s == pytest.approx(20.0)
 
 
+def test_where_every_cell_says_when_its_first_job_started_the_run_begins_at_the_first():
+    bench, _ = records()
+    # torch's early rounds' jobs began at 4 s: earlier than the 6.5 s their recorded walls
+    # (3 s) and NumPy's (0.5 s) give back from 10 s, since a job starts before its supervisor
+    bench["jobs_from_unix"] = [T0 + 9.5, T0 + 4.0]
+    t = timeline(bench, None, finished_unix=T0 + 60)
+    assert t.started_unix == pytest.approx(T0 + 4.0) and t.wall_s == pytest.approx(56.0)
+    # the parts as in the first test but the roofs' (20.1 s), and 20 s of analysis after 40 s
+    assert t.other_s == pytest.approx(56.0 - 20.1 - 20.0)
+    # one cell without it (written before it was recorded): the estimate, as above
+    bench.loc[0, "jobs_from_unix"] = None
+    assert timeline(bench, None, finished_unix=T0 + 60).started_unix == pytest.approx(T0 + 6.5)
+
+
 def test_parts_past_the_estimated_span_widen_the_wall_and_leave_no_negative_rest():
     bench, _ = records()
     bench.loc[1, "sampling_s"] = 100.0  # more than the records' span: the start was earlier

@@ -172,3 +172,26 @@ def test_the_command_runs_on_this_machine():
     names = [c["name"] for c in json.loads(proc.stdout)["checks"]]
     assert names == ["cpus", "load", "governor", "boost", "aslr", "transparent huge pages",
                      "other work", "steal"]  # fmt: skip
+
+
+def test_a_process_start_is_read_as_the_unix_time_it_was_started_at():
+    import os
+    import time
+    from pathlib import Path
+
+    from numbench.machine.system import process_started_unix
+
+    before = time.time()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    after = time.time()
+    time.sleep(0.3)  # its start stays what it was while it runs
+    try:
+        started = process_started_unix(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    # /proc counts the start in clock ticks: one tick of slack either way
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    assert before - tick <= started <= after + tick
+    assert process_started_unix(child.pid) is None  # gone: unknown, not an error
+    assert process_started_unix(os.getpid(), proc=Path("/nonexistent")) is None

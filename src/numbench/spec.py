@@ -420,6 +420,9 @@ class CellMeta:
     gb_per_s: float | None = None
     wall_s: float | None = None
     started_at: str | None = None
+    #: when the first of the cell's jobs (its early rounds' and its own) started, its process
+    #: (Unix seconds): where the run's time line begins
+    jobs_from_unix: float | None = None
     cpu_count: int | None = None
     ram_gb: float | None = None
     #: when this cell held the host's timing lock (Unix seconds): shows cells never overlap

@@ -358,6 +358,9 @@ LATER_COLUMNS = {
     "workflow_cpu_share": None,
     # nor, before contract 10, whether the workflow was kept off the workers' CPUs: it was not
     "workflow_moved": None,
+    # nor, written before it was recorded, when its first job started: the run's time line
+    # then estimates its start
+    "jobs_from_unix": None,
 }
 
 

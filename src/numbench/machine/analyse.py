@@ -285,9 +285,11 @@ def _roof_stretches(roofs: pd.DataFrame | None) -> pd.DataFrame:
 def timeline(
     bench: pd.DataFrame, roofs: pd.DataFrame | None = None, finished_unix: float | None = None
 ) -> TimeLine | None:
-    """Where the run's wall went, from its first record to ``finished_unix`` (when the
-    findings were decided; without it, to the last record, with no analysis); None where
-    no cell recorded when it held the lock."""
+    """Where the run's wall went, from its first record (the first job's start, where every
+    cell recorded its jobs', ``jobs_from_unix``; else estimated from the cells' records, or
+    the roofs' lock if earlier) to ``finished_unix`` (when the findings were decided; without
+    it, to the last record, with no analysis); None where no cell recorded when it held the
+    lock."""
     needed = {"locked_from_unix", "locked_until_unix", "wall_s", "started_at"}
     if not needed <= set(bench.columns):
         return None
@@ -299,11 +301,15 @@ def timeline(
         _floats(cells, "locked_from_unix"),
         _floats(cells, "locked_until_unix"),
     )
-    # a cell's wall_s is its own job's and its early rounds'; its job ran from its start
-    # to its lock's end (and a moment after, writing), so the rest is the early rounds'
-    early = (_floats(cells, "wall_s") - (locked_until - started)).clip(lower=0.0).fillna(0.0)
+    jobs_from = pd.to_numeric(cells.get("jobs_from_unix", pd.Series()), errors="coerce")
+    if len(jobs_from) == len(cells) and jobs_from.notna().all():
+        first = float(jobs_from.min())  # each cell recorded when its first job started
+    else:
+        # a cell's wall_s is its own job's and its early rounds'; its job ran from its start
+        # to its lock's end (and a moment after, writing), so the rest is the early rounds'
+        early = (_floats(cells, "wall_s") - (locked_until - started)).clip(lower=0.0)
+        first = float(started.min()) - float(early.fillna(0.0).sum())
     roof = _roof_stretches(roofs)
-    first = float(started.min()) - float(early.sum())
     if not roof.empty:
         first = min(first, float(roof["locked_from_unix"].min()))
     last = float(locked_until.max())

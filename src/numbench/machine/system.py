@@ -341,6 +341,16 @@ def pid_stat(pid: int | str, proc: str | os.PathLike = "/proc") -> tuple[str, li
         return None
 
 
+def process_started_unix(pid: int | str, proc: str | os.PathLike = "/proc") -> float | None:
+    """When a process started (Unix seconds, to the clock tick): its start in ``/proc/PID/stat``
+    counts from the boot, as ``CLOCK_BOOTTIME`` does; None where either cannot be read."""
+    read = pid_stat(pid, proc)
+    if read is None or len(read[1]) <= START_TIME or not hasattr(time, "CLOCK_BOOTTIME"):
+        return None
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(read[1][START_TIME]) / clock_ticks_per_s()
+    return time.time() - max(0.0, age)
+
+
 def read_argv(pid: int, proc: str | os.PathLike = "/proc") -> list[str]:
     """A process's command line (``/proc/PID/cmdline``); empty where it cannot be read."""
     try:

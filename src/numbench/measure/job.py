@@ -41,7 +41,9 @@ import traceback
 
 from numbench.cells import round_sd_place
 from numbench.errors import MachineryFault
+from numbench.machine.system import process_started_unix
 from numbench.measure import zygote
+from numbench.measure.activity import job_pid
 from numbench.measure.host_lock import cell_label, exit_on_sigterm, keep_pandas_out, timing_lock
 from numbench.spec import CellSpec
 
@@ -90,6 +92,8 @@ def main(argv: list[str], then=None) -> int:
     exit_on_sigterm()
     args = parser().parse_args(argv)
     spec = CellSpec.from_json(args.spec)
+    # the process Snakemake started for this job, an interpreter's start and all
+    started = process_started_unix(job_pid())
     try:
         # the supervisor's own block of the lock enters within this one (host_lock.timing_lock)
         with timing_lock(holder=cell_label(spec, args.round), timeout_s=args.lock_timeout_s):
@@ -99,7 +103,12 @@ def main(argv: list[str], then=None) -> int:
             quiet = QuietSettings(args.quiet_below, args.quiet_wait_s)
             if args.round is not None:
                 runs = run_round(
-                    spec, args.round, args.output, lock_timeout_s=args.lock_timeout_s, quiet=quiet
+                    spec,
+                    args.round,
+                    args.output,
+                    lock_timeout_s=args.lock_timeout_s,
+                    quiet=quiet,
+                    job_started_unix=started,
                 )
                 done = ", ".join(f"{r.role} {r.report.status}" for r in runs)
                 print(f"round {args.round}: {done}", flush=True)
@@ -111,6 +120,7 @@ def main(argv: list[str], then=None) -> int:
                     lock_timeout_s=args.lock_timeout_s,
                     quiet=quiet,
                     round_sd_at=round_sd_place(args.output),
+                    job_started_unix=started,
                 )
                 print(
                     f"cell: {result.status}" + (f": {result.error}" if result.error else ""),

@@ -374,15 +374,17 @@ def write_round(
     wall_s: float,
     quiet_wait_s: float | None = None,
     activity: dict | None = None,
+    job_started_unix: float | None = None,
 ):
     """Write one early round (its processes, its supervisor's wall time, its wait for
-    quiet and what the machine did while it measured, ``activity.Activity.to_dict``) as
-    JSON, whole or not at all (``numbench.contract.replacing``)."""
+    quiet, what the machine did while it measured, ``activity.Activity.to_dict``, and when
+    its job started) as JSON, whole or not at all (``numbench.contract.replacing``)."""
     data = {
         "spec": json.loads(spec.to_json()),
         "wall_s": wall_s,
         "quiet_wait_s": quiet_wait_s,
         "activity": activity,
+        "job_started_unix": job_started_unix,
         "runs": [
             {
                 "role": r.role,
@@ -432,14 +434,17 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
 
 
 def _check_round_extras(path: str | os.PathLike, data: dict) -> None:
-    """Refuse a round file whose wait for quiet or activity entry the cell's job could not
-    use after the lock (``rounds_quiet_wait_s``, ``rounds_activity``): both may be absent
-    (files from before they were recorded) or null."""
-    wait = data.get("quiet_wait_s")
-    if wait is not None and (
-        isinstance(wait, bool) or not isinstance(wait, int | float) or not math.isfinite(wait)
-    ):
-        raise RoundFileError(path, f"its quiet_wait_s is {wait!r}, not a number or null")
+    """Refuse a round file whose wait for quiet, job start or activity entry the cell's job
+    could not use after the lock (``rounds_field``): each may be absent (files from before
+    it was recorded) or null."""
+    for name in ("quiet_wait_s", "job_started_unix"):
+        value = data.get(name)
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise RoundFileError(path, f"its {name} is {value!r}, not a number or null")
     if data.get("activity") is not None:
         try:
             Activity.from_dict(data["activity"])
@@ -447,27 +452,16 @@ def _check_round_extras(path: str | os.PathLike, data: dict) -> None:
             raise RoundFileError(path, f"a bad activity entry: {exc}") from None
 
 
-def rounds_quiet_wait_s(paths: list[str | os.PathLike]) -> float | None:
-    """The summed waits for quiet of early rounds that ``read_rounds`` has read (None where
-    none waited)."""
-    waits = []
-    for path in paths:
-        with open(path) as fh:
-            waits.append(json.load(fh).get("quiet_wait_s"))
-    waits = [w for w in waits if w is not None]
-    return float(sum(waits)) if waits else None
-
-
-def rounds_activity(paths: list[str | os.PathLike]) -> list[dict]:
-    """What the machine did while each early round that ``read_rounds`` has read measured
-    (``activity.Activity.to_dict``), in order; a round file from before it recorded none
-    gives nothing."""
+def rounds_field(paths: list[str | os.PathLike], name: str) -> list:
+    """The entry ``name`` of each early round that ``read_rounds`` has read, in order, where
+    it holds one: ``quiet_wait_s``, ``activity`` (``activity.Activity.to_dict``) or
+    ``job_started_unix``; a round file from before it was recorded gives nothing."""
     found = []
     for path in paths:
         with open(path) as fh:
-            activity = json.load(fh).get("activity")
-        if isinstance(activity, dict):
-            found.append(activity)
+            value = json.load(fh).get(name)
+        if value is not None:
+            found.append(value)
     return found
 
 

@@ -48,8 +48,7 @@ from numbench.measure.replicates import (
     measure_replicates,
     measure_round,
     read_rounds,
-    rounds_activity,
-    rounds_quiet_wait_s,
+    rounds_field,
     run_round_sd,
     write_round,
     write_round_sd,
@@ -152,15 +151,18 @@ def run_round(
     lock: str | None = None,
     lock_timeout_s: float | None = None,
     quiet: QuietSettings | None = None,
+    job_started_unix: float | None = None,
 ) -> list[ProcessRun]:
     """Measure one early round of a cell (its own process and, paired, a baseline process)
     under the host lock, and write it for the cell's job (``replicates.write_round``).
     ``quiet``: wait for the machine to quiet down first (``numbench.measure.quiet``).
+    ``job_started_unix``: when the round's job started (its process, ``numbench.measure.job``);
+    by default, now.
 
     A process's fault is written like any other outcome: the cell's job reads it and ends
     the cell. A fault of the machinery raises (``MachineryFault``) and writes nothing.
     """
-    t0 = time.perf_counter()
+    t0, job_started_unix = time.perf_counter(), job_started_unix or time.time()
     check_writable(output)
     cell_operation(spec)  # its code must still be the code the cell was planned with
     label = cell_label(spec, replicate)
@@ -172,7 +174,8 @@ def run_round(
             activity = replace(watch.stop(), workflow_moved=apart.moved)
     waited_s = None if waited is None else waited.waited_s
     with machinery(f"cannot write the round's file {output}"):
-        write_round(output, spec, runs, time.perf_counter() - t0, waited_s, activity.to_dict())
+        wall_s = time.perf_counter() - t0
+        write_round(output, spec, runs, wall_s, waited_s, activity.to_dict(), job_started_unix)
     return runs
 
 
@@ -221,6 +224,7 @@ def run_cell(
     quiet: QuietSettings | None = None,
     sentinel: Callable[[], float | None] = time_sentinel,
     round_sd_at: tuple[str | os.PathLike, str] | None = None,
+    job_started_unix: float | None = None,
 ) -> CellResult:
     """Measure one cell (its replicate processes) under the host lock and write its Parquet.
 
@@ -233,15 +237,19 @@ def run_cell(
     own). ``round_sd_at``: the folder and name (``numbench.cells.round_sd_place``) where the
     run's finished cells leave their round variance: the stopping rule takes their typical
     spread for ``replicates.round_sd`` once there are enough (``replicates.run_round_sd``),
-    and this cell, paired, leaves its own once written. Every outcome of the library writes the Parquet; a fault of
+    and this cell, paired, leaves its own once written. ``job_started_unix``: when the
+    cell's job started (as ``run_round``'s); the earliest of its jobs' starts is the cell's
+    ``jobs_from_unix``. Every outcome of the library writes the Parquet; a fault of
     numbench's machinery or of the host (the lock, an unusable round file, a worker that
     cannot start, a file that cannot be written) raises ``MachineryFault`` and writes none.
     """
-    t0 = time.perf_counter()
+    t0, job_started_unix = time.perf_counter(), job_started_unix or time.time()
     check_writable(output)
     meta = host_metadata(spec)
     before, earlier_wall = _read_earlier(list(earlier), spec)
-    rounds_waited_s = rounds_quiet_wait_s(list(earlier))
+    waits = rounds_field(list(earlier), "quiet_wait_s")
+    rounds_waited_s = float(sum(waits)) if waits else None
+    meta.jobs_from_unix = min([job_started_unix, *rounds_field(list(earlier), "job_started_unix")])
     with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
         meta.locked_from_unix = time.time()
         waited = quiet.wait() if quiet is not None else None
@@ -256,7 +264,7 @@ def run_cell(
             own_stretch = replace(watch.stop(), workflow_moved=apart.moved)
         meta.locked_until_unix = time.time()
     forget(cell_compile_folder(spec))  # its rounds are over (compile_cache)
-    rounds = [Activity.from_dict(a) for a in rounds_activity(list(earlier))]
+    rounds = [Activity.from_dict(a) for a in rounds_field(list(earlier), "activity")]
     activity = combined([*rounds, own_stretch])
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
     meta.load_avg_1m = activity.load_avg_1m
