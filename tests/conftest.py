@@ -325,9 +325,9 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1800, env: dict | None
 #: library's process beside a paired baseline process, so pairing and pipelined samples are
 #: there to check; run with --cores 2 in a folder whose path holds a space. One round, not two:
 #: every round of a cell starts a fresh process of its library (TensorFlow's import alone is
-#: seconds), and what a second round adds (spread rounds, the order of rounds, several
+#: seconds), and what a second round adds (early rounds, the order of rounds, several
 #: processes pooled) is checked on the dimensions run (``DIMS_RUN_CONFIG``: two rounds a cell,
-#: the first a spread round) and unit-tested. ``max_cpu_taken: null`` measures each round
+#: the first an early round) and unit-tested. ``max_cpu_taken: null`` measures each round
 #: once whatever else the machine runs (measuring again is test_replicates' to check). The
 #: finished run adds itself to a history store (test_history_e2e reads it, and reruns a step
 #: and builds the site on a copy), in a folder whose name holds a space too.
@@ -356,7 +356,7 @@ TINY_RUN_OPERATIONS = ("elementwise", "matmul", "grad", "fft", "sort", "stencil"
 #: every CPU, at one size (test_dimensions_e2e; the roofs of each (dtype, threads) are measured
 #: too, and test_roofs_e2e reads them). Its readers compare cells across dtype and threads,
 #: never across sizes (crossovers between sizes are unit-tested on constructed results). Two
-#: rounds a cell, the first a spread round of its own job (test_workflow reads their order).
+#: rounds a cell, the first an early round of its own job (test_workflow reads their order).
 DIMS_RUN_CONFIG = """
 libraries: [numpy, torch]
 operations:
@@ -465,7 +465,7 @@ def copy_run(run: Path, dst: Path) -> Path:
 
 def not_ok_cells(workdir: Path, bench: pd.DataFrame, expected=()) -> str:
     """Cells of ``bench`` that did not end ``ok`` (less the ``expected`` (library, operation)
-    pairs), each with its error and the tail of its logs (the cell's and its spread rounds'):
+    pairs), each with its error and the tail of its logs (the cell's and its early rounds'):
     an end-to-end test's assertion message, so a failure in CI says what the worker saw."""
     parts = []
     for r in bench[bench["status"] != "ok"].itertuples():

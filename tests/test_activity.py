@@ -159,8 +159,8 @@ def test_stretches_combine_weighted_by_their_length():
     assert watch.stop().watched_s == 2.5
 
 
-def test_a_cell_s_record_of_the_machine_covers_its_spread_rounds_jobs(tmp_path):
-    """A spread round records the machine while it measured in its file; the cell's job
+def test_a_cell_s_record_of_the_machine_covers_its_early_rounds_jobs(tmp_path):
+    """An early round records the machine while it measured in its file; the cell's job
     adds it to its own stretch, weighted by length (here a round made to weigh a day)."""
     import json
 

@@ -108,7 +108,7 @@ def test_numpy_cell_writes_samples_and_metadata(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))  # the atomic write left nothing behind
 
 
-def test_a_cell_continues_from_its_spread_round_file(tmp_path):
+def test_a_cell_continues_from_its_early_round_file(tmp_path):
     spec = _spec(tmp_path, "numpy")
     spec = spec.replace(
         replicates={**spec.replicates.__dict__, "min": 2, "max": 2, "early_rounds": 1}
@@ -125,7 +125,7 @@ def test_a_cell_continues_from_its_spread_round_file(tmp_path):
     assert first[0] < df["locked_from_unix"].iloc[0] < first[1]  # round 0 before the job
 
 
-def test_an_unreadable_spread_round_fails_the_job_names_the_file_and_removes_it(tmp_path):
+def test_an_unreadable_early_round_fails_the_job_names_the_file_and_removes_it(tmp_path):
     """A round file is numbench's own: one it cannot read is no fault of the library. The
     job fails with no cell file, and the file goes, so the next run measures the round."""
     spec = _spec(tmp_path, "numpy")

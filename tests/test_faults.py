@@ -323,7 +323,7 @@ def test_killed_run_resumes(workdir: Path, cpu_roofs: Path):
     for path in done:  # no truncated Parquet is ever visible
         read_cell(path)
     visible = [p for p in (workdir / "results").rglob("*") if p.is_file()]
-    # cells, inputs and spread rounds (written whole too, by rename); no partial file
+    # cells, inputs and early rounds (written whole too, by rename); no partial file
     assert all(p.suffix in (".parquet", ".npz", ".json") or p.name.startswith(".") for p in visible)
     for _ in range(50):  # the workers died with their supervisors
         if not _workers_of(lock):

@@ -432,10 +432,10 @@ def test_a_time_cap_stops_a_cell_in_doubt_and_says_so(capsys):
     assert "past replicates.max_cell_s = 45" in capsys.readouterr().out
 
 
-def test_a_time_cap_counts_the_spread_rounds_and_never_stops_the_first_round():
+def test_a_time_cap_counts_the_early_rounds_and_never_stops_the_first_round():
     clock = TickingClock(10.0)
     worker = clock.wrap(QuietWorker({"torch": [1e-3], "numpy": [1.13e-3]}))
-    # the spread rounds' jobs already took 50 s: past the cap before any round here
+    # the early rounds' jobs already took 50 s: past the cap before any round here
     spent = CellClock(earlier_s=50.0, clock=clock)
     runs, _ = measure_replicates(spec_with(max_cell_s=45.0), worker, clock=spent)
     assert [r.role for r in runs].count(MEASURED) == 1 and spent.capped
@@ -463,15 +463,15 @@ def test_replicate_settings_refuse_a_cpu_taken_limit_of_zero_or_less(wait):
         ReplicateSettings(**{**REPS, "max_cpu_taken": wait})
 
 
-# -- spread rounds: measured by jobs of their own, continued by the cell's job ---------------
-def spread_round(spec, worker, replicate=0):
+# -- early rounds: measured by jobs of their own, continued by the cell's job ---------------
+def early_round(spec, worker, replicate=0):
     return measure_round(spec, replicate, worker, spec.paired_spec())
 
 
-def test_the_cell_continues_from_its_spread_rounds(tmp_path):
+def test_the_cell_continues_from_its_early_rounds(tmp_path):
     spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
-    earlier = spread_round(spec, worker)
+    earlier = early_round(spec, worker)
     assert sorted(r.role for r in earlier) == [BASELINE, MEASURED]
     write_round(tmp_path / "r0.json", spec, earlier, wall_s=1.5)
     before, wall = read_rounds([tmp_path / "r0.json"], spec)
@@ -483,29 +483,29 @@ def test_the_cell_continues_from_its_spread_rounds(tmp_path):
     worker.calls.clear()
     runs, pairing_error = measure_replicates(spec, worker, before)
     assert pairing_error is None
-    # the spread round counts towards min: one more round here, numbered 1
+    # the early round counts towards min: one more round here, numbered 1
     assert worker.calls.count("torch") == 1 and worker.calls.count("numpy") == 1
     assert sorted({r.replicate for r in runs}) == [0, 1]
     assert runs[0].started_unix == min(r.started_unix for r in earlier)
 
 
-def test_spread_rounds_up_to_min_leave_the_cell_only_its_adaptive_rounds():
+def test_early_rounds_up_to_min_leave_the_cell_only_its_adaptive_rounds():
     spec = spec_with(early_rounds=2)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
-    earlier = spread_round(spec, worker, 0) + spread_round(spec, worker, 1)
+    earlier = early_round(spec, worker, 0) + early_round(spec, worker, 1)
     worker.calls.clear()
     runs, _ = measure_replicates(spec, worker, earlier)
     assert worker.calls == [] and len(runs) == 4  # agreeing: nothing more to measure
     worker = FakeWorker({"torch": [1e-3, 1.3e-3], "numpy": [1.2e-3]})
-    earlier = spread_round(spec, worker, 0) + spread_round(spec, worker, 1)
+    earlier = early_round(spec, worker, 0) + early_round(spec, worker, 1)
     runs, _ = measure_replicates(spec, worker, earlier)
     assert [r.role for r in runs].count(MEASURED) == 6  # disagreeing: up to the cap
 
 
-def test_a_fault_in_a_spread_round_ends_the_cell():
+def test_a_fault_in_an_early_round_ends_the_cell():
     spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("torch", 1): "boom"})
-    earlier = spread_round(spec, worker)
+    earlier = early_round(spec, worker)
     worker.calls.clear()
     runs, _ = measure_replicates(spec, worker, earlier)
     assert worker.calls == []  # nothing more is measured
@@ -513,10 +513,10 @@ def test_a_fault_in_a_spread_round_ends_the_cell():
     assert [(r.report.status, r.report.error) for r in own] == [("failed", "boom")]
 
 
-def test_a_failed_baseline_in_a_spread_round_ends_the_pairing():
+def test_a_failed_baseline_in_an_early_round_ends_the_pairing():
     spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]}, fail={("numpy", 1): "bad"})
-    earlier = spread_round(spec, worker)
+    earlier = early_round(spec, worker)
     runs, pairing_error = measure_replicates(spec, worker, earlier)
     assert "ended failed: bad" in pairing_error
     assert {r.role for r in runs} == {MEASURED} and len(runs) >= 2
@@ -526,7 +526,7 @@ def test_a_failed_baseline_in_a_spread_round_ends_the_pairing():
 def test_a_round_file_of_another_cell_or_a_corrupt_one_is_refused(tmp_path):
     spec = spec_with(early_rounds=1)
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
-    write_round(tmp_path / "r0.json", spec, spread_round(spec, worker), wall_s=1.0)
+    write_round(tmp_path / "r0.json", spec, early_round(spec, worker), wall_s=1.0)
     other = spec.replace(size=2000)
     with pytest.raises(RoundFileError, match="r0.json: measured for another spec"):
         read_rounds([tmp_path / "r0.json"], other)
@@ -557,7 +557,7 @@ def test_a_round_file_with_a_bad_activity_or_wait_is_refused_when_read(tmp_path,
     worker = FakeWorker({"torch": [1e-3], "numpy": [2e-3]})
     path = tmp_path / "r0.json"
     good = {"other_cpu_share": 0.1, "steal_share": 0.0, "load_avg_1m": 1.0, "watched_s": 2.0}
-    write_round(path, spec, spread_round(spec, worker), 1.0, 0.5, good)
+    write_round(path, spec, early_round(spec, worker), 1.0, 0.5, good)
     assert len(read_rounds([path], spec)[0]) == 2
     path.write_text(json.dumps({**json.loads(path.read_text()), **extras}))
     with pytest.raises(RoundFileError, match="r0.json: ") as err:

@@ -45,7 +45,7 @@ HOST_LOCK = Path(tempfile.gettempdir()) / "numbench-slurm-test.lock"
 # numpy on the CPU (the baseline) and torch on the GPU: one operation, a user's own (the
 # example of examples/stencil, from a folder outside the workflow whose path has a space), at
 # one size, minimal timing. Each Slurm job waits for the plugin's status checks, which back
-# off by 10 s while none ends: the jobs run in three waves (inputs and roofs, spread rounds,
+# off by 10 s while none ends: the jobs run in three waves (inputs and roofs, early rounds,
 # cells), and a wave whose jobs (taking turns on the host's timing lock) do not all end by
 # the second check waits 22 s more for the third. A second size or operation doubled every
 # wave's work; a Slurm run of its own for the user's operation held the host for a minute.
@@ -353,7 +353,7 @@ def test_workflow_runs_every_cell_as_a_slurm_job(slurm_cluster: Path, workdir: P
     jobs = _jobs()
     by_comment = {job.get("Comment"): job for job in jobs.values()}
     assert sorted(submitted) == sorted(jobs), "jobs the controller knows != jobs submitted"
-    # cells, their spread rounds, inputs, and the roofs (measured on a node, like the cells)
+    # cells, their early rounds, inputs, and the roofs (measured on a node, like the cells)
     assert len(jobs) == 2 + 2 + 1 + 1, sorted(by_comment)
     cell_jobs = []
     for cell in on_slurm.itertuples():

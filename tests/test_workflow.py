@@ -35,8 +35,8 @@ def finished(tiny_run):
 
 
 def test_dry_run_plans_one_cell_job_per_cell(workdir):
-    """The tiny grid with a spread round a cell (the shared run measures one round a cell):
-    one cell job, one spread round job per cell, and one inputs job per operation."""
+    """The tiny grid with an early round a cell (the shared run measures one round a cell):
+    one cell job, one early round job per cell, and one inputs job per operation."""
     spread = "replicates: {min: 2, max: 2, early_rounds: 1}"
     assert TINY_RUN_REPLICATES in TINY_RUN_CONFIG
     (workdir / "e2e.yaml").write_text(TINY_RUN_CONFIG.replace(TINY_RUN_REPLICATES, spread))
@@ -48,7 +48,7 @@ def test_dry_run_plans_one_cell_job_per_cell(workdir):
     assert int(counts["inputs"]) == len(TINY_RUN_OPERATIONS)
 
 
-def test_spread_rounds_run_before_every_cells_own_rounds(dims_run):
+def test_early_rounds_run_before_every_cells_own_rounds(dims_run):
     """The rules' priorities put round 0 of every cell before round 1 of any: a cell's
     processes lie apart in time; the round files are temporary and gone. On the session's
     dimensions run (conftest.DIMS_RUN_CONFIG: 8 cells, two rounds each, the first a spread

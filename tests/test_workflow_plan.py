@@ -137,7 +137,7 @@ def test_a_cell_outside_the_grid_has_the_lowest_priority():
     assert order.cell_priority(stranger) == 0
 
 
-def test_without_spread_rounds_inputs_come_just_above_every_cell():
+def test_without_early_rounds_inputs_come_just_above_every_cell():
     cfg = replicates(resolved(), early_rounds=0)
     cells = grid(cfg)
     order = JobOrder.of(cfg, cells)

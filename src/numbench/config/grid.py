@@ -1,7 +1,7 @@
 """The grid: every cell a validated config asks for, the spec each one runs from, the seeded
 order the rules follow, and what the workflow's jobs ask of the scheduler, worked out from
 the resolved config and its grid: the roofs job's dimensions, CPUs and GPUs, the wall time of
-a cell and of a spread round, how long a timing job waits for the host's timing lock, and
+a cell and of an early round, how long a timing job waits for the host's timing lock, and
 the priorities that order the jobs.
 
 The workflow (``workflow/rules/common.smk``) calls ``job_plan`` once and hands its fields to
