@@ -190,12 +190,12 @@ def test_a_cell_s_record_of_the_machine_covers_its_early_rounds_jobs(tmp_path):
     assert row["steal_share"] == pytest.approx(0.2, abs=0.01)
     # a round file from before the rounds recorded the machine adds nothing: the cell's own
     # stretch alone
-    from numbench.measure.replicates import rounds_field
+    from numbench.measure.replicates import rounds_fields
 
-    assert rounds_field([round_file], "activity") == [data["activity"]]
+    assert rounds_fields([round_file], ("activity",)) == {"activity": [data["activity"]]}
     del data["activity"]
     round_file.write_text(json.dumps(data))
-    assert rounds_field([round_file], "activity") == []
+    assert rounds_fields([round_file], ("activity",)) == {"activity": []}
     run_cell(spec, out, lock=str(tmp_path / "lock"), earlier=[round_file])
     assert 0.0 <= read_cell(out).to_pylist()[0]["other_cpu_share"] <= 1.0
 

@@ -435,7 +435,7 @@ def read_rounds(paths: list[str | os.PathLike], spec: CellSpec) -> tuple[list[Pr
 
 def _check_round_extras(path: str | os.PathLike, data: dict) -> None:
     """Refuse a round file whose wait for quiet, job start or activity entry the cell's job
-    could not use after the lock (``rounds_field``): each may be absent (files from before
+    could not use after the lock (``rounds_fields``): each may be absent (files from before
     it was recorded) or null."""
     for name in ("quiet_wait_s", "job_started_unix"):
         value = data.get(name)
@@ -452,16 +452,18 @@ def _check_round_extras(path: str | os.PathLike, data: dict) -> None:
             raise RoundFileError(path, f"a bad activity entry: {exc}") from None
 
 
-def rounds_field(paths: list[str | os.PathLike], name: str) -> list:
-    """The entry ``name`` of each early round that ``read_rounds`` has read, in order, where
-    it holds one: ``quiet_wait_s``, ``activity`` (``activity.Activity.to_dict``) or
-    ``job_started_unix``; a round file from before it was recorded gives nothing."""
-    found = []
+def rounds_fields(paths: list[str | os.PathLike], names: tuple[str, ...]) -> dict[str, list]:
+    """Each entry of ``names`` over the early rounds that ``read_rounds`` has read, in order,
+    where a round holds one (``quiet_wait_s``, ``activity``: ``activity.Activity.to_dict``,
+    ``job_started_unix``), each file read once; a round file from before an entry was
+    recorded gives nothing for it."""
+    found: dict[str, list] = {name: [] for name in names}
     for path in paths:
         with open(path) as fh:
-            value = json.load(fh).get(name)
-        if value is not None:
-            found.append(value)
+            data = json.load(fh)
+        for name in names:
+            if data.get(name) is not None:
+                found[name].append(data[name])
     return found
 
 

@@ -48,7 +48,7 @@ from numbench.measure.replicates import (
     measure_replicates,
     measure_round,
     read_rounds,
-    rounds_field,
+    rounds_fields,
     run_round_sd,
     write_round,
     write_round_sd,
@@ -247,9 +247,10 @@ def run_cell(
     check_writable(output)
     meta = host_metadata(spec)
     before, earlier_wall = _read_earlier(list(earlier), spec)
-    waits = rounds_field(list(earlier), "quiet_wait_s")
+    extras = rounds_fields(list(earlier), ("quiet_wait_s", "job_started_unix", "activity"))
+    waits = extras["quiet_wait_s"]
     rounds_waited_s = float(sum(waits)) if waits else None
-    meta.jobs_from_unix = min([job_started_unix, *rounds_field(list(earlier), "job_started_unix")])
+    meta.jobs_from_unix = min([job_started_unix, *extras["job_started_unix"]])
     with timing_lock(lock, holder=cell_label(spec), timeout_s=lock_timeout_s):
         meta.locked_from_unix = time.time()
         waited = quiet.wait() if quiet is not None else None
@@ -264,7 +265,7 @@ def run_cell(
             own_stretch = replace(watch.stop(), workflow_moved=apart.moved)
         meta.locked_until_unix = time.time()
     forget(cell_compile_folder(spec))  # its rounds are over (compile_cache)
-    rounds = [Activity.from_dict(a) for a in rounds_field(list(earlier), "activity")]
+    rounds = [Activity.from_dict(a) for a in extras["activity"]]
     activity = combined([*rounds, own_stretch])
     meta.other_cpu_share, meta.steal_share = activity.other_cpu_share, activity.steal_share
     meta.load_avg_1m = activity.load_avg_1m
