@@ -162,3 +162,24 @@ def test_a_job_under_slurm_starts_no_zygote_for_the_jobs_after_it(here, monkeypa
     assert run_jobs(here, jobs) == [0, 0]
     assert not any(FORKED in (here / f"job{i}.log").read_text() for i in (0, 1))
     assert not list((here / "logs" / "zygotes").glob(f"{zygote.JOB}-*.log"))
+
+
+def test_the_job_s_entry_imports_no_numbench_module_but_the_zygote_s():
+    """Snakemake starts a process for every job, which with a zygote serving only hands its
+    job over and waits: the entry point's import must not pull in the supervisor's modules
+    (the spec, the lock, the cells' paths), which every job would pay for nothing."""
+    probe = (
+        "import sys; import numbench.measure.job; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('numbench'))))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == [
+        "numbench",
+        "numbench.errors",
+        "numbench.measure",
+        "numbench.measure.job",
+        "numbench.measure.zygote",
+    ]

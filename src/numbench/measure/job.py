@@ -34,18 +34,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import sys
-import traceback
 
-from numbench.cells import round_sd_place
 from numbench.errors import MachineryFault
-from numbench.machine.system import process_started_unix
 from numbench.measure import zygote
-from numbench.measure.activity import job_pid
-from numbench.measure.host_lock import cell_label, exit_on_sigterm, keep_pandas_out, timing_lock
-from numbench.spec import CellSpec
 
 #: the exit status of a job that failed for the machinery or the host
 FAILED_EXIT = 1
@@ -88,6 +83,19 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str], then=None) -> int:
     """The job in this process: its exit status. ``then``: called with the lock still held,
     once the cell (or round) is written."""
+    import traceback
+
+    from numbench.cells import round_sd_place
+    from numbench.machine.system import process_started_unix
+    from numbench.measure.activity import job_pid
+    from numbench.measure.host_lock import (
+        cell_label,
+        exit_on_sigterm,
+        keep_pandas_out,
+        timing_lock,
+    )
+    from numbench.spec import CellSpec
+
     keep_pandas_out()
     exit_on_sigterm()
     args = parser().parse_args(argv)
@@ -154,11 +162,14 @@ def zygote_environment() -> dict[str, str]:
 def run(argv: list[str]) -> int:
     """The job's entry point: handed to a process a zygote forks for it where one serves
     (``worker_start: fork``), else run here (``main``), starting a zygote for the jobs after
-    it; its exit status either way."""
-    keep_pandas_out()
-    exit_on_sigterm()
-    spec = CellSpec.from_json(parser().parse_args(argv).spec)
-    if spec.worker_start != "fork" or not zygote.supported():
+    it; its exit status either way.
+
+    Handing over imports only the zygote's module: the job's own process, started by
+    Snakemake for every job, then only waits, so what it imports besides is paid by every
+    job for nothing. A SIGTERM before the hand-over ends it as the default does (it holds
+    nothing yet); after, it is passed on (``_hand_over``). A spec or arguments it cannot
+    read go to ``main``, which says what is wrong."""
+    if _worker_start(argv) != "fork" or not zygote.supported():
         return main(argv)
     env, code = zygote_environment(), zygote.package_digest()
     name = zygote.socket_name(zygote.JOB, sys.executable, env, code=code)
@@ -180,6 +191,18 @@ def run(argv: list[str]) -> int:
             print(f"job: later jobs run in their own process: {refused}", flush=True)
 
     return main(argv, then=start_zygote)
+
+
+def _worker_start(argv: list[str]) -> str | None:
+    """The ``worker_start`` of the spec that ``argv``'s ``--spec`` gives, without importing
+    ``CellSpec``; None where it cannot be read."""
+    parse = argparse.ArgumentParser(add_help=False)
+    parse.add_argument("--spec")
+    try:
+        told = json.loads(parse.parse_known_args(argv)[0].spec or "")
+    except (ValueError, SystemExit):
+        return None
+    return told.get("worker_start") if isinstance(told, dict) else None
 
 
 def _hand_over(argv: list[str], env: dict[str, str], code: str) -> tuple[int | None, str]:
