@@ -674,5 +674,14 @@ def leave(status: int) -> None:
     os._exit(status)
 
 
+def forked(argv: list[str]) -> None:
+    """Run the worker in a process its zygote forked, and exit with its status. The zygote
+    imported this module, so ``FORKED``, read from the environment at import, is read
+    again here, from this process's."""
+    global FORKED
+    FORKED = forked_from_environment()
+    leave(main(argv))
+
+
 if __name__ == "__main__":
     leave(main())

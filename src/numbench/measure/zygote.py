@@ -78,7 +78,8 @@ PRELOAD = {
 WORKER_MODULES = tuple(
     "numbench.spec numbench.timing numbench.inputs_file numbench.measure.cpu_taken"
     " numbench.measure.lockstep numbench.measure.compile_cache numbench.operations"
-    " numbench.operations.kernels numbench.operations.check numbench.libraries".split()
+    " numbench.operations.kernels numbench.operations.check numbench.libraries"
+    " numbench.measure.worker".split()
 )
 #: the exit status of a child whose set-up failed before the worker ran
 SETUP_FAULT_EXIT = 70
@@ -660,10 +661,12 @@ class Zygote:
                 os.environ[FORKED_ENV] = json.dumps(told)
             else:
                 os.environ.pop(FORKED_ENV, None)
-            # as ``python -m`` runs it; it leaves by itself (``worker.leave``, ``job.leave``)
-            import runpy
+            # its entry, as ``python -m`` would run it but without running the module's
+            # code again (imported here once); it leaves by itself (``worker.leave``,
+            # ``job.leave``)
+            import importlib
 
-            runpy.run_module(self.module, run_name="__main__", alter_sys=True)
+            importlib.import_module(self.module).forked(request["argv"])
         except BaseException:  # noqa: BLE001 - the set-up failed: say why, and go
             import traceback
 
