@@ -661,9 +661,7 @@ class Zygote:
                 os.environ[FORKED_ENV] = json.dumps(told)
             else:
                 os.environ.pop(FORKED_ENV, None)
-            # its entry, as ``python -m`` would run it but without running the module's
-            # code again (imported here once); it leaves by itself (``worker.leave``,
-            # ``job.leave``)
+            # its entry, the module imported once (not run again); it leaves by itself
             import importlib
 
             importlib.import_module(self.module).forked(request["argv"])
