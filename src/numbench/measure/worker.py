@@ -85,8 +85,9 @@ def forked_from_environment() -> Forked | None:
     return Forked(**json.loads(text)) if text else None
 
 
-#: set in a worker forked from a zygote; None in a fresh one
-FORKED: Forked | None = forked_from_environment()
+#: set in a worker forked from a zygote; None in a fresh one. Read by ``main`` from its
+#: process's environment, not at import: a worker's zygote imports this module
+FORKED: Forked | None = None
 
 
 def die_with_supervisor() -> None:
@@ -629,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m numbench.measure.worker SPEC.json RESULT.json", file=sys.stderr)
         return 2
     spec_path, result_path = argv
+    global FORKED
+    FORKED = forked_from_environment()
     die_with_supervisor()
     try:
         with open(spec_path, encoding="utf-8") as fh:
@@ -675,11 +678,7 @@ def leave(status: int) -> None:
 
 
 def forked(argv: list[str]) -> None:
-    """Run the worker in a process its zygote forked, and exit with its status. The zygote
-    imported this module, so ``FORKED``, read from the environment at import, is read
-    again here, from this process's."""
-    global FORKED
-    FORKED = forked_from_environment()
+    """Run the worker in a process its zygote forked, and exit with its status."""
     leave(main(argv))
 
 

@@ -71,10 +71,10 @@ PRELOAD = {
     "torch": ("numpy", "torch"),
     "tensorflow": ("numpy", "tensorflow"),
     "cupy": ("numpy", "cupy"),
-    # what the job's module imports, not the module itself, which each child runs afresh
-    JOB: ("numbench.measure.host_lock", "numbench.measure.supervisor", "numbench.measure.quiet"),
+    # the job's module and what it imports: each child calls its entry (``job.forked``)
+    JOB: ("numbench.measure.supervisor", "numbench.measure.quiet", "numbench.measure.job"),
 }
-#: numbench's modules a worker's zygote imports after its library (not the worker's own)
+#: numbench's modules a worker's zygote imports after its library, the worker's own last
 WORKER_MODULES = tuple(
     "numbench.spec numbench.timing numbench.inputs_file numbench.measure.cpu_taken"
     " numbench.measure.lockstep numbench.measure.compile_cache numbench.operations"
